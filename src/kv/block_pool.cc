@@ -1,0 +1,360 @@
+#include "kv/block_pool.h"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <string_view>
+
+namespace agentkv {
+namespace {
+
+std::string Name(const AgentKey& key) { return key.ns + "/" + key.agent_id; }
+
+int64_t SystemNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status ValidatePut(const AgentKey& agent, const std::vector<BlockRef>& blocks) {
+  if (agent.agent_id.empty()) return Status::InvalidArgument("block pool put: empty agent id");
+  std::set<std::string_view> seen;
+  for (const BlockRef& b : blocks) {
+    if (b.id.empty() || !b.block) {
+      return Status::InvalidArgument("block pool put: " + Name(agent) + ": empty block id or null block");
+    }
+    if (!seen.insert(b.id).second) {
+      return Status::InvalidArgument("block pool put: " + Name(agent) + ": duplicate block id " + b.id);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+BlockPool::BlockPool(BlockPoolOptions options)
+    : budget_bytes_(options.budget_bytes),
+      persist_(std::move(options.persist)),
+      on_evict_(std::move(options.on_evict)),
+      now_ms_(options.now_ms ? std::move(options.now_ms) : SystemNowMs) {}
+
+Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<BlockRef> blocks, bool dirty) {
+  AGENTKV_RETURN_IF_ERROR(ValidatePut(agent, blocks));
+  std::vector<EvictionEvent> events;
+  Status status;
+  uint64_t version = 0;
+  {
+    Lock lock(mu_);
+    // Cheap lower bound first, so an impossible Put evicts nobody.
+    size_t own_bytes = 0;
+    for (const BlockRef& b : blocks) {
+      auto it = blocks_.find({agent.ns, b.id});
+      own_bytes += it != blocks_.end() ? it->second.charge_bytes : b.block->payload_bytes() + kBlockOverheadBytes;
+    }
+    if (own_bytes > budget_bytes_) {
+      return Status::ResourceExhausted("block pool put: " + Name(agent) + ": " + std::to_string(own_bytes) +
+                                       " bytes exceed the budget of " + std::to_string(budget_bytes_));
+    }
+    std::set<AgentKey> skip;
+    Status persist_error;
+    while (BytesAfterPut(agent, blocks) > budget_bytes_) {
+      if (!EvictOne(lock, &agent, skip, events, &persist_error)) {
+        status = persist_error.ok()
+                     ? Status::ResourceExhausted("block pool put: " + Name(agent) +
+                                                 ": budget full and nothing evictable")
+                     : persist_error.WithContext("block pool put: " + Name(agent) + ": evict");
+        break;
+      }
+    }
+    if (status.ok()) {
+      auto [it, inserted] = agents_.try_emplace(agent);
+      AgentEntry& entry = it->second;
+      std::vector<std::string> ids;
+      ids.reserve(blocks.size());
+      // Reference the new list before releasing the old one: shared ids never hit 0.
+      for (BlockRef& b : blocks) {
+        auto [bit, is_new] = blocks_.try_emplace({agent.ns, b.id});
+        if (is_new) {
+          bit->second.charge_bytes = b.block->payload_bytes() + kBlockOverheadBytes;
+          bit->second.block = std::move(b.block);
+          used_bytes_ += bit->second.charge_bytes;
+        }
+        ++bit->second.refs;
+        ids.push_back(std::move(b.id));
+      }
+      Release(agent.ns, entry.block_ids);
+      entry.block_ids = std::move(ids);
+      entry.dirty = dirty;
+      entry.version = next_version_++;
+      version = entry.version;
+      Touch(entry);
+      assert(used_bytes_ <= budget_bytes_);
+    }
+  }
+  Notify(events);
+  if (!status.ok()) return status;
+  return version;
+}
+
+Result<AgentSnapshot> BlockPool::Get(const AgentKey& agent) {
+  Lock lock(mu_);
+  auto it = agents_.find(agent);
+  if (it == agents_.end()) return Status::NotFound("block pool get: " + Name(agent));
+  Touch(it->second);
+  return AgentSnapshot{SnapshotLocked(agent, it->second), it->second.version, it->second.dirty};
+}
+
+bool BlockPool::Contains(const AgentKey& agent) const {
+  Lock lock(mu_);
+  return agents_.count(agent) != 0;
+}
+
+Result<AgentInfo> BlockPool::Info(const AgentKey& agent) const {
+  Lock lock(mu_);
+  auto it = agents_.find(agent);
+  if (it == agents_.end()) return Status::NotFound("block pool info: " + Name(agent));
+  return InfoLocked(agent, it->second);
+}
+
+Status BlockPool::Pin(const AgentKey& agent) {
+  Lock lock(mu_);
+  auto it = agents_.find(agent);
+  if (it == agents_.end()) return Status::NotFound("block pool pin: " + Name(agent));
+  ++it->second.pins;
+  Touch(it->second);
+  return Status::OK();
+}
+
+void BlockPool::Unpin(const AgentKey& agent) {
+  Lock lock(mu_);
+  auto it = agents_.find(agent);
+  assert(it != agents_.end() && it->second.pins > 0 && "Unpin without Pin");
+  if (it != agents_.end() && it->second.pins > 0) --it->second.pins;
+}
+
+bool BlockPool::MarkClean(const AgentKey& agent, uint64_t version) {
+  Lock lock(mu_);
+  auto it = agents_.find(agent);
+  if (it == agents_.end() || it->second.version != version) return false;
+  it->second.dirty = false;
+  return true;
+}
+
+Status BlockPool::Erase(const AgentKey& agent) {
+  Lock lock(mu_);
+  auto it = agents_.find(agent);
+  if (it == agents_.end()) return Status::NotFound("block pool erase: " + Name(agent));
+  if (it->second.pins > 0) return Status::FailedPrecondition("block pool erase: " + Name(agent) + ": pinned");
+  Drop(it);
+  return Status::OK();
+}
+
+Status BlockPool::EvictToDisk(const AgentKey& agent) {
+  const std::string op = "block pool evict " + Name(agent);
+  std::vector<EvictionEvent> events;
+  Status status;
+  {
+    Lock lock(mu_);
+    auto it = agents_.find(agent);
+    if (it == agents_.end()) return Status::NotFound(op);
+    if (it->second.pins > 0) return Status::FailedPrecondition(op + ": pinned");
+    if (it->second.dirty && !persist_) return Status::FailedPrecondition(op + ": dirty and no persistence");
+    bool persisted = false;
+    if (it->second.dirty) {
+      bool changed = false;
+      status = PersistUnlocked(lock, agent, &changed);
+      persisted = true;
+      it = agents_.find(agent);  // still there: it was pinned during the call
+      if (!status.ok()) {
+        events.push_back({agent, 0, false, status});
+      } else if (changed) {
+        status = Status::Unavailable("changed while saving; retry");
+      }
+    }
+    if (status.ok() && it->second.pins > 0) status = Status::FailedPrecondition("pinned while saving");
+    if (status.ok()) {
+      events.push_back({agent, Drop(it), persisted, Status::OK()});
+      ++evictions_;
+    }
+  }
+  Notify(events);
+  return status.ok() ? status : status.WithContext(op);
+}
+
+Status BlockPool::EvictDownTo(size_t target_bytes) {
+  std::vector<EvictionEvent> events;
+  Status status;
+  {
+    Lock lock(mu_);
+    std::set<AgentKey> skip;
+    Status persist_error;
+    while (used_bytes_ > target_bytes) {
+      if (!EvictOne(lock, nullptr, skip, events, &persist_error)) {
+        status = persist_error.ok() ? Status::ResourceExhausted("block pool evict down: nothing evictable")
+                                    : persist_error.WithContext("block pool evict down");
+        break;
+      }
+    }
+  }
+  Notify(events);
+  return status;
+}
+
+BlockPoolStats BlockPool::Stats() const {
+  Lock lock(mu_);
+  BlockPoolStats s;
+  s.budget_bytes = budget_bytes_;
+  s.used_bytes = used_bytes_;
+  s.n_blocks = blocks_.size();
+  s.n_agents = agents_.size();
+  for (const auto& [key, entry] : agents_) {
+    s.n_pinned_agents += entry.pins > 0;
+    s.n_dirty_agents += entry.dirty;
+  }
+  s.evictions = evictions_;
+  s.persist_failures = persist_failures_;
+  return s;
+}
+
+std::vector<AgentInfo> BlockPool::ListAgents(const std::string& ns) const {
+  Lock lock(mu_);
+  std::vector<std::pair<uint64_t, AgentInfo>> found;
+  for (auto it = agents_.lower_bound(AgentKey{ns, ""}); it != agents_.end() && it->first.ns == ns; ++it) {
+    found.emplace_back(it->second.last_use_tick, InfoLocked(it->first, it->second));
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<AgentInfo> out;
+  out.reserve(found.size());
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+// ---- private, REQUIRE mu_ held ----
+
+void BlockPool::Touch(AgentEntry& entry) {
+  entry.last_use_tick = ++tick_;
+  entry.last_use_ms = now_ms_();
+}
+
+size_t BlockPool::BytesAfterPut(const AgentKey& agent, const std::vector<BlockRef>& blocks) const {
+  size_t bytes = used_bytes_;
+  std::set<std::string_view> new_ids;
+  for (const BlockRef& b : blocks) {
+    new_ids.insert(b.id);
+    if (blocks_.count({agent.ns, b.id}) == 0) bytes += b.block->payload_bytes() + kBlockOverheadBytes;
+  }
+  auto it = agents_.find(agent);
+  if (it == agents_.end()) return bytes;
+  for (const std::string& id : it->second.block_ids) {
+    const BlockEntry& e = blocks_.at({agent.ns, id});
+    if (e.refs == 1 && new_ids.count(id) == 0) bytes -= e.charge_bytes;  // only we hold it
+  }
+  return bytes;
+}
+
+void BlockPool::Release(const std::string& ns, const std::vector<std::string>& ids) {
+  for (const std::string& id : ids) {
+    auto it = blocks_.find({ns, id});
+    assert(it != blocks_.end() && it->second.refs > 0);
+    if (--it->second.refs == 0) {
+      used_bytes_ -= it->second.charge_bytes;
+      blocks_.erase(it);
+    }
+  }
+}
+
+size_t BlockPool::Drop(std::map<AgentKey, AgentEntry>::iterator it) {
+  const size_t before = used_bytes_;
+  Release(it->first.ns, it->second.block_ids);
+  agents_.erase(it);
+  return before - used_bytes_;
+}
+
+AgentInfo BlockPool::InfoLocked(const AgentKey& key, const AgentEntry& entry) const {
+  AgentInfo info;
+  info.key = key;
+  info.n_blocks = entry.block_ids.size();
+  for (const std::string& id : entry.block_ids) {
+    const BlockEntry& e = blocks_.at({key.ns, id});
+    info.n_tokens += e.block->n_tokens;
+    info.bytes += e.charge_bytes;
+  }
+  info.last_use_ms = entry.last_use_ms;
+  info.pins = entry.pins;
+  info.dirty = entry.dirty;
+  info.version = entry.version;
+  return info;
+}
+
+std::vector<BlockRef> BlockPool::SnapshotLocked(const AgentKey& key, const AgentEntry& entry) const {
+  std::vector<BlockRef> out;
+  out.reserve(entry.block_ids.size());
+  for (const std::string& id : entry.block_ids) out.push_back({id, blocks_.at({key.ns, id}).block});
+  return out;
+}
+
+Status BlockPool::PersistUnlocked(Lock& lock, const AgentKey& agent, bool* changed) {
+  auto it = agents_.find(agent);
+  assert(it != agents_.end() && it->second.dirty && persist_);
+  ++it->second.pins;  // neither evicted nor erased while we are unlocked
+  const uint64_t version = it->second.version;
+  std::vector<BlockRef> snapshot = SnapshotLocked(agent, it->second);
+  lock.unlock();
+  Status status = persist_(agent, snapshot);
+  snapshot.clear();
+  lock.lock();
+  it = agents_.find(agent);
+  assert(it != agents_.end());
+  --it->second.pins;
+  *changed = false;
+  if (!status.ok()) {
+    ++persist_failures_;
+    return status;
+  }
+  if (it->second.version != version) {
+    *changed = true;  // Put again meanwhile: what we saved is not the current state
+  } else {
+    it->second.dirty = false;
+  }
+  return Status::OK();
+}
+
+bool BlockPool::EvictOne(Lock& lock, const AgentKey* exclude, std::set<AgentKey>& skip,
+                         std::vector<EvictionEvent>& events, Status* error) {
+  // Linear scan for the LRU candidate: O(agents) per eviction, fine for the
+  // hundreds to low thousands of agents one machine serves.
+  auto victim = agents_.end();
+  for (auto it = agents_.begin(); it != agents_.end(); ++it) {
+    const AgentEntry& e = it->second;
+    if (e.pins > 0 || (exclude && it->first == *exclude) || skip.count(it->first) || (e.dirty && !persist_)) {
+      continue;
+    }
+    if (victim == agents_.end() || e.last_use_tick < victim->second.last_use_tick) victim = it;
+  }
+  if (victim == agents_.end()) return false;
+  const AgentKey key = victim->first;
+  bool persisted = false;
+  if (victim->second.dirty) {
+    bool changed = false;
+    Status status = PersistUnlocked(lock, key, &changed);
+    if (!status.ok()) {
+      skip.insert(key);
+      *error = status.WithContext(Name(key));
+      events.push_back({key, 0, false, status});
+      return true;
+    }
+    victim = agents_.find(key);
+    if (changed || victim->second.pins > 0) return true;  // used meanwhile: re-evaluate
+    persisted = true;
+  }
+  events.push_back({key, Drop(victim), persisted, Status::OK()});
+  ++evictions_;
+  return true;
+}
+
+void BlockPool::Notify(const std::vector<EvictionEvent>& events) const {
+  if (!on_evict_) return;
+  for (const EvictionEvent& e : events) on_evict_(e);
+}
+
+}  // namespace agentkv

@@ -1,0 +1,383 @@
+#include "kv/block_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace agentkv {
+namespace {
+
+constexpr size_t kPayload = 1000;
+constexpr size_t kCharge = kPayload + kBlockOverheadBytes;
+
+std::shared_ptr<const KvBlock> MakeBlock(uint32_t index, uint8_t fill, size_t payload = kPayload) {
+  auto b = std::make_shared<KvBlock>();
+  b->index = index;
+  b->n_tokens = kBlockTokens;
+  b->tensors.push_back({"c0.l0.k", static_cast<uint32_t>(payload), index * kBlockTokens, 1,
+                        std::vector<uint8_t>(payload, fill)});
+  return b;
+}
+
+// n blocks with ids "<prefix>0", "<prefix>1", ...
+std::vector<BlockRef> Blocks(const std::string& prefix, int n, uint8_t fill = 1) {
+  std::vector<BlockRef> out;
+  for (int i = 0; i < n; ++i) out.push_back({prefix + std::to_string(i), MakeBlock(i, fill)});
+  return out;
+}
+
+AgentKey A(const std::string& id, const std::string& ns = "ns") { return {ns, id}; }
+
+// A fake disk tier: records what was persisted; can be told to fail.
+struct FakeDisk {
+  std::mutex mu;
+  std::map<AgentKey, std::vector<BlockRef>> saved;
+  std::map<AgentKey, int> calls;
+  bool fail = false;
+  PersistFn Fn() {
+    return [this](const AgentKey& key, const std::vector<BlockRef>& blocks) {
+      std::lock_guard<std::mutex> l(mu);
+      ++calls[key];
+      if (fail) return Status::IOError("write block: ENOSPC");
+      saved[key] = blocks;
+      return Status::OK();
+    };
+  }
+};
+
+BlockPoolOptions Options(size_t n_blocks_budget, FakeDisk* disk = nullptr) {
+  BlockPoolOptions o;
+  o.budget_bytes = n_blocks_budget * kCharge;
+  if (disk) o.persist = disk->Fn();
+  return o;
+}
+
+TEST(BlockPoolTest, BudgetRespectedAfterManyInserts) {
+  FakeDisk disk;
+  BlockPool pool(Options(10, &disk));
+  for (int i = 0; i < 100; ++i) {
+    const std::string id = "agent" + std::to_string(i);
+    ASSERT_TRUE(pool.Put(A(id), Blocks(id + "/", 2)).ok()) << i;
+    BlockPoolStats s = pool.Stats();
+    ASSERT_LE(s.used_bytes, s.budget_bytes);
+    ASSERT_EQ(s.used_bytes, s.n_blocks * kCharge);
+  }
+  BlockPoolStats s = pool.Stats();
+  EXPECT_EQ(s.n_agents, 5u);
+  EXPECT_EQ(s.evictions, 95u);
+  // Every evicted agent reached the disk first, exactly once, with its blocks.
+  EXPECT_EQ(disk.saved.size(), 95u);
+  for (const auto& [key, n] : disk.calls) EXPECT_EQ(n, 1) << key.agent_id;
+  EXPECT_EQ(disk.saved[A("agent0")].size(), 2u);
+  EXPECT_EQ(disk.saved[A("agent0")][1].id, "agent0/1");
+}
+
+TEST(BlockPoolTest, LruOrderAndObserver) {
+  std::vector<std::string> evicted;
+  BlockPoolOptions o = Options(3);
+  o.on_evict = [&](const EvictionEvent& e) { evicted.push_back(e.agent.agent_id); };
+  BlockPool pool(o);
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(pool.Put(A(id), Blocks(id, 1), /*dirty=*/false).ok());
+  ASSERT_TRUE(pool.Get(A("a")).ok());  // a is now most recent
+  EXPECT_TRUE(pool.Contains(A("b")));  // Contains does not touch
+  ASSERT_TRUE(pool.Put(A("d"), Blocks("d", 1), false).ok());
+  ASSERT_TRUE(pool.Put(A("e"), Blocks("e", 1), false).ok());
+  EXPECT_EQ(evicted, (std::vector<std::string>{"b", "c"}));
+  std::vector<AgentInfo> list = pool.ListAgents("ns");
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].key.agent_id, "e");
+  EXPECT_EQ(list[1].key.agent_id, "d");
+  EXPECT_EQ(list[2].key.agent_id, "a");
+}
+
+TEST(BlockPoolTest, PinnedAgentsAreNotEvicted) {
+  BlockPool pool(Options(2));
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1), false).ok());
+  ASSERT_TRUE(pool.Put(A("b"), Blocks("b", 1), false).ok());
+  ASSERT_TRUE(pool.Pin(A("a")).ok());
+  ASSERT_TRUE(pool.Pin(A("a")).ok());  // nests
+  pool.Unpin(A("a"));
+  ASSERT_TRUE(pool.Put(A("c"), Blocks("c", 1), false).ok());  // evicts b, not a
+  EXPECT_TRUE(pool.Contains(A("a")));
+  EXPECT_FALSE(pool.Contains(A("b")));
+  ASSERT_TRUE(pool.Pin(A("c")).ok());
+  Result<uint64_t> r = pool.Put(A("d"), Blocks("d", 1), false);
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_FALSE(pool.Contains(A("d")));
+  EXPECT_EQ(pool.Stats().n_pinned_agents, 2u);
+  EXPECT_EQ(pool.Erase(A("a")).code(), StatusCode::kFailedPrecondition);
+  pool.Unpin(A("a"));
+  EXPECT_TRUE(pool.Put(A("d"), Blocks("d", 1), false).ok());  // now a can go
+  EXPECT_FALSE(pool.Contains(A("a")));
+  EXPECT_EQ(pool.Pin(A("zz")).code(), StatusCode::kNotFound);
+}
+
+TEST(BlockPoolTest, TooLargeFailsWithoutEvicting) {
+  BlockPool pool(Options(3));
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 2), false).ok());
+  EXPECT_EQ(pool.Put(A("big"), Blocks("big", 4), false).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(pool.Contains(A("a")));
+  EXPECT_EQ(pool.Stats().evictions, 0u);
+}
+
+TEST(BlockPoolTest, DirtyAgentPersistedOnceBeforeDrop) {
+  FakeDisk disk;
+  std::vector<EvictionEvent> events;
+  BlockPoolOptions o = Options(2, &disk);
+  o.on_evict = [&](const EvictionEvent& e) { events.push_back(e); };
+  BlockPool pool(o);
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());  // dirty
+  ASSERT_TRUE(pool.Put(A("b"), Blocks("b", 1), false).ok());
+  ASSERT_TRUE(pool.Put(A("c"), Blocks("c", 1), false).ok());  // evicts a (LRU)
+  EXPECT_FALSE(pool.Contains(A("a")));
+  EXPECT_EQ(disk.calls[A("a")], 1);
+  EXPECT_EQ(disk.calls.count(A("b")), 0u);  // clean agents are not rewritten
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].persisted);
+  EXPECT_EQ(events[0].freed_bytes, kCharge);
+}
+
+TEST(BlockPoolTest, PersistFailureKeepsAgentAndSurfacesError) {
+  FakeDisk disk;
+  std::vector<EvictionEvent> events;
+  BlockPoolOptions o = Options(2, &disk);
+  o.on_evict = [&](const EvictionEvent& e) { events.push_back(e); };
+  BlockPool pool(o);
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());
+  ASSERT_TRUE(pool.Put(A("b"), Blocks("b", 1)).ok());
+  disk.fail = true;
+  Result<uint64_t> r = pool.Put(A("c"), Blocks("c", 1));
+  EXPECT_EQ(r.status().code(), StatusCode::kIOError);
+  EXPECT_NE(r.status().message().find("ENOSPC"), std::string::npos) << r.status().ToString();
+  EXPECT_TRUE(pool.Contains(A("a")));
+  EXPECT_TRUE(pool.Contains(A("b")));
+  EXPECT_FALSE(pool.Contains(A("c")));
+  EXPECT_EQ(disk.calls[A("a")], 1);  // each candidate tried once per Put
+  EXPECT_EQ(disk.calls[A("b")], 1);
+  EXPECT_EQ(pool.Stats().persist_failures, 2u);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_FALSE(events[0].status.ok());
+  EXPECT_TRUE(pool.Info(A("a"))->dirty);
+
+  // A failing dirty agent does not block a clean one from being evicted.
+  ASSERT_TRUE(pool.MarkClean(A("b"), pool.Info(A("b"))->version));
+  EXPECT_TRUE(pool.Put(A("c"), Blocks("c", 1)).ok());
+  EXPECT_TRUE(pool.Contains(A("a")));
+  EXPECT_FALSE(pool.Contains(A("b")));
+
+  disk.fail = false;  // the disk recovers: a can go now
+  EXPECT_TRUE(pool.Put(A("d"), Blocks("d", 1)).ok());
+  EXPECT_FALSE(pool.Contains(A("a")));
+  EXPECT_EQ(disk.saved.count(A("a")), 1u);
+}
+
+TEST(BlockPoolTest, DirtyWithoutPersistenceIsNotEvictable) {
+  BlockPool pool(Options(1));
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());
+  EXPECT_EQ(pool.Put(A("b"), Blocks("b", 1)).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(BlockPoolTest, SharedBlocksCountedOnce) {
+  BlockPool pool(Options(100));
+  std::vector<BlockRef> prefix = Blocks("sys", 3);
+  for (int i = 0; i < 10; ++i) {
+    std::vector<BlockRef> blocks = prefix;
+    // Same ids, other bytes: the stored copy wins (ids are content addresses).
+    if (i > 0) for (auto& b : blocks) b.block = MakeBlock(b.block->index, 9);
+    const std::string own = "own" + std::to_string(i);
+    blocks.push_back({own, MakeBlock(3, 2)});
+    ASSERT_TRUE(pool.Put(A("agent" + std::to_string(i)), blocks).ok());
+  }
+  BlockPoolStats s = pool.Stats();
+  EXPECT_EQ(s.n_blocks, 13u);
+  EXPECT_EQ(s.used_bytes, 13 * kCharge);
+  Result<AgentSnapshot> snap = pool.Get(A("agent7"));
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->blocks[0].block.get(), prefix[0].block.get());
+  EXPECT_EQ(pool.Info(A("agent7"))->bytes, 4 * kCharge);
+  EXPECT_EQ(pool.Info(A("agent7"))->n_tokens, 4 * kBlockTokens);
+}
+
+TEST(BlockPoolTest, EraseOfOneSharingAgentKeepsOthers) {
+  BlockPool pool(Options(100));
+  std::vector<BlockRef> prefix = Blocks("sys", 3);
+  for (const char* id : {"a", "b"}) {
+    std::vector<BlockRef> blocks = prefix;
+    blocks.push_back({std::string("own-") + id, MakeBlock(3, 5)});
+    ASSERT_TRUE(pool.Put(A(id), blocks).ok());
+  }
+  EXPECT_EQ(pool.Stats().used_bytes, 5 * kCharge);
+  ASSERT_TRUE(pool.Erase(A("a")).ok());
+  EXPECT_EQ(pool.Erase(A("a")).code(), StatusCode::kNotFound);
+  EXPECT_EQ(pool.Stats().used_bytes, 4 * kCharge);
+  Result<AgentSnapshot> b = pool.Get(A("b"));
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->blocks.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(*b->blocks[i].block, *prefix[i].block);
+  ASSERT_TRUE(pool.Erase(A("b")).ok());
+  EXPECT_EQ(pool.Stats().used_bytes, 0u);
+  EXPECT_EQ(pool.Stats().n_blocks, 0u);
+}
+
+TEST(BlockPoolTest, PutReplacesBlockList) {
+  BlockPool pool(Options(5));
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("x", 3)).ok());
+  // Next turn: same first two blocks, last (partial) block rewritten, one new.
+  std::vector<BlockRef> next = Blocks("x", 2);
+  next.push_back({"x2'", MakeBlock(2, 7)});
+  next.push_back({"x3", MakeBlock(3, 7)});
+  ASSERT_TRUE(pool.Put(A("a"), next).ok());
+  EXPECT_EQ(pool.Stats().n_blocks, 4u);
+  EXPECT_EQ(pool.Stats().used_bytes, 4 * kCharge);
+  // Growing within the budget by replacing one's own blocks never evicts oneself.
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("y", 5)).ok());
+  EXPECT_EQ(pool.Stats().used_bytes, 5 * kCharge);
+  EXPECT_EQ(pool.Put(A("a"), Blocks("a", 1, 0)).ok(), true);
+  std::vector<BlockRef> dup = Blocks("z", 1);
+  dup.push_back(dup[0]);
+  EXPECT_EQ(pool.Put(A("a"), dup).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.Put(A(""), Blocks("z", 1)).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(BlockPoolTest, NamespacesIsolated) {
+  BlockPool pool(Options(100));
+  ASSERT_TRUE(pool.Put(A("same", "t1"), Blocks("sys", 2, 1)).ok());
+  ASSERT_TRUE(pool.Put(A("same", "t2"), Blocks("sys", 2, 2)).ok());
+  EXPECT_EQ(pool.Stats().n_blocks, 4u);  // same ids, but never shared across namespaces
+  EXPECT_EQ(pool.Get(A("same", "t1"))->blocks[0].block->tensors[0].data[0], 1);
+  EXPECT_EQ(pool.Get(A("same", "t2"))->blocks[0].block->tensors[0].data[0], 2);
+  EXPECT_EQ(pool.ListAgents("t1").size(), 1u);
+  EXPECT_EQ(pool.ListAgents("t3").size(), 0u);
+  ASSERT_TRUE(pool.Erase(A("same", "t1")).ok());
+  EXPECT_TRUE(pool.Contains(A("same", "t2")));
+  EXPECT_EQ(pool.Stats().n_blocks, 2u);
+}
+
+TEST(BlockPoolTest, MarkCleanChecksVersion) {
+  BlockPool pool(Options(10));
+  Result<uint64_t> v1 = pool.Put(A("a"), Blocks("a", 1));
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ(pool.Stats().n_dirty_agents, 1u);
+  Result<uint64_t> v2 = pool.Put(A("a"), Blocks("a", 2));  // a save of v1 races with turn 2
+  ASSERT_TRUE(v2.ok());
+  EXPECT_FALSE(pool.MarkClean(A("a"), *v1));
+  EXPECT_TRUE(pool.Info(A("a"))->dirty);
+  EXPECT_TRUE(pool.MarkClean(A("a"), *v2));
+  EXPECT_FALSE(pool.Get(A("a"))->dirty);
+  EXPECT_FALSE(pool.MarkClean(A("nobody"), *v2));
+}
+
+TEST(BlockPoolTest, EvictToDisk) {
+  FakeDisk disk;
+  BlockPool pool(Options(10, &disk));
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 2)).ok());
+  ASSERT_TRUE(pool.Put(A("clean"), Blocks("c", 1), false).ok());
+  ASSERT_TRUE(pool.Pin(A("a")).ok());
+  EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kFailedPrecondition);
+  pool.Unpin(A("a"));
+  disk.fail = true;
+  EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kIOError);
+  EXPECT_TRUE(pool.Contains(A("a")));
+  disk.fail = false;
+  EXPECT_TRUE(pool.EvictToDisk(A("a")).ok());
+  EXPECT_FALSE(pool.Contains(A("a")));
+  EXPECT_EQ(disk.calls[A("a")], 2);  // one failed, one succeeded
+  EXPECT_EQ(disk.saved[A("a")].size(), 2u);
+  EXPECT_TRUE(pool.EvictToDisk(A("clean")).ok());
+  EXPECT_EQ(disk.calls.count(A("clean")), 0u);
+  EXPECT_EQ(pool.EvictToDisk(A("clean")).code(), StatusCode::kNotFound);
+  EXPECT_EQ(pool.Stats().used_bytes, 0u);
+}
+
+TEST(BlockPoolTest, EvictDownTo) {
+  FakeDisk disk;
+  BlockPool pool(Options(10, &disk));
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(pool.Put(A(id), Blocks(id, 2)).ok());
+  ASSERT_TRUE(pool.EvictDownTo(3 * kCharge).ok());
+  EXPECT_EQ(pool.Stats().used_bytes, 2 * kCharge);
+  EXPECT_TRUE(pool.Contains(A("c")));
+  ASSERT_TRUE(pool.Pin(A("c")).ok());
+  EXPECT_EQ(pool.EvictDownTo(0).code(), StatusCode::kResourceExhausted);
+  pool.Unpin(A("c"));
+}
+
+// The persist callback runs unlocked: it may call the pool, even Put the agent
+// being saved. A changed agent is neither marked clean nor dropped.
+TEST(BlockPoolTest, CallbackMayReenterAndAgentChangedWhileSaving) {
+  BlockPool* self = nullptr;
+  int calls = 0;
+  BlockPoolOptions o = Options(2);
+  o.persist = [&](const AgentKey& key, const std::vector<BlockRef>& blocks) {
+    ++calls;
+    EXPECT_TRUE(self->Contains(key));
+    EXPECT_EQ(self->Info(key)->pins, 1u);  // pinned while being saved
+    if (calls == 1) EXPECT_TRUE(self->Put(key, Blocks("a2-", 1)).ok());  // a new turn lands
+    return Status::OK();
+  };
+  BlockPool pool(o);
+  self = &pool;
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());
+  ASSERT_TRUE(pool.Put(A("b"), Blocks("b", 1), false).ok());
+  ASSERT_TRUE(pool.Put(A("c"), Blocks("c", 1), false).ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(pool.Contains(A("a")));  // changed meanwhile: kept, still dirty
+  EXPECT_TRUE(pool.Info(A("a"))->dirty);
+  EXPECT_FALSE(pool.Contains(A("b")));  // b became the LRU
+  EXPECT_EQ(pool.Info(A("a"))->pins, 0u);
+  EXPECT_LE(pool.Stats().used_bytes, pool.Stats().budget_bytes);
+}
+
+// Two threads (inference-like and I/O-like) hammer the pool; run under TSan too.
+TEST(BlockPoolTest, ConcurrencySmoke) {
+  FakeDisk disk;
+  BlockPool pool(Options(12, &disk));
+  std::atomic<bool> over_budget{false};
+  auto worker = [&](int seed) {
+    std::mt19937 rng(seed);
+    for (int i = 0; i < 3000; ++i) {
+      const AgentKey key = A("agent" + std::to_string(rng() % 8), (rng() % 2) ? "t1" : "t2");
+      switch (rng() % 7) {
+        case 0:
+        case 1: {
+          std::vector<BlockRef> blocks = Blocks("sys", 1);  // shared prefix block
+          auto own = Blocks(key.agent_id + "-" + std::to_string(rng() % 3) + "-", 1 + rng() % 2);
+          blocks.insert(blocks.end(), own.begin(), own.end());
+          (void)pool.Put(key, blocks, rng() % 2);
+          break;
+        }
+        case 2: {
+          Result<AgentSnapshot> s = pool.Get(key);
+          if (s.ok() && s->dirty && rng() % 2 && disk.Fn()(key, s->blocks).ok()) pool.MarkClean(key, s->version);
+          break;
+        }
+        case 3:
+          if (pool.Pin(key).ok()) {
+            (void)pool.Get(key);
+            pool.Unpin(key);
+          }
+          break;
+        case 4: (void)pool.EvictToDisk(key); break;
+        case 5: (void)pool.Erase(key); break;
+        case 6: (void)pool.ListAgents(key.ns); break;
+      }
+      BlockPoolStats s = pool.Stats();
+      if (s.used_bytes > s.budget_bytes || s.used_bytes != s.n_blocks * kCharge) over_budget = true;
+    }
+  };
+  std::thread t1(worker, 1), t2(worker, 2);
+  t1.join();
+  t2.join();
+  EXPECT_FALSE(over_budget);
+  BlockPoolStats s = pool.Stats();
+  EXPECT_EQ(s.n_pinned_agents, 0u);
+  size_t listed = pool.ListAgents("t1").size() + pool.ListAgents("t2").size();
+  EXPECT_EQ(listed, s.n_agents);
+}
+
+}  // namespace
+}  // namespace agentkv
