@@ -1,0 +1,47 @@
+#pragma once
+// API keys -> namespaces.
+//
+// Each configured key is its own tenant. A key spec is either
+//   KEY           namespace = "key-" + first 16 hex digits of SHA-256(KEY)
+//                 (stable across restarts, reveals nothing about the key), or
+//   NAME:KEY      namespace = NAME (validated like an agent id).
+// A spec containing ':' is always read as NAME:KEY. With no keys configured,
+// every request is accepted and lands in namespace "default".
+//
+// Thread safety: immutable after construction; Authenticate is const.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace agentkv::api {
+
+constexpr const char* kDefaultNamespace = "default";
+
+class ApiKeys {
+ public:
+  ApiKeys() = default;  // no keys: open server
+
+  // Parses specs (see above). InvalidArgument for an empty key, a bad NAME,
+  // or two specs with the same key.
+  static Result<ApiKeys> Parse(const std::vector<std::string>& specs);
+
+  bool enabled() const { return !entries_.empty(); }
+
+  // `authorization` is the raw Authorization header ("" if absent).
+  // Returns the namespace, or InvalidArgument("...") for a missing, malformed
+  // or unknown key (the caller answers 401). Key comparison takes time
+  // independent of where the keys differ.
+  Result<std::string> Authenticate(std::string_view authorization) const;
+
+ private:
+  struct Entry {
+    std::string key;
+    std::string namespace_id;
+  };
+  std::vector<Entry> entries_;
+};
+
+}  // namespace agentkv::api

@@ -1,0 +1,202 @@
+#pragma once
+// The seam between the HTTP layer (api/) and whatever generates text (the
+// scheduler in production, FakeBackend in tests).
+//
+// Everything here is native C++: JSON never crosses this boundary. The HTTP
+// layer parses and validates a request into a GenerationRequest, calls
+// Backend::Submit with a GenerationSink, and turns the sink's callbacks into
+// a JSON response or an SSE stream. Header-only on purpose (CMake target
+// agentkv_api_backend): an implementation depends on util/ and nothing else.
+//
+// Thread model: Backend methods are called from many HTTP threads at once and
+// must be thread-safe. Sink callbacks come from the backend's own thread(s).
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace agentkv::api {
+
+// A flag shared between the HTTP thread (sets it when the client goes away)
+// and the backend (polls it between steps). Copies share one flag.
+class CancellationToken {
+ public:
+  CancellationToken() : flag_(std::make_shared<std::atomic<bool>>(false)) {}
+  void Cancel() const { flag_->store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return flag_->load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> flag_;
+};
+
+enum class RequestKind { kChat, kCompletion };
+
+// "developer" messages arrive as kSystem.
+enum class Role { kSystem, kUser, kAssistant };
+
+struct ChatMessage {
+  Role role = Role::kUser;
+  std::string content;  // UTF-8 text; multi-part text content is joined
+};
+
+struct SamplingParams {
+  std::optional<int32_t> max_tokens;  // unset: until EOS or the context is full
+  float temperature = 1.0f;           // [0, 2]; 0 = greedy
+  float top_p = 1.0f;                 // (0, 1]
+  int32_t top_k = 0;                  // >= 0; 0 = disabled
+  std::optional<int64_t> seed;        // unset: backend's choice
+  std::vector<std::string> stop;      // <= 4 non-empty strings
+};
+
+struct GenerationRequest {
+  std::string request_id;    // "chatcmpl-..." / "cmpl-...", unique per server
+  std::string namespace_id;  // tenant (from the API key); never empty
+  // Explicit agent id, validated by api/ (see identity.h). Empty = implicit:
+  // the backend picks or creates the agent within namespace_id.
+  std::string agent_id;
+  RequestKind kind = RequestKind::kChat;
+  std::vector<ChatMessage> messages;  // kChat: non-empty
+  std::string prompt;                 // kCompletion: the raw prompt text
+  SamplingParams sampling;
+  bool stream = false;         // informational: output arrives by deltas anyway
+  bool include_usage = false;  // informational
+  CancellationToken cancel;    // set when the client disconnects
+};
+
+// Where the agent's cache was found when the request started.
+enum class CacheState { kResident, kHot, kWarm, kCold };
+// How the new prompt related to the cached text (DESIGN §6).
+enum class MatchType { kExact, kExtend, kDiverge, kMiss };
+
+inline const char* CacheStateName(CacheState s) {
+  switch (s) {
+    case CacheState::kResident: return "resident";
+    case CacheState::kHot: return "hot";
+    case CacheState::kWarm: return "warm";
+    case CacheState::kCold: return "cold";
+  }
+  return "cold";
+}
+
+inline const char* MatchTypeName(MatchType m) {
+  switch (m) {
+    case MatchType::kExact: return "exact";
+    case MatchType::kExtend: return "extend";
+    case MatchType::kDiverge: return "diverge";
+    case MatchType::kMiss: return "miss";
+  }
+  return "miss";
+}
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens reused from the cache
+  // agentkv extension.
+  std::string agent_id;  // the agent that served the request (implicit too)
+  CacheState cache_state = CacheState::kCold;
+  MatchType match = MatchType::kMiss;
+  int64_t tokens_prefilled = 0;
+  double ttft_ms = 0.0;  // request receipt to first generated token
+};
+
+enum class FinishReason { kStop, kLength, kCancelled };
+
+inline const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "stop";
+}
+
+// Receives one request's output. Implemented by api/; called by the backend.
+//
+// Contract for the backend, per request:
+//   - calls, in order: OnStart once, OnDelta zero or more times, then exactly
+//     one terminal call (OnFinish or OnError); or only OnError (e.g. the
+//     prompt failed validation on the backend thread). Nothing after the
+//     terminal call.
+//   - OnDelta text is raw bytes of the reply; it may end inside a UTF-8 code
+//     point (api/ reassembles). The concatenation of all deltas is the whole
+//     reply. Stop strings are honoured by the backend: no delta contains a
+//     stop string or anything after it (hold back a possible partial match
+//     until it is resolved), finish_reason is then kStop.
+//   - OnError(Status) maps to HTTP (see errors.h) if nothing was sent yet,
+//     otherwise to an SSE error event. A cancelled request may end with
+//     OnFinish(kCancelled, ...) or OnError(Cancelled); nobody is listening.
+// Thread safety: callbacks may come from any one thread at a time; they are
+// cheap (no JSON, no I/O) and never block on the client.
+class GenerationSink {
+ public:
+  virtual ~GenerationSink() = default;
+  virtual void OnStart() = 0;
+  virtual void OnDelta(std::string_view text) = 0;
+  virtual void OnFinish(FinishReason reason, const Usage& usage) = 0;
+  virtual void OnError(const Status& status) = 0;
+};
+
+// One agent, as the admin routes show it.
+struct AgentInfo {
+  std::string id;
+  CacheState tier = CacheState::kCold;  // resident / hot / warm
+  int64_t tokens = 0;
+  int64_t ram_bytes = 0;   // Q4 bytes held in RAM (slot or pool)
+  int64_t disk_bytes = 0;  // Q4 bytes in block files
+  int64_t last_used_unix_ms = 0;
+  bool busy = false;  // a request is in flight for this agent
+};
+
+// What api/ calls. Implemented by the scheduler (and FakeBackend in tests).
+// Thread safety: every method may be called concurrently from HTTP threads.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // The model name clients must send (or omit) in "model".
+  virtual std::string ModelId() const = 0;
+  // False while the model loads (/health answers 503, generation routes 503).
+  virtual bool IsReady() const = 0;
+  // Context size in tokens; a prompt of this many tokens or more is refused
+  // with 413 before Submit.
+  virtual int64_t ContextTokens() const = 0;
+  // Number of tokens the prompt would take after the chat template, without
+  // any model compute (template + tokenizer only). Any thread.
+  // Failure: InvalidArgument (e.g. text the template rejects) -> 400.
+  virtual Result<int64_t> CountPromptTokens(const GenerationRequest& request) const = 0;
+
+  // Queues the request. On OK the backend owns a reference to `sink` and
+  // honours the GenerationSink contract; the caller may drop its own
+  // reference at any time (e.g. after the client went away) and sets
+  // request.cancel instead of waiting. Must not block on generation.
+  // Failure (no sink callback will follow):
+  //   ResourceExhausted -> 429 + Retry-After (queue full)
+  //   Unavailable       -> 503 (loading, shutting down)
+  //   InvalidArgument   -> 400, NotFound -> 404,
+  //   FailedPrecondition / AlreadyExists -> 409 (e.g. agent busy).
+  virtual Status Submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
+
+  // Admin; `namespace_id` scopes everything, ids are validated by api/.
+  virtual Result<std::vector<AgentInfo>> ListAgents(const std::string& namespace_id) = 0;
+  // NotFound -> 404.
+  virtual Result<AgentInfo> GetAgent(const std::string& namespace_id, const std::string& agent_id) = 0;
+  // evict_only: drop from RAM (after making sure the disk copy is complete);
+  // else erase RAM and disk. NotFound -> 404, FailedPrecondition (busy) -> 409.
+  virtual Status DeleteAgent(const std::string& namespace_id, const std::string& agent_id,
+                             bool evict_only) = 0;
+
+  // Prometheus text exposition (version 0.0.4) of the backend's metrics:
+  // requests, TTFT by cache state, tokens prefilled/reused, matches by type,
+  // bytes and agents per tier, evictions, corruption events. api/ appends its
+  // own agentkv_http_* series.
+  virtual std::string MetricsText() const = 0;
+};
+
+}  // namespace agentkv::api

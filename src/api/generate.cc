@@ -1,0 +1,181 @@
+// POST /v1/chat/completions and /v1/completions: validate, submit, then
+// either collect the reply (JSON) or hand an SSE stream to the adapter.
+// Both paths read the same GenerationChannel events through the same
+// Utf8Splitter, so streamed and non-streamed text are equal by construction.
+
+#include "api/generation_channel.h"
+#include "api/openai_json.h"
+#include "api/router.h"
+#include "api/sse.h"
+#include "util/log.h"
+
+namespace agentkv::api {
+namespace {
+
+// 499 (client closed request): nobody reads it, but metrics and logs do.
+HttpResponse ClientGoneResponse() {
+  return ErrorResponse(ApiErrorFromStatus(Status::Cancelled("client disconnected")));
+}
+
+// The SSE body of one streamed response.
+class SseBodyStream final : public BodyStream {
+ public:
+  SseBodyStream(std::shared_ptr<GenerationChannel> channel, CancellationToken cancel,
+                std::vector<GenerationEvent> pending, SseEncoder encoder, HttpMetrics* metrics)
+      : channel_(std::move(channel)),
+        cancel_(std::move(cancel)),
+        pending_(std::move(pending)),
+        encoder_(std::move(encoder)),
+        metrics_(metrics) {
+    metrics_->StreamOpened();
+  }
+  ~SseBodyStream() override {
+    if (!encoder_.done()) Cancel();
+    metrics_->StreamClosed();
+  }
+
+  ReadResult Read(std::chrono::milliseconds wait, std::string* out) override {
+    if (encoder_.done()) return ReadResult::kEnd;
+    if (pending_.empty() && !channel_->Wait(wait, &pending_)) return ReadResult::kIdle;
+    const size_t before = out->size();
+    for (const GenerationEvent& e : pending_) {
+      switch (e.kind) {
+        case GenerationEvent::Kind::kStart:
+          *out += encoder_.Start();
+          break;
+        case GenerationEvent::Kind::kDelta:
+          *out += encoder_.Delta(e.text);
+          break;
+        case GenerationEvent::Kind::kFinish:
+          *out += encoder_.Finish(e.finish, e.usage);
+          break;
+        case GenerationEvent::Kind::kError:
+          *out += encoder_.Error(ApiErrorFromStatus(e.status));
+          break;
+      }
+    }
+    pending_.clear();
+    if (out->size() > before) return ReadResult::kData;
+    return encoder_.done() ? ReadResult::kEnd : ReadResult::kIdle;
+  }
+
+  void Cancel() override {
+    if (!cancelled_) {
+      cancelled_ = true;
+      cancel_.Cancel();
+      metrics_->ClientGone();
+    }
+  }
+
+ private:
+  std::shared_ptr<GenerationChannel> channel_;
+  CancellationToken cancel_;
+  std::vector<GenerationEvent> pending_;
+  SseEncoder encoder_;
+  HttpMetrics* metrics_;
+  bool cancelled_ = false;
+};
+
+int64_t NowUnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, RequestKind kind) {
+  if (req.body.size() > options_.max_body_bytes) {
+    ApiError e = InvalidRequest("The request body exceeds " + std::to_string(options_.max_body_bytes) +
+                                    " bytes.",
+                                "", "request_too_large");
+    e.http_status = 413;
+    return ErrorResponse(e);
+  }
+  if (!backend_->IsReady()) {
+    return ErrorResponse(ApiErrorFromStatus(Status::Unavailable("The model is loading; retry shortly.")));
+  }
+
+  ParseContext ctx;
+  ctx.model_id = backend_->ModelId();
+  ctx.model_aliases = options_.model_aliases;
+  ctx.header_agent_id = req.Header("X-Agent-Id");
+  ctx.header_session_id = req.Header("X-Session-ID");
+  GenerationRequest gen;
+  std::optional<ApiError> error = kind == RequestKind::kChat ? ParseChatRequest(req.body, ctx, &gen)
+                                                             : ParseCompletionRequest(req.body, ctx, &gen);
+  if (error) return ErrorResponse(*error);
+  gen.namespace_id = ns;
+  gen.request_id = NextRequestId(kind);
+
+  const char* prompt_param = kind == RequestKind::kChat ? "messages" : "prompt";
+  Result<int64_t> n_prompt = backend_->CountPromptTokens(gen);
+  if (!n_prompt.ok()) return ErrorResponse(ApiErrorFromStatus(n_prompt.status(), prompt_param));
+  const int64_t n_ctx = backend_->ContextTokens();
+  if (*n_prompt >= n_ctx) {
+    ApiError e = InvalidRequest("The prompt is " + std::to_string(*n_prompt) +
+                                    " tokens; the context holds " + std::to_string(n_ctx) +
+                                    " tokens including the reply.",
+                                prompt_param, "context_length_exceeded");
+    e.http_status = 413;
+    return ErrorResponse(e);
+  }
+
+  const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind};
+  const bool stream = gen.stream;
+  const bool include_usage = gen.include_usage;
+  CancellationToken cancel = gen.cancel;
+  auto channel = std::make_shared<GenerationChannel>();
+  Status submitted = backend_->Submit(std::move(gen), channel);
+  if (!submitted.ok()) return ErrorResponse(ApiErrorFromStatus(submitted));
+
+  // Wait for the first event: an error before any output still gets a proper
+  // HTTP status. Non-streamed requests wait for the terminal event.
+  std::vector<GenerationEvent> events;
+  auto client_gone = [&] { return req.client_gone && req.client_gone(); };
+  for (;;) {
+    const bool got = channel->Wait(options_.poll_interval, &events);
+    if (got && !events.empty()) {
+      if (events.front().kind == GenerationEvent::Kind::kError) {
+        return ErrorResponse(ApiErrorFromStatus(events.front().status));
+      }
+      if (stream || events.back().terminal()) break;
+    }
+    if (client_gone()) {
+      cancel.Cancel();
+      metrics_.ClientGone();
+      return ClientGoneResponse();
+    }
+  }
+
+  if (stream) {
+    HttpResponse r;
+    r.content_type = "text/event-stream";
+    r.headers.emplace_back("Cache-Control", "no-cache");
+    r.headers.emplace_back("X-Request-Id", meta.id);
+    r.stream = std::make_shared<SseBodyStream>(channel, cancel, std::move(events),
+                                               SseEncoder(meta, include_usage), &metrics_);
+    return r;
+  }
+
+  Utf8Splitter utf8;
+  std::string text;
+  for (const GenerationEvent& e : events) {
+    if (e.kind == GenerationEvent::Kind::kDelta) {
+      text += utf8.Push(e.text);
+    } else if (e.kind == GenerationEvent::Kind::kError) {
+      return ErrorResponse(ApiErrorFromStatus(e.status));
+    } else if (e.kind == GenerationEvent::Kind::kFinish) {
+      text += utf8.Flush();
+      HttpResponse r;
+      r.headers.emplace_back("X-Request-Id", meta.id);
+      if (!e.usage.agent_id.empty()) r.headers.emplace_back("X-Agent-Id", e.usage.agent_id);
+      r.body = CompletionJson(meta, text, e.finish, e.usage);
+      return r;
+    }
+  }
+  AKV_LOG_ERROR("api: %s: backend ended without a terminal event", meta.id.c_str());
+  return ErrorResponse(ApiErrorFromStatus(Status::Internal("generation ended unexpectedly")));
+}
+
+}  // namespace agentkv::api

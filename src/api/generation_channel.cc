@@ -1,0 +1,60 @@
+#include "api/generation_channel.h"
+
+namespace agentkv::api {
+
+namespace {
+
+GenerationEvent MakeEvent(GenerationEvent::Kind kind) {
+  GenerationEvent e;
+  e.kind = kind;
+  return e;
+}
+
+}  // namespace
+
+void GenerationChannel::OnStart() { Push(MakeEvent(GenerationEvent::Kind::kStart)); }
+
+void GenerationChannel::OnDelta(std::string_view text) {
+  if (text.empty()) return;
+  GenerationEvent e = MakeEvent(GenerationEvent::Kind::kDelta);
+  e.text.assign(text);
+  Push(std::move(e));
+}
+
+void GenerationChannel::OnFinish(FinishReason reason, const Usage& usage) {
+  GenerationEvent e = MakeEvent(GenerationEvent::Kind::kFinish);
+  e.finish = reason;
+  e.usage = usage;
+  Push(std::move(e));
+}
+
+void GenerationChannel::OnError(const Status& status) {
+  GenerationEvent e = MakeEvent(GenerationEvent::Kind::kError);
+  e.status = status;
+  Push(std::move(e));
+}
+
+void GenerationChannel::Push(GenerationEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;  // contract violation by the backend; drop quietly
+    closed_ = event.terminal();
+    if (event.kind == GenerationEvent::Kind::kDelta && !events_.empty() &&
+        events_.back().kind == GenerationEvent::Kind::kDelta) {
+      events_.back().text += event.text;  // the reader is behind: coalesce
+    } else {
+      events_.push_back(std::move(event));
+    }
+  }
+  cv_.notify_one();
+}
+
+bool GenerationChannel::Wait(std::chrono::milliseconds timeout, std::vector<GenerationEvent>* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return false;
+  for (GenerationEvent& e : events_) out->push_back(std::move(e));
+  events_.clear();
+  return true;
+}
+
+}  // namespace agentkv::api

@@ -1,0 +1,54 @@
+#pragma once
+// GenerationChannel: the GenerationSink that api/ hands to Backend::Submit.
+// The backend thread pushes events; one HTTP thread drains them. Events are
+// native (no JSON): formatting happens on the HTTP thread, never on the
+// backend's.
+//
+// Thread safety: On* may be called from any one thread at a time, Wait from
+// one other thread; the two sides meet only under mu_.
+// Invariants: events are delivered in the order pushed; nothing is accepted
+// after a terminal event (finish or error).
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/backend.h"
+
+namespace agentkv::api {
+
+struct GenerationEvent {
+  enum class Kind { kStart, kDelta, kFinish, kError };
+  Kind kind = Kind::kStart;
+  std::string text;  // kDelta: raw bytes
+  FinishReason finish = FinishReason::kStop;
+  Usage usage;    // kFinish
+  Status status;  // kError
+
+  bool terminal() const { return kind == Kind::kFinish || kind == Kind::kError; }
+};
+
+class GenerationChannel final : public GenerationSink {
+ public:
+  void OnStart() override;
+  void OnDelta(std::string_view text) override;
+  void OnFinish(FinishReason reason, const Usage& usage) override;
+  void OnError(const Status& status) override;
+
+  // Waits up to `timeout` for events and moves all pending ones to the end
+  // of *out, adjacent deltas merged. Returns false if none arrived in time.
+  bool Wait(std::chrono::milliseconds timeout, std::vector<GenerationEvent>* out);
+
+ private:
+  void Push(GenerationEvent event);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<GenerationEvent> events_;  // guarded by mu_
+  bool closed_ = false;                 // guarded by mu_: a terminal event was pushed
+};
+
+}  // namespace agentkv::api

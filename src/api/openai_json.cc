@@ -1,0 +1,334 @@
+// Request parsing. Each check names the offending field in `param`, so the
+// client sees exactly what to fix; all checks run before any model work.
+
+#include "api/openai_json.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "api/identity.h"
+
+namespace agentkv::api {
+namespace {
+
+using nlohmann::json;
+using MaybeError = std::optional<ApiError>;
+
+constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
+constexpr size_t kMaxStopStrings = 4;
+
+// The field, or nullptr when absent or null.
+const json* Field(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+MaybeError TypeError(const std::string& param, const char* expected) {
+  return InvalidRequest("'" + param + "' must be " + expected + ".", param, "invalid_type");
+}
+
+MaybeError RangeError(const std::string& param, const std::string& range) {
+  return InvalidRequest("'" + param + "' must be " + range + ".", param, "invalid_value");
+}
+
+MaybeError GetNumber(const json& obj, const char* name, double lo, double hi, bool lo_open,
+                     float* out) {
+  const json* v = Field(obj, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return TypeError(name, "a number");
+  const double d = v->get<double>();
+  const bool lo_ok = lo_open ? d > lo : d >= lo;
+  if (!std::isfinite(d) || !lo_ok || d > hi) {
+    return RangeError(name, std::string(lo_open ? "in (" : "in [") + json(lo).dump() + ", " +
+                                json(hi).dump() + "]");
+  }
+  *out = static_cast<float>(d);
+  return std::nullopt;
+}
+
+// Integers only (10.0 is refused, as OpenAI does).
+MaybeError GetInt(const json& v, const std::string& param, int64_t lo, int64_t hi, int64_t* out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) {
+      return RangeError(param, "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    *out = static_cast<int64_t>(u);
+  } else if (v.is_number_integer()) {
+    *out = v.get<int64_t>();
+  } else {
+    return TypeError(param, "an integer");
+  }
+  if (*out < lo || *out > hi) {
+    return RangeError(param, "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return std::nullopt;
+}
+
+MaybeError GetBool(const json& obj, const char* name, bool* out) {
+  const json* v = Field(obj, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return TypeError(name, "a boolean");
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+MaybeError ParseModel(const json& body, const ParseContext& ctx) {
+  const json* v = Field(body, "model");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) return TypeError("model", "a string");
+  const std::string& name = v->get_ref<const std::string&>();
+  if (name == ctx.model_id) return std::nullopt;
+  for (const std::string& alias : ctx.model_aliases) {
+    if (name == alias) return std::nullopt;
+  }
+  ApiError e = InvalidRequest("The model '" + name.substr(0, 200) +
+                                  "' does not exist; this server serves '" + ctx.model_id + "'.",
+                              "model", "model_not_found");
+  e.http_status = 404;
+  return e;
+}
+
+// Agent identity from headers and body; all given values must agree.
+MaybeError ParseAgentId(const json& body, const ParseContext& ctx, std::string* out) {
+  struct Source {
+    const char* param;
+    std::optional<std::string> value;
+  };
+  std::vector<Source> sources = {{"X-Agent-Id", ctx.header_agent_id},
+                                 {"X-Session-ID", ctx.header_session_id}};
+  for (const char* name : {"agent_id", "session_id"}) {
+    const json* v = Field(body, name);
+    if (v == nullptr) continue;
+    if (!v->is_string()) return TypeError(name, "a string");
+    sources.push_back({name, v->get<std::string>()});
+  }
+  out->clear();
+  const char* first_param = nullptr;
+  for (const Source& s : sources) {
+    if (!s.value) continue;
+    Status st = ValidateAgentId(*s.value, s.param);
+    if (!st.ok()) return InvalidRequest(st.message(), s.param, "invalid_agent_id");
+    if (first_param == nullptr) {
+      first_param = s.param;
+      *out = *s.value;
+    } else if (*out != *s.value) {
+      return InvalidRequest(std::string("Conflicting agent ids in '") + first_param + "' and '" +
+                                s.param + "'.",
+                            s.param, "invalid_agent_id");
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseStop(const json& body, std::vector<std::string>* out) {
+  const json* v = Field(body, "stop");
+  if (v == nullptr) return std::nullopt;
+  if (v->is_string()) {
+    if (!v->get_ref<const std::string&>().empty()) out->push_back(v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return TypeError("stop", "a string or an array of strings");
+  if (v->size() > kMaxStopStrings) return RangeError("stop", "at most 4 strings");
+  for (const json& s : *v) {
+    if (!s.is_string()) return TypeError("stop", "a string or an array of strings");
+    if (s.get_ref<const std::string&>().empty()) return RangeError("stop", "non-empty strings");
+    out->push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+// Fields shared by both endpoints.
+MaybeError ParseCommon(const json& body, const ParseContext& ctx, GenerationRequest* out) {
+  if (MaybeError e = ParseModel(body, ctx)) return e;
+  if (MaybeError e = ParseAgentId(body, ctx, &out->agent_id)) return e;
+  SamplingParams& s = out->sampling;
+  const json* mct = Field(body, "max_completion_tokens");
+  const json* mt = Field(body, "max_tokens");
+  if (mct != nullptr || mt != nullptr) {
+    const char* param = mct != nullptr ? "max_completion_tokens" : "max_tokens";
+    int64_t n = 0;
+    if (MaybeError e = GetInt(mct != nullptr ? *mct : *mt, param, 1, kMaxTokensLimit, &n)) return e;
+    s.max_tokens = static_cast<int32_t>(n);
+  }
+  if (MaybeError e = GetNumber(body, "temperature", 0.0, 2.0, false, &s.temperature)) return e;
+  if (MaybeError e = GetNumber(body, "top_p", 0.0, 1.0, true, &s.top_p)) return e;
+  if (const json* v = Field(body, "top_k")) {
+    int64_t k = 0;
+    if (MaybeError e = GetInt(*v, "top_k", 0, std::numeric_limits<int32_t>::max(), &k)) return e;
+    s.top_k = static_cast<int32_t>(k);
+  }
+  if (const json* v = Field(body, "seed")) {
+    int64_t seed = 0;
+    if (MaybeError e = GetInt(*v, "seed", std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max(), &seed)) {
+      return e;
+    }
+    s.seed = seed;
+  }
+  if (MaybeError e = ParseStop(body, &s.stop)) return e;
+  float penalty = 0;  // accepted for compatibility, range-checked, not applied
+  if (MaybeError e = GetNumber(body, "presence_penalty", -2.0, 2.0, false, &penalty)) return e;
+  if (MaybeError e = GetNumber(body, "frequency_penalty", -2.0, 2.0, false, &penalty)) return e;
+  if (const json* v = Field(body, "n")) {
+    int64_t n = 0;
+    if (MaybeError e = GetInt(*v, "n", 1, 1, &n)) return e;
+  }
+  if (const json* v = Field(body, "logit_bias"); v != nullptr && !v->empty()) {
+    return InvalidRequest("'logit_bias' is not supported.", "logit_bias", "unsupported");
+  }
+  if (const json* v = Field(body, "logprobs");
+      v != nullptr && !(v->is_boolean() && !v->get<bool>())) {
+    return InvalidRequest("'logprobs' is not supported.", "logprobs", "unsupported");
+  }
+  if (MaybeError e = GetBool(body, "stream", &out->stream)) return e;
+  if (const json* v = Field(body, "stream_options")) {
+    if (!v->is_object()) return TypeError("stream_options", "an object");
+    if (!out->stream) {
+      return InvalidRequest("'stream_options' is only allowed when 'stream' is true.",
+                            "stream_options", "invalid_value");
+    }
+    if (const json* u = Field(*v, "include_usage")) {
+      if (!u->is_boolean()) return TypeError("stream_options.include_usage", "a boolean");
+      out->include_usage = u->get<bool>();
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseContent(const json& msg, const std::string& param, bool null_ok, std::string* out) {
+  const json* c = Field(msg, "content");
+  if (c == nullptr) {
+    if (null_ok) return std::nullopt;
+    return TypeError(param + ".content", "a string or an array of text parts");
+  }
+  if (c->is_string()) {
+    *out = c->get<std::string>();
+    return std::nullopt;
+  }
+  if (!c->is_array()) return TypeError(param + ".content", "a string or an array of text parts");
+  for (size_t i = 0; i < c->size(); ++i) {
+    const json& part = (*c)[i];
+    const std::string pp = param + ".content[" + std::to_string(i) + "]";
+    if (!part.is_object()) return TypeError(pp, "an object");
+    const json* type = Field(part, "type");
+    if (type == nullptr || !type->is_string() || *type != "text") {
+      return InvalidRequest("Only text content parts are supported.", pp + ".type", "unsupported");
+    }
+    const json* text = Field(part, "text");
+    if (text == nullptr || !text->is_string()) return TypeError(pp + ".text", "a string");
+    if (i > 0) out->push_back('\n');
+    out->append(text->get_ref<const std::string&>());
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
+  const json* msgs = Field(body, "messages");
+  if (msgs == nullptr) return InvalidRequest("'messages' is required.", "messages", "missing_required_parameter");
+  if (!msgs->is_array()) return TypeError("messages", "an array");
+  if (msgs->empty()) return RangeError("messages", "a non-empty array");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return TypeError(param, "an object");
+    const json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) return TypeError(param + ".role", "a string");
+    const std::string& r = role->get_ref<const std::string&>();
+    ChatMessage msg;
+    if (r == "system" || r == "developer") {
+      msg.role = Role::kSystem;
+    } else if (r == "user") {
+      msg.role = Role::kUser;
+    } else if (r == "assistant") {
+      msg.role = Role::kAssistant;
+      if (Field(m, "tool_calls") != nullptr || Field(m, "function_call") != nullptr) {
+        return InvalidRequest("Tool calls are not supported.", param + ".tool_calls", "unsupported");
+      }
+    } else {
+      return InvalidRequest("Unsupported role '" + r.substr(0, 32) +
+                                "'; expected system, developer, user or assistant.",
+                            param + ".role", "invalid_value");
+    }
+    if (MaybeError e = ParseContent(m, param, msg.role == Role::kAssistant, &msg.content)) return e;
+    out->push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+json ParseBody(std::string_view body, MaybeError* error) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    *error = InvalidRequest("The request body is not valid JSON.", "", "invalid_json");
+  } else if (!j.is_object()) {
+    *error = InvalidRequest("The request body must be a JSON object.", "", "invalid_json");
+  }
+  return j;
+}
+
+template <typename Fn>
+MaybeError Guarded(Fn fn) {
+  try {
+    return fn();
+  } catch (const std::exception& ex) {  // a type check we missed: still a 400
+    return InvalidRequest(std::string("Invalid request: ") + ex.what(), "");
+  }
+}
+
+}  // namespace
+
+MaybeError ParseChatRequest(std::string_view body, const ParseContext& ctx, GenerationRequest* out) {
+  return Guarded([&]() -> MaybeError {
+    MaybeError error;
+    const json j = ParseBody(body, &error);
+    if (error) return error;
+    out->kind = RequestKind::kChat;
+    if (MaybeError e = ParseMessages(j, &out->messages)) return e;
+    for (const char* name : {"tools", "functions"}) {
+      if (const json* v = Field(j, name); v != nullptr && !v->empty()) {
+        return InvalidRequest(std::string("'") + name + "' is not supported.", name, "unsupported");
+      }
+    }
+    if (const json* v = Field(j, "response_format")) {
+      const json* type = v->is_object() ? Field(*v, "type") : nullptr;
+      if (type == nullptr || *type != "text") {
+        return InvalidRequest("Only response_format {\"type\":\"text\"} is supported.",
+                              "response_format", "unsupported");
+      }
+    }
+    return ParseCommon(j, ctx, out);
+  });
+}
+
+MaybeError ParseCompletionRequest(std::string_view body, const ParseContext& ctx,
+                                  GenerationRequest* out) {
+  return Guarded([&]() -> MaybeError {
+    MaybeError error;
+    const json j = ParseBody(body, &error);
+    if (error) return error;
+    out->kind = RequestKind::kCompletion;
+    const json* p = Field(j, "prompt");
+    if (p == nullptr) return InvalidRequest("'prompt' is required.", "prompt", "missing_required_parameter");
+    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
+    if (!p->is_string()) return TypeError("prompt", "a string (or an array of one string)");
+    out->prompt = p->get<std::string>();
+    if (out->prompt.empty()) return RangeError("prompt", "a non-empty string");
+    if (const json* v = Field(j, "echo"); v != nullptr && !(v->is_boolean() && !v->get<bool>())) {
+      return InvalidRequest("'echo' is not supported.", "echo", "unsupported");
+    }
+    if (const json* v = Field(j, "suffix"); v != nullptr && !(v->is_string() && v->get_ref<const std::string&>().empty())) {
+      return InvalidRequest("'suffix' is not supported.", "suffix", "unsupported");
+    }
+    if (const json* v = Field(j, "best_of")) {
+      int64_t n = 0;
+      if (MaybeError e = GetInt(*v, "best_of", 1, 1, &n)) return e;
+    }
+    return ParseCommon(j, ctx, out);
+  });
+}
+
+}  // namespace agentkv::api

@@ -1,0 +1,121 @@
+// Response bodies. Shapes follow OpenAI's API reference; the agentkv object
+// inside usage is our extension (docs/api.md).
+
+#include <nlohmann/json.hpp>
+
+#include "api/openai_json.h"
+
+namespace agentkv::api {
+namespace {
+
+using nlohmann::json;
+
+std::string Dump(const json& j) {
+  // Text is sanitized upstream; `replace` is a last line of defence so that
+  // dump() can never throw on a handler thread.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json UsageObject(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+          {"agentkv",
+           {{"agent_id", u.agent_id},
+            {"cache_state", CacheStateName(u.cache_state)},
+            {"match", MatchTypeName(u.match)},
+            {"tokens_prefilled", u.tokens_prefilled},
+            {"ttft_ms", u.ttft_ms}}}};
+}
+
+json Envelope(const ResponseMeta& meta, bool chunk) {
+  const bool chat = meta.kind == RequestKind::kChat;
+  return {{"id", meta.id},
+          {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", nullptr}};
+}
+
+json Finish(std::optional<FinishReason> r) {
+  return r ? json(FinishReasonName(*r)) : json(nullptr);
+}
+
+}  // namespace
+
+std::string CompletionJson(const ResponseMeta& meta, std::string_view text, FinishReason finish,
+                           const Usage& usage) {
+  json j = Envelope(meta, false);
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Finish(finish)}};
+  if (meta.kind == RequestKind::kChat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  } else {
+    choice["text"] = text;
+  }
+  j["choices"] = json::array({choice});
+  j["usage"] = UsageObject(usage);
+  return Dump(j);
+}
+
+std::string ChunkJson(const ResponseMeta& meta, const ChunkFields& f) {
+  json j = Envelope(meta, true);
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Finish(f.finish)}};
+  if (meta.kind == RequestKind::kChat) {
+    json delta = json::object();
+    if (f.role) delta["role"] = "assistant";
+    if (f.content) delta["content"] = *f.content;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = f.content.value_or("");
+  }
+  j["choices"] = json::array({choice});
+  if (f.usage_null) j["usage"] = nullptr;
+  return Dump(j);
+}
+
+std::string UsageChunkJson(const ResponseMeta& meta, const Usage& usage) {
+  json j = Envelope(meta, true);
+  j["choices"] = json::array();
+  j["usage"] = UsageObject(usage);
+  return Dump(j);
+}
+
+std::string ModelsJson(const std::string& model_id, int64_t created) {
+  json j = {{"object", "list"},
+            {"data", json::array({{{"id", model_id},
+                                   {"object", "model"},
+                                   {"created", created},
+                                   {"owned_by", "agentkv"}}})}};
+  return Dump(j);
+}
+
+namespace {
+
+json AgentObject(const AgentInfo& a) {
+  return {{"id", a.id},
+          {"object", "agent"},
+          {"tier", CacheStateName(a.tier)},
+          {"tokens", a.tokens},
+          {"bytes", a.ram_bytes > a.disk_bytes ? a.ram_bytes : a.disk_bytes},
+          {"ram_bytes", a.ram_bytes},
+          {"disk_bytes", a.disk_bytes},
+          {"last_used_ms", a.last_used_unix_ms},
+          {"busy", a.busy}};
+}
+
+}  // namespace
+
+std::string AgentJson(const AgentInfo& agent) { return Dump(AgentObject(agent)); }
+
+std::string AgentListJson(const std::vector<AgentInfo>& agents) {
+  json data = json::array();
+  for (const AgentInfo& a : agents) data.push_back(AgentObject(a));
+  return Dump({{"object", "list"}, {"data", data}});
+}
+
+std::string AgentDeletedJson(const std::string& id, bool evict_only) {
+  return Dump({{"id", id}, {"object", "agent.deleted"}, {"deleted", !evict_only}, {"evicted", evict_only}});
+}
+
+}  // namespace agentkv::api

@@ -1,0 +1,107 @@
+#pragma once
+// Router: the whole HTTP API as a function Handle(request) -> response,
+// with no sockets, so every route is testable in-process. http_server.h
+// adapts it to cpp-httplib.
+//
+// Routes (docs/api.md):
+//   GET    /health                      no auth; 503 while loading
+//   GET    /v1/models
+//   POST   /v1/chat/completions         JSON or SSE
+//   POST   /v1/completions              JSON or SSE
+//   GET    /metrics                     Prometheus text
+//   GET    /v1/agents                   the caller's namespace only
+//   GET    /v1/agents/{id}
+//   DELETE /v1/agents/{id}[?evict_only=true]
+//
+// Thread safety: Handle may be called concurrently from many threads.
+// Handle never throws: every failure becomes an OpenAI error response.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/auth.h"
+#include "api/backend.h"
+#include "api/errors.h"
+#include "api/http_metrics.h"
+
+namespace agentkv::api {
+
+struct HttpRequest {
+  std::string method;                              // "GET", "POST", ...
+  std::string path;                                // percent-decoded, no query
+  std::multimap<std::string, std::string> query;   // decoded
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  // Polled while the request waits for the backend; true once the client has
+  // gone (or the server is stopping). Null = never.
+  std::function<bool()> client_gone;
+
+  // Case-insensitive header lookup; the first value.
+  std::optional<std::string> Header(std::string_view name) const;
+};
+
+// A streamed body, pulled by the HTTP adapter (or a test).
+// Thread safety: Read and Cancel are called from one thread.
+class BodyStream {
+ public:
+  enum class ReadResult { kData, kIdle, kEnd };
+  virtual ~BodyStream() = default;
+  // Waits up to `wait` for more bytes. kData: bytes appended to *out.
+  // kIdle: nothing yet (check the client, call again). kEnd: the body is complete.
+  virtual ReadResult Read(std::chrono::milliseconds wait, std::string* out) = 0;
+  // The client went away: cancel the generation. Idempotent. Destroying an
+  // unfinished stream cancels too.
+  virtual void Cancel() = 0;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::shared_ptr<BodyStream> stream;  // non-null: the body comes from here
+};
+
+struct RouterOptions {
+  std::vector<std::string> model_aliases;  // also accepted as "model"
+  size_t max_body_bytes = size_t{32} << 20;
+  std::chrono::milliseconds poll_interval{50};  // client-gone checks while waiting
+};
+
+class Router {
+ public:
+  // `backend` is not owned and must outlive the Router and every stream it
+  // returned.
+  Router(Backend* backend, ApiKeys keys, RouterOptions options = {});
+
+  HttpResponse Handle(const HttpRequest& request);
+
+  HttpMetrics& metrics() { return metrics_; }
+
+ private:
+  HttpResponse Dispatch(const HttpRequest& request, Route* route);
+  HttpResponse Generate(const HttpRequest& request, const std::string& namespace_id,
+                        RequestKind kind);
+  HttpResponse Agents(const HttpRequest& request, const std::string& namespace_id);
+  std::string NextRequestId(RequestKind kind);
+
+  Backend* backend_;
+  ApiKeys keys_;
+  RouterOptions options_;
+  int64_t created_unix_s_;
+  uint64_t id_seed_;
+  std::atomic<uint64_t> next_id_{0};
+  HttpMetrics metrics_;
+};
+
+// An error response (status, Retry-After, JSON body).
+HttpResponse ErrorResponse(const ApiError& error);
+
+}  // namespace agentkv::api
