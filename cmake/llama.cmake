@@ -1,0 +1,46 @@
+# llama.cpp as a static CMake subproject, pinned to the source in
+# node-llama-cpp@3.22.1 (scripts/fetch-llama.sh verifies and unpacks it).
+# Only libllama + ggml are built unless AGENTKV_LLAMA_SERVER asks for the server.
+
+if(NOT EXISTS ${AGENTKV_LLAMA_DIR}/CMakeLists.txt)
+  message(FATAL_ERROR "llama.cpp source not found at ${AGENTKV_LLAMA_DIR}; run scripts/fetch-llama.sh")
+endif()
+
+set(BUILD_SHARED_LIBS OFF CACHE BOOL "" FORCE)
+set(LLAMA_BUILD_TESTS OFF CACHE BOOL "" FORCE)
+set(LLAMA_BUILD_EXAMPLES OFF CACHE BOOL "" FORCE)
+set(LLAMA_BUILD_APP OFF CACHE BOOL "" FORCE)
+set(LLAMA_CURL OFF CACHE BOOL "" FORCE)
+set(LLAMA_OPENSSL OFF CACHE BOOL "" FORCE)
+set(LLAMA_BUILD_TOOLS ${AGENTKV_LLAMA_SERVER} CACHE BOOL "" FORCE)
+set(LLAMA_BUILD_SERVER ${AGENTKV_LLAMA_SERVER} CACHE BOOL "" FORCE)
+set(LLAMA_BUILD_COMMON ${AGENTKV_LLAMA_SERVER} CACHE BOOL "" FORCE)
+set(GGML_CUDA ${AGENTKV_CUDA} CACHE BOOL "" FORCE)
+set(GGML_NATIVE ${AGENTKV_NATIVE} CACHE BOOL "" FORCE)
+if(NOT AGENTKV_NATIVE)
+  # A fixed x86-64 feature level instead of -march=native, so ccache'd objects
+  # stay valid on any AVX2 machine (CI machines may differ from this one).
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+    foreach(f AVX AVX2 FMA F16C BMI2)
+      set(GGML_${f} ON CACHE BOOL "" FORCE)
+    endforeach()
+  endif()
+endif()
+set(GGML_OPENMP ON CACHE BOOL "" FORCE)
+
+add_subdirectory(${AGENTKV_LLAMA_DIR} ${CMAKE_BINARY_DIR}/llama.cpp EXCLUDE_FROM_ALL)
+
+# Vendored single copies that llama.cpp already ships: nlohmann/json
+# (target nlohmann), xxhash + sha256 (target vendor-hash), cpp-httplib.
+if(NOT TARGET cpp-httplib)
+  add_library(cpp-httplib STATIC ${AGENTKV_LLAMA_DIR}/vendor/cpp-httplib/httplib.cpp)
+  target_include_directories(cpp-httplib PUBLIC ${AGENTKV_LLAMA_DIR}/vendor)
+  target_compile_options(cpp-httplib PRIVATE -w)
+  target_compile_definitions(cpp-httplib PUBLIC CPPHTTPLIB_TCP_NODELAY=1)
+  find_package(Threads REQUIRED)
+  target_link_libraries(cpp-httplib PUBLIC Threads::Threads)
+endif()
+target_include_directories(cpp-httplib INTERFACE ${AGENTKV_LLAMA_DIR}/vendor)
+if(AGENTKV_LLAMA_SERVER)
+  add_custom_target(agentkv-llama-server ALL DEPENDS llama-server)
+endif()

@@ -1,0 +1,11 @@
+#pragma once
+// Subcommands of the `agentkv` binary. Each returns a process exit code
+// (0 ok, 1 runtime failure, 2 usage error) and owns its flag parsing.
+// main.cc dispatches on argv[1]; argv here starts at the subcommand name.
+
+namespace agentkv::cli {
+
+int CmdGenerate(int argc, char** argv);    // cmd_generate.cc
+int CmdSynthModel(int argc, char** argv);  // cmd_synth_model.cc
+
+}  // namespace agentkv::cli

@@ -1,0 +1,86 @@
+#include "cli/flags.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+namespace agentkv::cli {
+
+Flags::Flags(int argc, char** argv, const std::vector<std::string>& boolean_flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && std::isdigit(static_cast<unsigned char>(a[1])))) {
+      std::string name = a.substr(a.find_first_not_of('-'));
+      const auto eq = name.find('=');
+      if (eq != std::string::npos) {
+        values_[name.substr(0, eq)] = name.substr(eq + 1);
+      } else if (std::find(boolean_flags.begin(), boolean_flags.end(), name) != boolean_flags.end() ||
+                 i + 1 >= argc) {
+        values_[name] = "1";
+      } else {
+        values_[name] = argv[++i];
+      }
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+std::optional<std::string> Flags::Get(const std::string& long_name, const std::string& short_name) const {
+  if (auto it = values_.find(long_name); it != values_.end()) return it->second;
+  if (!short_name.empty()) {
+    if (auto it = values_.find(short_name); it != values_.end()) return it->second;
+  }
+  std::string env = "AGENTKV_" + long_name;
+  for (auto& c : env) c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (const char* v = std::getenv(env.c_str())) return std::string(v);
+  return std::nullopt;
+}
+
+std::string Flags::GetOr(const std::string& long_name, const std::string& short_name, const std::string& def) const {
+  return Get(long_name, short_name).value_or(def);
+}
+
+bool Flags::Has(const std::string& long_name) const { return Get(long_name).has_value(); }
+
+bool Flags::GetInt(const std::string& long_name, const std::string& short_name, long long def, long long* out,
+                   std::string* error) const {
+  auto v = Get(long_name, short_name);
+  if (!v) {
+    *out = def;
+    return true;
+  }
+  char* end = nullptr;
+  *out = std::strtoll(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0') {
+    *error = "--" + long_name + ": expected an integer, got '" + *v + "'";
+    return false;
+  }
+  return true;
+}
+
+bool Flags::GetFloat(const std::string& long_name, const std::string& short_name, double def, double* out,
+                     std::string* error) const {
+  auto v = Get(long_name, short_name);
+  if (!v) {
+    *out = def;
+    return true;
+  }
+  char* end = nullptr;
+  *out = std::strtod(v->c_str(), &end);
+  if (v->empty() || *end != '\0') {
+    *error = "--" + long_name + ": expected a number, got '" + *v + "'";
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> Flags::Unknown(const std::vector<std::string>& known) const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : values_) {
+    if (std::find(known.begin(), known.end(), k) == known.end()) out.push_back(k);
+  }
+  return out;
+}
+
+}  // namespace agentkv::cli

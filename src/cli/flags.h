@@ -1,0 +1,36 @@
+#pragma once
+// Tiny flag parser shared by subcommands: "--name value", "-n value",
+// "--flag" booleans, with AGENTKV_<NAME> environment fallbacks.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace agentkv::cli {
+
+class Flags {
+ public:
+  // Parses argv[1..]; argv[0] is the subcommand. Unknown flags are kept and
+  // reported by Unknown(); positional arguments go to positional().
+  Flags(int argc, char** argv, const std::vector<std::string>& boolean_flags = {});
+
+  // Value of --long (or -short); then env AGENTKV_<LONG> (dashes -> '_', upper).
+  std::optional<std::string> Get(const std::string& long_name, const std::string& short_name = "") const;
+  std::string GetOr(const std::string& long_name, const std::string& short_name, const std::string& def) const;
+  bool Has(const std::string& long_name) const;
+  // Parses an integer/float value; returns false (and sets *error) when malformed.
+  bool GetInt(const std::string& long_name, const std::string& short_name, long long def, long long* out,
+              std::string* error) const;
+  bool GetFloat(const std::string& long_name, const std::string& short_name, double def, double* out,
+                std::string* error) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Flags given that are not in `known`.
+  std::vector<std::string> Unknown(const std::vector<std::string>& known) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+}  // namespace agentkv::cli

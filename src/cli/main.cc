@@ -1,0 +1,38 @@
+// agentkv: entry point. Dispatches to a subcommand; builds nothing itself.
+#include <cstdio>
+#include <cstring>
+
+#include "cli/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"generate", agentkv::cli::CmdGenerate, "generate text from a prompt (no cache)"},
+    {"synth-model", agentkv::cli::CmdSynthModel, "write a random-weight GGUF at a real model's shapes"},
+};
+
+void PrintUsage() {
+  std::fprintf(stderr, "usage: agentkv COMMAND [options]   (agentkv COMMAND --help)\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(stderr, "  %-12s %s\n", c.name, c.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    PrintUsage();
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "agentkv: unknown command '%s'\n", argv[1]);
+  PrintUsage();
+  return 2;
+}

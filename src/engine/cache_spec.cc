@@ -1,0 +1,62 @@
+#include "engine/cache_spec.h"
+
+#include "ggml.h"
+#include "util/hash.h"
+
+namespace agentkv::engine {
+namespace {
+
+uint32_t Width(int32_t ggml_type_id, uint64_t row_bytes) {
+  const auto t = static_cast<ggml_type>(ggml_type_id);
+  return static_cast<uint32_t>(row_bytes / ggml_type_size(t) * ggml_blck_size(t));
+}
+
+}  // namespace
+
+uint64_t ModelCacheSpec::LayerBytesPerToken(uint32_t i, KvType k, KvType v) const {
+  const auto& l = layers[i];
+  return KvRowBytes(k, l.k_width) + (l.v_width ? KvRowBytes(v, l.v_width) : 0);
+}
+
+uint64_t ModelCacheSpec::BytesPerToken(KvType k, KvType v, bool exclude_swa) const {
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < layers.size(); ++i) {
+    if (exclude_swa && layers[i].swa_window != 0) continue;
+    total += LayerBytesPerToken(i, k, v);
+  }
+  return total;
+}
+
+std::string ModelCacheSpec::KvTypesString() const {
+  return std::string("k=") + KvTypeName(type_k) + ",v=" + KvTypeName(type_v);
+}
+
+ModelCacheSpec MakeCacheSpec(const StateShape& shape, KvType k, KvType v, bool flash_attn, bool swa_full,
+                             const std::string& identity_hash) {
+  ModelCacheSpec spec;
+  spec.shape = shape;
+  spec.type_k = k;
+  spec.type_v = v;
+  spec.flash_attn = flash_attn;
+  spec.swa_full = swa_full;
+  std::string fp = "agentkv-cache-fingerprint\nmodel=" + identity_hash + "\nlayout=" +
+                   std::to_string(kEngineLayoutVersion) + "\n" + spec.KvTypesString() +
+                   "\nfa=" + std::to_string(flash_attn) + "\nswa_full=" + std::to_string(swa_full) + "\n";
+  for (const auto& s : shape.sections) {
+    fp += "section window=" + std::to_string(s.swa_window) + " has_v=" + std::to_string(s.has_v) + "\n";
+    for (uint32_t l = 0; l < s.n_layer; ++l) {
+      LayerCacheSpec ls;
+      ls.k_width = Width(s.k_type[l], s.k_row_bytes[l]);
+      ls.v_width = s.has_v ? Width(s.v_type[l], s.v_row_bytes[l]) : 0;
+      ls.swa_window = s.swa_window;
+      spec.layers.push_back(ls);
+      fp += std::to_string(s.k_type[l]) + ":" + std::to_string(s.k_row_bytes[l]);
+      if (s.has_v) fp += "/" + std::to_string(s.v_type[l]) + ":" + std::to_string(s.v_row_bytes[l]);
+      fp += "\n";
+    }
+  }
+  spec.fingerprint = Sha256Hex(fp);
+  return spec;
+}
+
+}  // namespace agentkv::engine

@@ -1,0 +1,177 @@
+#include "engine/context.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "ggml.h"
+#include "llama.h"
+#include "util/log.h"
+
+namespace agentkv::engine {
+namespace {
+
+// Why: llama.cpp's sliding-window cache keeps only the window per sequence
+// when swa_full is off; restores of windowed layers need exactly the window,
+// which the export holds. Full-size SWA caches would cost Gemma-class models
+// ~6x more KV memory for nothing we can reuse (see docs/engine.md).
+constexpr bool kSwaFull = false;
+
+}  // namespace
+
+Context::~Context() {
+  if (ctx_ != nullptr) llama_free(ctx_);
+}
+
+Result<std::unique_ptr<Context>> Context::Create(const Model& model, const ContextOptions& options) {
+  const std::string op = "create context";
+  if (options.n_slots < 1 || options.n_slots > 256) return Status::InvalidArgument(op + ": slots must be 1..256");
+  if (options.slot_ctx < 16) return Status::InvalidArgument(op + ": slot context must be >= 16");
+  if (options.n_batch < 1) return Status::InvalidArgument(op + ": n_batch must be >= 1");
+  const bool quantized_v = options.type_v != KvType::kF16;
+  if (quantized_v && !options.flash_attn) {
+    return Status::InvalidArgument(op + ": a quantized V cache needs flash attention");
+  }
+  auto ctx = std::unique_ptr<Context>(new Context(model, options));
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = static_cast<uint32_t>(options.slot_ctx) * static_cast<uint32_t>(options.n_slots);
+  cp.n_batch = static_cast<uint32_t>(options.n_batch);
+  cp.n_ubatch = static_cast<uint32_t>(options.n_batch);
+  cp.n_seq_max = static_cast<uint32_t>(options.n_slots);
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cp.n_threads = options.n_threads > 0 ? options.n_threads : hw;
+  cp.n_threads_batch = cp.n_threads;
+  cp.type_k = static_cast<ggml_type>(KvTypeToGgml(options.type_k));
+  cp.type_v = static_cast<ggml_type>(KvTypeToGgml(options.type_v));
+  cp.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.kv_unified = false;  // one stream per slot: agents never attend to each other's cells
+  cp.swa_full = kSwaFull;
+  cp.no_perf = true;
+  ctx->ctx_ = llama_init_from_model(model.raw(), cp);
+  if (ctx->ctx_ == nullptr) return Status::Internal(op + ": llama.cpp could not create the context");
+  AGENTKV_RETURN_IF_ERROR(ctx->Probe().WithContext(op));
+  return ctx;
+}
+
+Status Context::Probe() {
+  const llama_vocab* vocab = model_.vocab();
+  llama_token tok = llama_vocab_bos(vocab);
+  if (tok == LLAMA_TOKEN_NULL) tok = 0;
+  BatchItem item{0, tok, 0, false};
+  AGENTKV_RETURN_IF_ERROR(Decode({&item, 1}));
+  AGENTKV_ASSIGN_OR_RETURN(auto state, ExportSlotState(0));
+  ClearSlot(0);
+  AGENTKV_ASSIGN_OR_RETURN(StateShape shape, InferStateShape(state));
+  // A hybrid sliding-window model has two caches: full-attention layers, then
+  // the windowed ones (llama_kv_cache_iswa writes base then swa).
+  const int32_t n_swa = model_.info().n_swa;
+  if (shape.sections.size() == 2 && n_swa > 0) {
+    shape.sections[1].swa_window = static_cast<uint32_t>(n_swa);
+  } else if (shape.sections.size() != 1) {
+    return Status::Unsupported("kv layout with " + std::to_string(shape.sections.size()) + " caches");
+  }
+  spec_ = MakeCacheSpec(shape, options_.type_k, options_.type_v, options_.flash_attn, kSwaFull,
+                        model_.info().identity_hash);
+  return Status::OK();
+}
+
+Status Context::Decode(std::span<const BatchItem> items) {
+  if (items.empty()) return Status::OK();
+  if (static_cast<int>(items.size()) > options_.n_batch) {
+    return Status::InvalidArgument("decode: batch of " + std::to_string(items.size()) + " > n_batch");
+  }
+  llama_batch batch = llama_batch_init(static_cast<int32_t>(items.size()), 0, 1);
+  last_logit_rows_.assign(items.size(), -1);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& it = items[i];
+    if (it.slot < 0 || it.slot >= options_.n_slots) {
+      llama_batch_free(batch);
+      return Status::InvalidArgument("decode: bad slot " + std::to_string(it.slot));
+    }
+    if (it.pos >= options_.slot_ctx) {
+      llama_batch_free(batch);
+      return Status::ResourceExhausted("decode: slot " + std::to_string(it.slot) + " is full (" +
+                                       std::to_string(options_.slot_ctx) + " positions)");
+    }
+    batch.token[i] = it.token;
+    batch.pos[i] = it.pos;
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = it.slot;
+    batch.logits[i] = it.want_logits;
+    if (it.want_logits) last_logit_rows_[i] = static_cast<int32_t>(i);
+  }
+  batch.n_tokens = static_cast<int32_t>(items.size());
+  const int32_t rc = llama_decode(ctx_, batch);
+  llama_batch_free(batch);
+  if (rc == 1) return Status::ResourceExhausted("decode: no KV cells available");
+  if (rc == 2) return Status::Cancelled("decode: aborted");
+  if (rc != 0) return Status::Internal("decode: llama_decode returned " + std::to_string(rc));
+  return Status::OK();
+}
+
+std::span<const float> Context::Logits(int i) const {
+  const float* row = llama_get_logits_ith(ctx_, last_logit_rows_.at(i));
+  return {row, static_cast<size_t>(n_vocab())};
+}
+
+int32_t Context::SlotLength(int slot) const {
+  const llama_pos max = llama_memory_seq_pos_max(llama_get_memory(ctx_), slot);
+  return max < 0 ? 0 : max + 1;
+}
+
+void Context::ClearSlot(int slot) { llama_memory_seq_rm(llama_get_memory(ctx_), slot, -1, -1); }
+
+Status Context::TruncateSlot(int slot, int32_t n) {
+  if (n >= SlotLength(slot)) return Status::OK();
+  if (n <= 0) {
+    ClearSlot(slot);
+    return Status::OK();
+  }
+  for (const auto& s : spec_.shape.sections) {
+    if (s.swa_window != 0 && SlotLength(slot) - n > 0) {
+      // The windowed cache no longer holds the positions before the old window.
+      return Status::FailedPrecondition("truncate: sliding-window layers cannot drop a suffix");
+    }
+  }
+  if (!llama_memory_seq_rm(llama_get_memory(ctx_), slot, n, -1)) {
+    ClearSlot(slot);
+    return Status::FailedPrecondition("truncate: llama.cpp refused a partial removal; slot cleared");
+  }
+  return Status::OK();
+}
+
+Result<std::vector<uint8_t>> Context::ExportSlotState(int slot) const {
+  const size_t size = llama_state_seq_get_size_ext(ctx_, slot, 0);
+  std::vector<uint8_t> out(size);
+  const size_t written = llama_state_seq_get_data_ext(ctx_, out.data(), out.size(), slot, 0);
+  if (written != size) return Status::Internal("export slot: wrote " + std::to_string(written) + " of " + std::to_string(size));
+  return out;
+}
+
+Status Context::ImportSlotState(int slot, std::span<const uint8_t> state) {
+  ClearSlot(slot);
+  const size_t read = llama_state_seq_set_data_ext(ctx_, state.data(), state.size(), slot, 0);
+  if (read == 0) {
+    ClearSlot(slot);
+    return Status::Corruption("import slot: llama.cpp rejected the state");
+  }
+  return Status::OK();
+}
+
+Result<std::vector<KvBlock>> Context::ExportSlotBlocks(int slot) const {
+  const int32_t n = SlotLength(slot);
+  if (n == 0) return std::vector<KvBlock>{};
+  AGENTKV_ASSIGN_OR_RETURN(auto state, ExportSlotState(slot));
+  return StateToBlocks(state, spec_.shape, static_cast<uint32_t>(n));
+}
+
+Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens) {
+  if (n_tokens > static_cast<uint32_t>(options_.slot_ctx)) {
+    return Status::ResourceExhausted("import slot: " + std::to_string(n_tokens) + " positions > slot size");
+  }
+  AGENTKV_ASSIGN_OR_RETURN(auto state,
+                           BlocksToState(blocks, spec_.shape, n_tokens, static_cast<uint32_t>(options_.n_slots)));
+  return ImportSlotState(slot, state);
+}
+
+}  // namespace agentkv::engine

@@ -1,0 +1,93 @@
+#pragma once
+// Context: one llama context with S independent sequences ("slots"), each
+// holding one agent's KV cache of up to slot_ctx positions.
+//
+// Thread safety: NOT thread-safe. Exactly one thread (the scheduler's
+// inference thread) may call a Context; the Model it uses may be shared.
+// Invariants: a slot's cells are positions [0, SlotLength(slot)) (or, for
+// sliding-window layers, the window ending at SlotLength-1).
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/cache_spec.h"
+#include "engine/kv_type.h"
+#include "engine/model.h"
+#include "engine/seq_state.h"
+#include "store/kv_block.h"
+#include "util/status.h"
+
+struct llama_context;
+
+namespace agentkv::engine {
+
+struct ContextOptions {
+  int n_slots = 4;
+  int slot_ctx = 2048;  // positions per slot
+  KvType type_k = KvType::kQ4_0;
+  KvType type_v = KvType::kQ4_0;
+  bool flash_attn = true;  // required for quantized V
+  int n_threads = 0;       // 0: all hardware threads
+  int n_batch = 512;       // max tokens per Decode()
+};
+
+// One token to evaluate: append `token` at position `pos` of `slot`.
+struct BatchItem {
+  int slot = 0;
+  int32_t token = 0;
+  int32_t pos = 0;
+  bool want_logits = false;
+};
+
+class Context {
+ public:
+  // Creates the llama context and probes its KV layout (decodes one token in
+  // slot 0, exports it, clears it) to derive the ModelCacheSpec.
+  static Result<std::unique_ptr<Context>> Create(const Model& model, const ContextOptions& options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const ContextOptions& options() const { return options_; }
+  const ModelCacheSpec& spec() const { return spec_; }
+  const Model& model() const { return model_; }
+  int n_vocab() const { return model_.info().n_vocab; }
+
+  // Evaluates the items in one forward pass. REQUIRES items.size() <= n_batch,
+  // every slot valid. Positions must extend each slot contiguously.
+  // On failure the slots touched may hold a partial update: callers clear them.
+  Status Decode(std::span<const BatchItem> items);
+  // Logits of items[i] of the last Decode(); REQUIRES items[i].want_logits.
+  std::span<const float> Logits(int i) const;
+
+  int32_t SlotLength(int slot) const;  // number of positions held (0 if empty)
+  void ClearSlot(int slot);
+  // Keeps positions [0, n). Fails (slot unchanged or cleared, see message) when
+  // llama.cpp cannot drop a suffix (e.g. pruned sliding-window cells).
+  Status TruncateSlot(int slot, int32_t n);
+
+  // Raw llama.cpp state of one slot, and back into any (empty) slot.
+  Result<std::vector<uint8_t>> ExportSlotState(int slot) const;
+  Status ImportSlotState(int slot, std::span<const uint8_t> state);
+
+  // The slot's KV as position-ordered blocks (engine/seq_state.h), and back:
+  // imports positions [0, n_tokens) of `blocks` into `slot` (cleared first).
+  Result<std::vector<KvBlock>> ExportSlotBlocks(int slot) const;
+  Status ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens);
+
+  llama_context* raw() const { return ctx_; }
+
+ private:
+  Context(const Model& model, const ContextOptions& options) : model_(model), options_(options) {}
+  Status Probe();
+
+  const Model& model_;
+  ContextOptions options_;
+  llama_context* ctx_ = nullptr;
+  ModelCacheSpec spec_;
+  std::vector<int32_t> last_logit_rows_;  // item index -> batch row with logits
+};
+
+}  // namespace agentkv::engine

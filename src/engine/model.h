@@ -1,0 +1,64 @@
+#pragma once
+// Model: a loaded GGUF file (weights + vocabulary), shared by contexts.
+//
+// Load() validates the file before llama.cpp sees it (exists, GGUF magic,
+// readable metadata, supported architecture) so that bad input becomes a
+// Status with a clear message, never an abort.
+// Thread safety: immutable after Load(); its methods are safe from any thread.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "util/status.h"
+
+struct llama_model;
+struct llama_vocab;
+
+namespace agentkv::engine {
+
+struct ModelOptions {
+  int n_gpu_layers = 0;  // >0 offloads layers when a GPU backend is built
+};
+
+struct ModelInfo {
+  std::string path;
+  std::string name;          // file name without directory
+  std::string architecture;  // general.architecture
+  uint64_t file_bytes = 0;
+  uint64_t n_params = 0;
+  int32_t n_layer = 0;
+  int32_t n_embd = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t n_ctx_train = 0;
+  int32_t n_swa = 0;         // sliding window (0 = none)
+  int32_t n_vocab = 0;
+  bool has_chat_template = false;
+  // sha256 over the GGUF metadata (all keys and values, tokenizer arrays
+  // included) and sampled weight bytes; see docs/fingerprint in model.cc.
+  std::string identity_hash;
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, const ModelOptions& options = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelInfo& info() const { return info_; }
+  llama_model* raw() const { return model_; }
+  const llama_vocab* vocab() const;
+
+ private:
+  Model() = default;
+  llama_model* model_ = nullptr;
+  ModelInfo info_;
+};
+
+// Initializes llama.cpp's backends once per process and routes its log into
+// ours (warnings and errors only unless AGENTKV_LOG=debug). Idempotent.
+void InitLlamaBackend();
+
+}  // namespace agentkv::engine

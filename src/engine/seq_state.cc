@@ -1,0 +1,356 @@
+#include "engine/seq_state.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace agentkv::engine {
+namespace {
+
+// Bounds-checked little-endian reader over a byte span.
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+  template <typename T>
+  bool Read(T* out) {
+    if (bytes_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(out, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  // Returns a pointer to the next n bytes and skips them, or nullptr.
+  const uint8_t* Skip(uint64_t n) {
+    if (n > bytes_.size() - pos_) return nullptr;
+    const uint8_t* p = bytes_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  bool done() const { return pos_ == bytes_.size(); }
+  size_t pos() const { return pos_; }
+
+ private:
+  std::span<const uint8_t> bytes_;
+  size_t pos_ = 0;
+};
+
+class Writer {
+ public:
+  explicit Writer(std::vector<uint8_t>* out) : out_(out) {}
+  template <typename T>
+  void Put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    out_->insert(out_->end(), p, p + sizeof(T));
+  }
+  void Append(const uint8_t* p, size_t n) { out_->insert(out_->end(), p, p + n); }
+
+ private:
+  std::vector<uint8_t>* out_;
+};
+
+Status Bad(const std::string& what) { return Status::Corruption("kv state: " + what); }
+
+// Parses one section. With `learn`, fills *shape from the bytes (has_v as
+// given); otherwise checks the bytes against *shape.
+Status ParseSection(Reader& r, SectionShape* shape, bool learn, ParsedSection* out) {
+  uint32_t n_stream = 0;
+  if (!r.Read(&n_stream) || n_stream == 0 || n_stream > 4096) return Bad("bad stream count");
+  bool seen = false;
+  for (uint32_t s = 0; s < n_stream; ++s) {
+    uint32_t cell_count = 0;
+    if (!r.Read(&cell_count)) return Bad("truncated cell count");
+    if (cell_count == 0) continue;
+    if (seen) return Bad("sequence spread over two streams");
+    seen = true;
+    out->pos.resize(cell_count);
+    for (uint32_t i = 0; i < cell_count; ++i) {
+      uint32_t n_seq = 0;
+      int32_t seq = 0;
+      if (!r.Read(&out->pos[i]) || !r.Read(&n_seq) || n_seq != 1 || !r.Read(&seq)) {
+        return Bad("bad cell metadata (cell extensions are unsupported)");
+      }
+    }
+    uint32_t v_trans = 0, n_layer = 0;
+    if (!r.Read(&v_trans) || !r.Read(&n_layer)) return Bad("truncated data header");
+    if (v_trans != 0) return Status::Unsupported("kv state: transposed V (flash attention off)");
+    if (learn) {
+      shape->n_layer = n_layer;
+    } else if (n_layer != shape->n_layer) {
+      return Bad("layer count " + std::to_string(n_layer) + " != " + std::to_string(shape->n_layer));
+    }
+    auto read_rows = [&](bool is_k, std::vector<const uint8_t*>* rows) -> Status {
+      auto& types = is_k ? shape->k_type : shape->v_type;
+      auto& row_bytes = is_k ? shape->k_row_bytes : shape->v_row_bytes;
+      if (learn) {
+        types.assign(n_layer, 0);
+        row_bytes.assign(n_layer, 0);
+      }
+      rows->resize(n_layer);
+      for (uint32_t l = 0; l < n_layer; ++l) {
+        int32_t type = 0;
+        uint64_t rb = 0;
+        if (!r.Read(&type) || !r.Read(&rb)) return Bad("truncated layer header");
+        if (rb == 0 || rb > (1u << 24) || type < 0 || type > 1000) return Bad("implausible layer header");
+        if (learn) {
+          types[l] = type;
+          row_bytes[l] = rb;
+        } else if (type != types[l] || rb != row_bytes[l]) {
+          return Bad("layer " + std::to_string(l) + " type/row size differs from the model's");
+        }
+        (*rows)[l] = r.Skip(rb * cell_count);
+        if ((*rows)[l] == nullptr) return Bad("truncated rows");
+      }
+      return Status::OK();
+    };
+    AGENTKV_RETURN_IF_ERROR(read_rows(true, &out->k_rows));
+    if (shape->has_v) AGENTKV_RETURN_IF_ERROR(read_rows(false, &out->v_rows));
+  }
+  if (!seen) return Bad("section holds no cells of the sequence");
+  return Status::OK();
+}
+
+std::string TensorName(size_t section, uint32_t layer, bool is_k) {
+  return "c" + std::to_string(section) + ".l" + std::to_string(layer) + (is_k ? ".k" : ".v");
+}
+
+// Positions a section must hold to restore a sequence of n tokens.
+std::pair<uint32_t, uint32_t> RequiredRange(const SectionShape& s, uint32_t n) {
+  if (s.swa_window == 0 || n <= s.swa_window) return {0, n};
+  return {n - s.swa_window, n};
+}
+
+}  // namespace
+
+uint64_t StateShape::RowBytesPerToken() const {
+  uint64_t total = 0;
+  for (const auto& s : sections) {
+    if (s.swa_window != 0) continue;
+    for (auto b : s.k_row_bytes) total += b;
+    for (auto b : s.v_row_bytes) total += b;
+  }
+  return total;
+}
+
+// Reads the u32 magic + i32 seq id that precede the sections.
+Status ReadHeader(Reader& r) {
+  uint32_t magic = 0;
+  int32_t seq = 0;
+  if (!r.Read(&magic) || magic != kLlamaSeqStateMagic || !r.Read(&seq)) return Bad("bad magic");
+  return Status::OK();
+}
+
+Result<StateShape> InferStateShape(std::span<const uint8_t> state) {
+  StateShape shape;
+  Reader r(state);
+  AGENTKV_RETURN_IF_ERROR(ReadHeader(r));
+  while (!r.done()) {
+    // Try with V, then without (MLA); keep the reading that lets the rest parse.
+    bool parsed = false;
+    for (bool has_v : {true, false}) {
+      Reader attempt = r;
+      SectionShape s;
+      s.has_v = has_v;
+      ParsedSection ps;
+      if (!ParseSection(attempt, &s, /*learn=*/true, &ps).ok()) continue;
+      // The next bytes must start a section (or be the end).
+      Reader probe = attempt;
+      uint32_t next_streams = 0;
+      if (!attempt.done() && (!probe.Read(&next_streams) || next_streams == 0 || next_streams > 4096)) continue;
+      shape.sections.push_back(std::move(s));
+      r = attempt;
+      parsed = true;
+      break;
+    }
+    if (!parsed) return Bad("cannot infer the state layout");
+  }
+  if (shape.sections.empty()) return Bad("empty state");
+  return shape;
+}
+
+Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, const StateShape& shape) {
+  std::vector<ParsedSection> out(shape.sections.size());
+  Reader r(state);
+  AGENTKV_RETURN_IF_ERROR(ReadHeader(r));
+  for (size_t i = 0; i < shape.sections.size(); ++i) {
+    SectionShape s = shape.sections[i];
+    AGENTKV_RETURN_IF_ERROR(ParseSection(r, &s, /*learn=*/false, &out[i]));
+  }
+  if (!r.done()) return Bad("trailing bytes after the last section");
+  return out;
+}
+
+Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
+                                           uint32_t n_tokens) {
+  AGENTKV_ASSIGN_OR_RETURN(auto parsed, ParseState(state, shape));
+  const uint32_t n_blocks = (n_tokens + kBlockTokens - 1) / kBlockTokens;
+  std::vector<KvBlock> blocks(n_blocks);
+  for (uint32_t b = 0; b < n_blocks; ++b) {
+    blocks[b].index = b;
+    blocks[b].n_tokens = std::min(kBlockTokens, n_tokens - b * kBlockTokens);
+  }
+  for (size_t si = 0; si < parsed.size(); ++si) {
+    const SectionShape& s = shape.sections[si];
+    const ParsedSection& ps = parsed[si];
+    // cell index for each position, -1 when absent
+    std::vector<int64_t> cell_of(n_tokens, -1);
+    for (size_t c = 0; c < ps.pos.size(); ++c) {
+      const int32_t p = ps.pos[c];
+      if (p < 0 || static_cast<uint32_t>(p) >= n_tokens) return Bad("cell position outside the sequence");
+      if (cell_of[p] != -1) return Bad("duplicate cell position");
+      cell_of[p] = static_cast<int64_t>(c);
+    }
+    auto [need_lo, need_hi] = RequiredRange(s, n_tokens);
+    for (uint32_t p = need_lo; p < need_hi; ++p) {
+      if (cell_of[p] == -1) return Bad("position " + std::to_string(p) + " missing in section " + std::to_string(si));
+    }
+    for (auto& block : blocks) {
+      // rows present in this block: a contiguous run (sections hold a suffix window or everything)
+      uint32_t lo = block.first_pos(), hi = block.first_pos() + block.n_tokens;
+      while (lo < hi && cell_of[lo] == -1) ++lo;
+      uint32_t end = lo;
+      while (end < hi && cell_of[end] != -1) ++end;
+      if (end < hi && std::any_of(cell_of.begin() + end, cell_of.begin() + hi, [](int64_t c) { return c != -1; })) {
+        return Bad("section positions are not contiguous");
+      }
+      if (lo == end) continue;
+      for (int kv = 0; kv < (s.has_v ? 2 : 1); ++kv) {
+        const bool is_k = kv == 0;
+        for (uint32_t l = 0; l < s.n_layer; ++l) {
+          const uint64_t rb = is_k ? s.k_row_bytes[l] : s.v_row_bytes[l];
+          const uint8_t* base = is_k ? ps.k_rows[l] : ps.v_rows[l];
+          KvTensor t;
+          t.name = TensorName(si, l, is_k);
+          t.row_bytes = static_cast<uint32_t>(rb);
+          t.first_pos = lo;
+          t.n_rows = end - lo;
+          t.data.resize(rb * t.n_rows);
+          for (uint32_t p = lo; p < end; ++p) {
+            std::memcpy(t.data.data() + (p - lo) * rb, base + cell_of[p] * rb, rb);
+          }
+          block.tensors.push_back(std::move(t));
+        }
+      }
+    }
+  }
+  return blocks;
+}
+
+namespace {
+
+// Finds a tensor by name in a block; nullptr if absent.
+const KvTensor* FindTensor(const KvBlock& b, const std::string& name) {
+  for (const auto& t : b.tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+// Positions [lo, hi) for which every layer's K (and V) of section si has a
+// well-formed row in block b; {0,0} if any tensor is missing or malformed.
+std::pair<uint32_t, uint32_t> BlockRange(const KvBlock& b, const SectionShape& s, size_t si) {
+  uint32_t lo = b.first_pos(), hi = b.first_pos() + b.n_tokens;
+  for (int kv = 0; kv < (s.has_v ? 2 : 1); ++kv) {
+    for (uint32_t l = 0; l < s.n_layer; ++l) {
+      const KvTensor* t = FindTensor(b, TensorName(si, l, kv == 0));
+      const uint64_t rb = kv == 0 ? s.k_row_bytes[l] : s.v_row_bytes[l];
+      if (t == nullptr || t->row_bytes != rb || t->data.size() != uint64_t{t->n_rows} * rb) return {0, 0};
+      lo = std::max(lo, t->first_pos);
+      hi = std::min(hi, t->first_pos + t->n_rows);
+    }
+  }
+  if (lo >= hi) return {0, 0};
+  return {lo, hi};
+}
+
+}  // namespace
+
+uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const StateShape& shape,
+                          uint32_t n_tokens) {
+  // Consecutive blocks from 0 with the right sizes.
+  uint32_t avail = 0;
+  size_t n_blocks = 0;
+  for (; n_blocks < blocks.size(); ++n_blocks) {
+    const KvBlock& b = *blocks[n_blocks];
+    if (b.index != n_blocks || b.n_tokens == 0 || b.n_tokens > kBlockTokens) break;
+    avail += b.n_tokens;
+    if (!b.full()) {
+      ++n_blocks;
+      break;
+    }
+  }
+  uint32_t n = std::min(n_tokens, avail);
+  for (size_t si = 0; si < shape.sections.size() && n > 0; ++si) {
+    const SectionShape& s = shape.sections[si];
+    // The run of present positions: [run_lo, run_hi), contiguous over blocks.
+    uint32_t run_lo = 0, run_hi = 0;
+    bool in_run = false;
+    for (size_t i = 0; i < n_blocks; ++i) {
+      auto [lo, hi] = BlockRange(*blocks[i], s, si);
+      if (lo == hi) {
+        if (in_run) break;
+        continue;
+      }
+      if (!in_run) {
+        run_lo = lo;
+        in_run = true;
+      } else if (lo != run_hi) {
+        break;
+      }
+      run_hi = hi;
+      if (hi != blocks[i]->first_pos() + blocks[i]->n_tokens) break;
+    }
+    if (!in_run) return 0;
+    // Largest n' <= n whose required range lies inside the run.
+    uint32_t cand = std::min(n, run_hi);
+    auto [need_lo, need_hi] = RequiredRange(s, cand);
+    n = need_lo >= run_lo ? cand : 0;
+    (void)need_hi;
+  }
+  return n;
+}
+
+Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
+                                           const StateShape& shape, uint32_t n_tokens,
+                                           uint32_t n_stream) {
+  if (n_tokens == 0) return Status::InvalidArgument("kv state: empty sequence");
+  if (RestorablePrefix(blocks, shape, n_tokens) < n_tokens) {
+    return Status::InvalidArgument("kv state: blocks do not cover " + std::to_string(n_tokens) + " positions");
+  }
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.Put<uint32_t>(kLlamaSeqStateMagic);
+  w.Put<int32_t>(0);  // source seq id: ignored by the reader
+  for (size_t si = 0; si < shape.sections.size(); ++si) {
+    const SectionShape& s = shape.sections[si];
+    auto [lo, hi] = RequiredRange(s, n_tokens);
+    const uint32_t cells = hi - lo;
+    w.Put<uint32_t>(n_stream);
+    w.Put<uint32_t>(cells);
+    for (uint32_t p = lo; p < hi; ++p) {
+      w.Put<int32_t>(static_cast<int32_t>(p));
+      w.Put<uint32_t>(1);
+      w.Put<int32_t>(0);  // seq id: ignored by the reader, which uses the destination's
+    }
+    w.Put<uint32_t>(0);  // v_trans
+    w.Put<uint32_t>(s.n_layer);
+    for (int kv = 0; kv < (s.has_v ? 2 : 1); ++kv) {
+      const bool is_k = kv == 0;
+      for (uint32_t l = 0; l < s.n_layer; ++l) {
+        const uint64_t rb = is_k ? s.k_row_bytes[l] : s.v_row_bytes[l];
+        w.Put<int32_t>(is_k ? s.k_type[l] : s.v_type[l]);
+        w.Put<uint64_t>(rb);
+        const std::string name = TensorName(si, l, is_k);
+        for (uint32_t p = lo; p < hi;) {
+          const KvBlock& b = *blocks[p / kBlockTokens];
+          const KvTensor* t = FindTensor(b, name);  // present: RestorablePrefix checked
+          const uint32_t run_end = std::min(hi, t->first_pos + t->n_rows);
+          w.Append(t->data.data() + (p - t->first_pos) * rb, (run_end - p) * rb);
+          p = run_end;
+        }
+      }
+    }
+    for (uint32_t st = 1; st < n_stream; ++st) w.Put<uint32_t>(0);
+  }
+  return out;
+}
+
+}  // namespace agentkv::engine

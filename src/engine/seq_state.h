@@ -1,0 +1,98 @@
+#pragma once
+// llama.cpp's per-sequence KV state layout <-> position-ordered KvBlocks.
+//
+// This file is the only place that knows the byte layout written by
+// llama_state_seq_get_data_ext (llama.cpp src/llama-kv-cache.cpp,
+// state_write / state_write_meta / state_write_data, pinned commit de3ff81):
+//
+//   state   := u32 magic (0xaf143cd8), i32 seq_id, section+
+//                                            (llama_context::state_seq_get_data)
+//   section+:                                one per KV cache: a plain model has
+//                                            one; a hybrid sliding-window model
+//                                            (llama_kv_cache_iswa) has base then swa
+//   section := u32 n_stream, stream[n_stream]
+//   stream  := u32 cell_count, [cells, data]  (cells+data only if cell_count > 0)
+//   cells   := cell_count x (i32 pos, u32 n_seq_id (=1), i32 seq_id)
+//   data    := u32 v_trans (=0 with flash attention), u32 n_layer,
+//              n_layer x (i32 k_type, u64 k_row_bytes, cell_count rows),
+//              [n_layer x (i32 v_type, u64 v_row_bytes, cell_count rows)]
+//                                            V is absent for MLA caches
+//
+// Rows follow cell order, which need not be position order; blocks are in
+// position order. Cell extensions (M-RoPE / PLE models) and transposed V
+// (flash attention off) are rejected as Unsupported.
+//
+// Pure byte manipulation: no llama.h here, so it is testable on synthetic bytes.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "store/kv_block.h"
+#include "util/status.h"
+
+namespace agentkv::engine {
+
+// Bumped whenever the mapping between llama.cpp's bytes and KvBlocks changes;
+// part of the model fingerprint so old caches are never misread.
+inline constexpr uint32_t kEngineLayoutVersion = 1;
+inline constexpr uint32_t kLlamaSeqStateMagic = 0xaf143cd8;
+
+// Shape of one KV cache (section) of a model, learned once from a probe export.
+struct SectionShape {
+  uint32_t n_layer = 0;
+  bool has_v = true;                  // false for MLA (K holds the latent)
+  std::vector<int32_t> k_type;        // ggml_type per layer
+  std::vector<uint64_t> k_row_bytes;  // per layer
+  std::vector<int32_t> v_type;        // empty when !has_v
+  std::vector<uint64_t> v_row_bytes;
+  // 0 = keeps every position; otherwise a sliding window: after a sequence
+  // of n tokens only positions p with (n-1) - p < window are kept/exported.
+  uint32_t swa_window = 0;
+
+  bool operator==(const SectionShape&) const = default;
+};
+
+struct StateShape {
+  std::vector<SectionShape> sections;
+  // Bytes of K+V rows for one position across all non-windowed sections.
+  uint64_t RowBytesPerToken() const;
+};
+
+// One section of a parsed state: cell positions and, per layer, where its
+// rows live in the source buffer.
+struct ParsedSection {
+  std::vector<int32_t> pos;            // per cell, in cell order
+  std::vector<const uint8_t*> k_rows;  // per layer: first row
+  std::vector<const uint8_t*> v_rows;  // per layer (empty when !has_v)
+};
+
+// Learns a StateShape from an export of a sequence (typically a one-token probe).
+// For each section tries "with V" first, then "without V" (MLA). The caller
+// fills swa_window. REQUIRES: the state holds at least one cell per section.
+Result<StateShape> InferStateShape(std::span<const uint8_t> state);
+
+// Parses a state against a known shape. The result points into `state`, which
+// must outlive it. Fails with Corruption on any mismatch (never reads past the end).
+Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, const StateShape& shape);
+
+// Converts a parsed state of a sequence of n_tokens positions [0, n_tokens)
+// into ceil(n_tokens / 256) blocks. Tensor names: "c<section>.l<layer>.k|v".
+// Fails if a non-windowed section does not hold exactly positions [0, n_tokens).
+Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
+                                           uint32_t n_tokens);
+
+// The longest prefix n <= n_tokens of `blocks` that can be restored: every
+// non-windowed section has rows for [0, n) and every windowed section has rows
+// for the window ending at n-1. Blocks must be consecutive from index 0.
+uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const StateShape& shape,
+                          uint32_t n_tokens);
+
+// Builds llama.cpp state bytes for positions [0, n_tokens) of `blocks`, for a
+// context with n_stream streams per section. REQUIRES n_tokens <=
+// RestorablePrefix(blocks, shape, n_tokens); otherwise InvalidArgument.
+Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
+                                           const StateShape& shape, uint32_t n_tokens,
+                                           uint32_t n_stream);
+
+}  // namespace agentkv::engine

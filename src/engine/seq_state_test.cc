@@ -1,0 +1,201 @@
+// Pins llama.cpp's per-sequence state layout with synthetic bytes: cells out
+// of position order, several streams, MLA (no V) and sliding-window sections.
+#include "engine/seq_state.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+namespace agentkv::engine {
+namespace {
+
+struct FakeLayer {
+  int32_t k_type, v_type;
+  uint64_t k_row, v_row;
+};
+
+// Writes one section the way llama_kv_cache::state_write does.
+void WriteHeader(std::vector<uint8_t>* out) {
+  const uint32_t magic = kLlamaSeqStateMagic;
+  const int32_t seq = 3;
+  out->insert(out->end(), reinterpret_cast<const uint8_t*>(&magic), reinterpret_cast<const uint8_t*>(&magic) + 4);
+  out->insert(out->end(), reinterpret_cast<const uint8_t*>(&seq), reinterpret_cast<const uint8_t*>(&seq) + 4);
+}
+
+void WriteSection(std::vector<uint8_t>* out, uint32_t n_stream, uint32_t stream, const std::vector<int32_t>& pos,
+                  const std::vector<FakeLayer>& layers, bool has_v) {
+  auto put = [&](auto v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    out->insert(out->end(), p, p + sizeof(v));
+  };
+  // Row byte value encodes (layer, kv, position) so misplacements show.
+  auto row = [&](uint32_t l, bool k, int32_t p, uint64_t n) {
+    for (uint64_t b = 0; b < n; ++b) out->push_back(static_cast<uint8_t>(l * 31 + (k ? 7 : 13) + p * 3 + b));
+  };
+  put(n_stream);
+  for (uint32_t s = 0; s < n_stream; ++s) {
+    if (s != stream) {
+      put(uint32_t{0});
+      continue;
+    }
+    put(static_cast<uint32_t>(pos.size()));
+    for (int32_t p : pos) {
+      put(p);
+      put(uint32_t{1});
+      put(int32_t{5});
+    }
+    put(uint32_t{0});
+    put(static_cast<uint32_t>(layers.size()));
+    for (uint32_t l = 0; l < layers.size(); ++l) {
+      put(layers[l].k_type);
+      put(layers[l].k_row);
+      for (int32_t p : pos) row(l, true, p, layers[l].k_row);
+    }
+    if (!has_v) continue;
+    for (uint32_t l = 0; l < layers.size(); ++l) {
+      put(layers[l].v_type);
+      put(layers[l].v_row);
+      for (int32_t p : pos) row(l, false, p, layers[l].v_row);
+    }
+  }
+}
+
+std::vector<int32_t> Shuffled(int32_t lo, int32_t hi, unsigned seed) {
+  std::vector<int32_t> v(hi - lo);
+  std::iota(v.begin(), v.end(), lo);
+  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
+  return v;
+}
+
+std::vector<const KvBlock*> Ptrs(const std::vector<KvBlock>& blocks) {
+  std::vector<const KvBlock*> out;
+  for (const auto& b : blocks) out.push_back(&b);
+  return out;
+}
+
+TEST(SeqStateTest, DenseRoundTripIsBitExact) {
+  const std::vector<FakeLayer> layers = {{2, 2, 18 * 4, 18 * 4}, {2, 8, 18 * 4, 34 * 4}};
+  const uint32_t n = 3 * kBlockTokens + 17;
+  std::vector<uint8_t> state;
+  WriteHeader(&state);
+  WriteSection(&state, /*n_stream=*/3, /*stream=*/1, Shuffled(0, n, 1), layers, true);
+
+  auto shape = InferStateShape(state);
+  ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+  ASSERT_EQ(shape->sections.size(), 1u);
+  EXPECT_TRUE(shape->sections[0].has_v);
+  EXPECT_EQ(shape->sections[0].n_layer, 2u);
+  EXPECT_EQ(shape->RowBytesPerToken(), 18u * 4 * 3 + 34u * 4);
+
+  auto blocks = StateToBlocks(state, *shape, n);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  ASSERT_EQ(blocks->size(), 4u);
+  EXPECT_EQ((*blocks)[3].n_tokens, 17u);
+  // Row of position p in block b is at (p - first_pos): check one byte.
+  const KvTensor& t = (*blocks)[2].tensors[1];  // c0.l1.k
+  EXPECT_EQ(t.name, "c0.l1.k");
+  EXPECT_EQ(t.data[5 * t.row_bytes], static_cast<uint8_t>(31 + 7 + (2 * kBlockTokens + 5) * 3));
+
+  auto ptrs = Ptrs(*blocks);
+  EXPECT_EQ(RestorablePrefix(ptrs, *shape, n), n);
+  auto rebuilt = BlocksToState(ptrs, *shape, n, 3);
+  ASSERT_TRUE(rebuilt.ok());
+  auto again = StateToBlocks(*rebuilt, *shape, n);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *blocks);
+
+  // A prefix restore (DIVERGE) of 300 positions.
+  auto prefix = BlocksToState(ptrs, *shape, 300, 3);
+  ASSERT_TRUE(prefix.ok());
+  auto pblocks = StateToBlocks(*prefix, *shape, 300);
+  ASSERT_TRUE(pblocks.ok());
+  EXPECT_EQ((*pblocks)[0], (*blocks)[0]);
+  EXPECT_EQ((*pblocks)[1].n_tokens, 44u);
+}
+
+TEST(SeqStateTest, MlaWithoutVIsInferred) {
+  const std::vector<FakeLayer> layers = {{2, 0, 18 * 18, 0}, {2, 0, 18 * 18, 0}, {2, 0, 18 * 18, 0}};
+  std::vector<uint8_t> state;
+  WriteHeader(&state);
+  WriteSection(&state, 1, 0, Shuffled(0, 40, 2), layers, /*has_v=*/false);
+  auto shape = InferStateShape(state);
+  ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+  EXPECT_FALSE(shape->sections[0].has_v);
+  auto blocks = StateToBlocks(state, *shape, 40);
+  ASSERT_TRUE(blocks.ok());
+  EXPECT_EQ((*blocks)[0].tensors.size(), 3u);
+  auto rebuilt = BlocksToState(Ptrs(*blocks), *shape, 40, 1);
+  ASSERT_TRUE(rebuilt.ok());
+  EXPECT_EQ(rebuilt->size(), state.size());  // same cells, now in position order
+  auto again = StateToBlocks(*rebuilt, *shape, 40);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *blocks);
+}
+
+TEST(SeqStateTest, SlidingWindowSectionKeepsOnlyTheWindow) {
+  const std::vector<FakeLayer> base = {{1, 1, 64, 64}};
+  const std::vector<FakeLayer> swa = {{1, 1, 64, 64}, {1, 1, 64, 64}};
+  const uint32_t n = 600, window = 128;
+  std::vector<uint8_t> state;
+  WriteHeader(&state);
+  WriteSection(&state, 2, 0, Shuffled(0, n, 3), base, true);
+  WriteSection(&state, 2, 0, Shuffled(n - window, n, 4), swa, true);
+  auto shape = InferStateShape(state);
+  ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+  ASSERT_EQ(shape->sections.size(), 2u);
+  shape->sections[1].swa_window = window;
+  auto blocks = StateToBlocks(state, *shape, n);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  // Block 0 has no windowed-layer rows; block 2 holds positions 512..599 of them.
+  EXPECT_EQ((*blocks)[0].tensors.size(), 2u);
+  EXPECT_EQ((*blocks)[2].tensors.size(), 2u + 4u);
+  auto ptrs = Ptrs(*blocks);
+  EXPECT_EQ(RestorablePrefix(ptrs, *shape, n), n);
+  // Truncating would need window rows that were never exported.
+  EXPECT_EQ(RestorablePrefix(ptrs, *shape, n - 10), 0u);
+  auto rebuilt = BlocksToState(ptrs, *shape, n, 2);
+  ASSERT_TRUE(rebuilt.ok());
+  auto again = StateToBlocks(*rebuilt, *shape, n);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *blocks);
+}
+
+TEST(SeqStateTest, EveryTruncationIsCorruptionNotACrash) {
+  const std::vector<FakeLayer> layers = {{2, 2, 18, 18}};
+  std::vector<uint8_t> state;
+  WriteHeader(&state);
+  WriteSection(&state, 1, 0, Shuffled(0, 5, 5), layers, true);
+  auto shape = InferStateShape(state);
+  ASSERT_TRUE(shape.ok());
+  for (size_t len = 0; len < state.size(); ++len) {
+    auto r = StateToBlocks(std::span(state.data(), len), *shape, 5);
+    EXPECT_FALSE(r.ok()) << len;
+  }
+  // Wrong row size for the model.
+  StateShape other = *shape;
+  other.sections[0].k_row_bytes[0] = 36;
+  EXPECT_EQ(ParseState(state, other).status().code(), StatusCode::kCorruption);
+}
+
+TEST(SeqStateTest, MissingBlockLimitsRestorablePrefix) {
+  const std::vector<FakeLayer> layers = {{2, 2, 18, 18}};
+  const uint32_t n = 2 * kBlockTokens + 3;
+  std::vector<uint8_t> state;
+  WriteHeader(&state);
+  WriteSection(&state, 1, 0, Shuffled(0, n, 6), layers, true);
+  auto shape = InferStateShape(state);
+  auto blocks = StateToBlocks(state, *shape, n);
+  ASSERT_TRUE(blocks.ok());
+  auto ptrs = Ptrs(*blocks);
+  ptrs.erase(ptrs.begin() + 1);  // block 1 lost
+  EXPECT_EQ(RestorablePrefix(ptrs, *shape, n), kBlockTokens);
+  (*blocks)[0].tensors[0].data.pop_back();  // malformed tensor
+  EXPECT_EQ(RestorablePrefix(Ptrs(*blocks), *shape, n), 0u);
+  EXPECT_FALSE(BlocksToState(Ptrs(*blocks), *shape, n, 1).ok());
+}
+
+}  // namespace
+}  // namespace agentkv::engine

@@ -1,0 +1,46 @@
+#include "engine/test_support.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/sampler.h"
+
+namespace agentkv::engine::testing {
+
+std::string BundledModelPath() { return std::string(AGENTKV_SOURCE_DIR) + "/models/tiny-llama-brown-16m-q8_0.gguf"; }
+
+std::string SampleText(size_t bytes) {
+  std::ifstream f(std::string(AGENTKV_SOURCE_DIR) + "/models/brown_test.txt");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str().substr(0, bytes);
+}
+
+Result<std::vector<float>> Prefill(Context& ctx, int slot, const std::vector<int32_t>& tokens) {
+  int32_t pos = ctx.SlotLength(slot);
+  const size_t chunk = static_cast<size_t>(ctx.options().n_batch);
+  std::vector<BatchItem> items;
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    items.clear();
+    const size_t end = std::min(tokens.size(), i + chunk);
+    for (size_t j = i; j < end; ++j) items.push_back({slot, tokens[j], pos++, j + 1 == tokens.size()});
+    AGENTKV_RETURN_IF_ERROR(ctx.Decode(items));
+  }
+  auto row = ctx.Logits(static_cast<int>(items.size()) - 1);
+  return std::vector<float>(row.begin(), row.end());
+}
+
+Result<std::vector<int32_t>> GreedyDecode(Context& ctx, int slot, std::vector<float> logits, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const int32_t tok = Sampler::Greedy(logits);
+    out.push_back(tok);
+    BatchItem item{slot, tok, ctx.SlotLength(slot), true};
+    AGENTKV_RETURN_IF_ERROR(ctx.Decode({&item, 1}));
+    auto row = ctx.Logits(0);
+    logits.assign(row.begin(), row.end());
+  }
+  return out;
+}
+
+}  // namespace agentkv::engine::testing

@@ -1,0 +1,22 @@
+#pragma once
+// Helpers shared by engine tests (and tests of layers above the engine).
+
+#include <string>
+#include <vector>
+
+#include "engine/context.h"
+
+namespace agentkv::engine::testing {
+
+// The bundled model (models/tiny-llama-brown-16m-q8_0.gguf).
+std::string BundledModelPath();
+// A few KB of held-out English text (models/brown_test.txt), `bytes` long.
+std::string SampleText(size_t bytes);
+
+// Feeds tokens into `slot` starting at its current length, in chunks of
+// n_batch, and returns the logits after the last token.
+Result<std::vector<float>> Prefill(Context& ctx, int slot, const std::vector<int32_t>& tokens);
+// Greedy-decodes n tokens in `slot` starting from `logits`; returns the tokens.
+Result<std::vector<int32_t>> GreedyDecode(Context& ctx, int slot, std::vector<float> logits, int n);
+
+}  // namespace agentkv::engine::testing

@@ -1,0 +1,52 @@
+#pragma once
+// KvBlock: 256 consecutive token positions of one agent's KV cache, all
+// layers, as raw (quantized) bytes exactly as the engine exported them.
+//
+// This is the currency between engine/ (which converts llama.cpp's
+// per-sequence state into blocks and back), kv/ (RAM pool) and store/ (disk).
+// Only engine/ knows what the tensors mean; everyone else treats them as
+// named byte matrices.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace agentkv {
+
+inline constexpr uint32_t kBlockTokens = 256;
+
+// Rows of raw KV bytes for consecutive positions [first_pos, first_pos+n_rows)
+// of one layer's K or V. n_rows may be smaller than the block's n_tokens (or
+// 0, then the tensor is omitted) for sliding-window layers, which keep only the
+// positions inside their window.
+struct KvTensor {
+  std::string name;            // engine-defined, e.g. "c0.l3.k" (cache 0, layer 3, K)
+  uint32_t row_bytes = 0;      // bytes per position (one row)
+  uint32_t first_pos = 0;      // absolute position of row 0
+  uint32_t n_rows = 0;
+  std::vector<uint8_t> data;   // n_rows * row_bytes bytes
+
+  bool operator==(const KvTensor&) const = default;
+};
+
+// Invariants: first_pos() == index * kBlockTokens; 1 <= n_tokens <= kBlockTokens;
+// every tensor's rows lie inside [first_pos(), first_pos() + n_tokens).
+// A block with n_tokens < kBlockTokens is the agent's last, partial block.
+struct KvBlock {
+  uint32_t index = 0;      // block number within the agent's sequence
+  uint32_t n_tokens = 0;   // positions covered (the last block may be partial)
+  std::vector<KvTensor> tensors;
+
+  uint32_t first_pos() const { return index * kBlockTokens; }
+  bool full() const { return n_tokens == kBlockTokens; }
+  // Sum of tensor payload bytes (what RAM/disk accounting counts).
+  size_t payload_bytes() const {
+    size_t n = 0;
+    for (const auto& t : tensors) n += t.data.size();
+    return n;
+  }
+  bool operator==(const KvBlock&) const = default;
+};
+
+}  // namespace agentkv
