@@ -16,10 +16,10 @@ int64_t SystemNowMs() {
       .count();
 }
 
-Status ValidatePut(const AgentKey& agent, const std::vector<BlockRef>& blocks) {
+Status ValidatePut(const AgentKey& agent, const std::vector<PoolBlock>& blocks) {
   if (agent.agent_id.empty()) return Status::InvalidArgument("block pool put: empty agent id");
   std::set<std::string_view> seen;
-  for (const BlockRef& b : blocks) {
+  for (const PoolBlock& b : blocks) {
     if (b.id.empty() || !b.block) {
       return Status::InvalidArgument("block pool put: " + Name(agent) + ": empty block id or null block");
     }
@@ -38,7 +38,7 @@ BlockPool::BlockPool(BlockPoolOptions options)
       on_evict_(std::move(options.on_evict)),
       now_ms_(options.now_ms ? std::move(options.now_ms) : SystemNowMs) {}
 
-Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<BlockRef> blocks, bool dirty) {
+Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<PoolBlock> blocks, bool dirty) {
   AGENTKV_RETURN_IF_ERROR(ValidatePut(agent, blocks));
   std::vector<EvictionEvent> events;
   Status status;
@@ -47,7 +47,7 @@ Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<BlockRef> blo
     Lock lock(mu_);
     // Cheap lower bound first, so an impossible Put evicts nobody.
     size_t own_bytes = 0;
-    for (const BlockRef& b : blocks) {
+    for (const PoolBlock& b : blocks) {
       auto it = blocks_.find({agent.ns, b.id});
       own_bytes += it != blocks_.end() ? it->second.charge_bytes : b.block->payload_bytes() + kBlockOverheadBytes;
     }
@@ -72,7 +72,7 @@ Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<BlockRef> blo
       std::vector<std::string> ids;
       ids.reserve(blocks.size());
       // Reference the new list before releasing the old one: shared ids never hit 0.
-      for (BlockRef& b : blocks) {
+      for (PoolBlock& b : blocks) {
         auto [bit, is_new] = blocks_.try_emplace({agent.ns, b.id});
         if (is_new) {
           bit->second.charge_bytes = b.block->payload_bytes() + kBlockOverheadBytes;
@@ -236,10 +236,10 @@ void BlockPool::Touch(AgentEntry& entry) {
   entry.last_use_ms = now_ms_();
 }
 
-size_t BlockPool::BytesAfterPut(const AgentKey& agent, const std::vector<BlockRef>& blocks) const {
+size_t BlockPool::BytesAfterPut(const AgentKey& agent, const std::vector<PoolBlock>& blocks) const {
   size_t bytes = used_bytes_;
   std::set<std::string_view> new_ids;
-  for (const BlockRef& b : blocks) {
+  for (const PoolBlock& b : blocks) {
     new_ids.insert(b.id);
     if (blocks_.count({agent.ns, b.id}) == 0) bytes += b.block->payload_bytes() + kBlockOverheadBytes;
   }
@@ -286,8 +286,8 @@ AgentInfo BlockPool::InfoLocked(const AgentKey& key, const AgentEntry& entry) co
   return info;
 }
 
-std::vector<BlockRef> BlockPool::SnapshotLocked(const AgentKey& key, const AgentEntry& entry) const {
-  std::vector<BlockRef> out;
+std::vector<PoolBlock> BlockPool::SnapshotLocked(const AgentKey& key, const AgentEntry& entry) const {
+  std::vector<PoolBlock> out;
   out.reserve(entry.block_ids.size());
   for (const std::string& id : entry.block_ids) out.push_back({id, blocks_.at({key.ns, id}).block});
   return out;
@@ -298,7 +298,7 @@ Status BlockPool::PersistUnlocked(Lock& lock, const AgentKey& agent, bool* chang
   assert(it != agents_.end() && it->second.dirty && persist_);
   ++it->second.pins;  // neither evicted nor erased while we are unlocked
   const uint64_t version = it->second.version;
-  std::vector<BlockRef> snapshot = SnapshotLocked(agent, it->second);
+  std::vector<PoolBlock> snapshot = SnapshotLocked(agent, it->second);
   lock.unlock();
   Status status = persist_(agent, snapshot);
   snapshot.clear();

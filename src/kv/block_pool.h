@@ -71,7 +71,7 @@ struct AgentKey {
 };
 
 // One block with its content id.
-struct BlockRef {
+struct PoolBlock {
   std::string id;
   std::shared_ptr<const KvBlock> block;
 };
@@ -88,7 +88,7 @@ struct AgentInfo {
 };
 
 struct AgentSnapshot {
-  std::vector<BlockRef> blocks;  // in sequence order
+  std::vector<PoolBlock> blocks;  // in sequence order
   uint64_t version = 0;          // pass to MarkClean after saving these blocks
   bool dirty = false;
 };
@@ -114,7 +114,7 @@ struct BlockPoolStats {
 // "Ensure these blocks are on disk as this agent's current state." Called
 // without the pool lock; must be safe to call from any thread that uses the
 // pool. OK means the agent can be dropped from RAM without losing data.
-using PersistFn = std::function<Status(const AgentKey&, const std::vector<BlockRef>&)>;
+using PersistFn = std::function<Status(const AgentKey&, const std::vector<PoolBlock>&)>;
 using EvictionObserver = std::function<void(const EvictionEvent&)>;
 
 struct BlockPoolOptions {
@@ -141,7 +141,7 @@ class BlockPool {
   // candidate; nothing changed), or the persist error of the last victim that
   // failed when that left nothing else evictable. On error the agent keeps its
   // previous blocks (other agents may have been evicted, with data on disk).
-  Result<uint64_t> Put(const AgentKey& agent, std::vector<BlockRef> blocks, bool dirty = true);
+  Result<uint64_t> Put(const AgentKey& agent, std::vector<PoolBlock> blocks, bool dirty = true);
 
   // The agent's blocks, version and dirty flag; marks it used. NotFound if absent.
   Result<AgentSnapshot> Get(const AgentKey& agent);
@@ -199,11 +199,11 @@ class BlockPool {
 
   // All below REQUIRE mu_ held.
   void Touch(AgentEntry& entry);
-  size_t BytesAfterPut(const AgentKey& agent, const std::vector<BlockRef>& blocks) const;
+  size_t BytesAfterPut(const AgentKey& agent, const std::vector<PoolBlock>& blocks) const;
   void Release(const std::string& ns, const std::vector<std::string>& ids);
   size_t Drop(std::map<AgentKey, AgentEntry>::iterator it);  // returns freed bytes
   AgentInfo InfoLocked(const AgentKey& key, const AgentEntry& entry) const;
-  std::vector<BlockRef> SnapshotLocked(const AgentKey& key, const AgentEntry& entry) const;
+  std::vector<PoolBlock> SnapshotLocked(const AgentKey& key, const AgentEntry& entry) const;
   // Evicts the LRU candidate (not `exclude`, not in `skip`). Returns false if
   // there is none. May unlock `lock` to persist. Appends to `events`; on a
   // persist failure inserts the victim into `skip` and sets `*error`.

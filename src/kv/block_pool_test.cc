@@ -24,8 +24,8 @@ std::shared_ptr<const KvBlock> MakeBlock(uint32_t index, uint8_t fill, size_t pa
 }
 
 // n blocks with ids "<prefix>0", "<prefix>1", ...
-std::vector<BlockRef> Blocks(const std::string& prefix, int n, uint8_t fill = 1) {
-  std::vector<BlockRef> out;
+std::vector<PoolBlock> Blocks(const std::string& prefix, int n, uint8_t fill = 1) {
+  std::vector<PoolBlock> out;
   for (int i = 0; i < n; ++i) out.push_back({prefix + std::to_string(i), MakeBlock(i, fill)});
   return out;
 }
@@ -35,11 +35,11 @@ AgentKey A(const std::string& id, const std::string& ns = "ns") { return {ns, id
 // A fake disk tier: records what was persisted; can be told to fail.
 struct FakeDisk {
   std::mutex mu;
-  std::map<AgentKey, std::vector<BlockRef>> saved;
+  std::map<AgentKey, std::vector<PoolBlock>> saved;
   std::map<AgentKey, int> calls;
   bool fail = false;
   PersistFn Fn() {
-    return [this](const AgentKey& key, const std::vector<BlockRef>& blocks) {
+    return [this](const AgentKey& key, const std::vector<PoolBlock>& blocks) {
       std::lock_guard<std::mutex> l(mu);
       ++calls[key];
       if (fail) return Status::IOError("write block: ENOSPC");
@@ -184,9 +184,9 @@ TEST(BlockPoolTest, DirtyWithoutPersistenceIsNotEvictable) {
 
 TEST(BlockPoolTest, SharedBlocksCountedOnce) {
   BlockPool pool(Options(100));
-  std::vector<BlockRef> prefix = Blocks("sys", 3);
+  std::vector<PoolBlock> prefix = Blocks("sys", 3);
   for (int i = 0; i < 10; ++i) {
-    std::vector<BlockRef> blocks = prefix;
+    std::vector<PoolBlock> blocks = prefix;
     // Same ids, other bytes: the stored copy wins (ids are content addresses).
     if (i > 0) for (auto& b : blocks) b.block = MakeBlock(b.block->index, 9);
     const std::string own = "own" + std::to_string(i);
@@ -205,9 +205,9 @@ TEST(BlockPoolTest, SharedBlocksCountedOnce) {
 
 TEST(BlockPoolTest, EraseOfOneSharingAgentKeepsOthers) {
   BlockPool pool(Options(100));
-  std::vector<BlockRef> prefix = Blocks("sys", 3);
+  std::vector<PoolBlock> prefix = Blocks("sys", 3);
   for (const char* id : {"a", "b"}) {
-    std::vector<BlockRef> blocks = prefix;
+    std::vector<PoolBlock> blocks = prefix;
     blocks.push_back({std::string("own-") + id, MakeBlock(3, 5)});
     ASSERT_TRUE(pool.Put(A(id), blocks).ok());
   }
@@ -228,7 +228,7 @@ TEST(BlockPoolTest, PutReplacesBlockList) {
   BlockPool pool(Options(5));
   ASSERT_TRUE(pool.Put(A("a"), Blocks("x", 3)).ok());
   // Next turn: same first two blocks, last (partial) block rewritten, one new.
-  std::vector<BlockRef> next = Blocks("x", 2);
+  std::vector<PoolBlock> next = Blocks("x", 2);
   next.push_back({"x2'", MakeBlock(2, 7)});
   next.push_back({"x3", MakeBlock(3, 7)});
   ASSERT_TRUE(pool.Put(A("a"), next).ok());
@@ -238,7 +238,7 @@ TEST(BlockPoolTest, PutReplacesBlockList) {
   ASSERT_TRUE(pool.Put(A("a"), Blocks("y", 5)).ok());
   EXPECT_EQ(pool.Stats().used_bytes, 5 * kCharge);
   EXPECT_EQ(pool.Put(A("a"), Blocks("a", 1, 0)).ok(), true);
-  std::vector<BlockRef> dup = Blocks("z", 1);
+  std::vector<PoolBlock> dup = Blocks("z", 1);
   dup.push_back(dup[0]);
   EXPECT_EQ(pool.Put(A("a"), dup).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(pool.Put(A(""), Blocks("z", 1)).status().code(), StatusCode::kInvalidArgument);
@@ -312,7 +312,7 @@ TEST(BlockPoolTest, CallbackMayReenterAndAgentChangedWhileSaving) {
   BlockPool* self = nullptr;
   int calls = 0;
   BlockPoolOptions o = Options(2);
-  o.persist = [&](const AgentKey& key, const std::vector<BlockRef>& blocks) {
+  o.persist = [&](const AgentKey& key, const std::vector<PoolBlock>& blocks) {
     ++calls;
     EXPECT_TRUE(self->Contains(key));
     EXPECT_EQ(self->Info(key)->pins, 1u);  // pinned while being saved
@@ -344,7 +344,7 @@ TEST(BlockPoolTest, ConcurrencySmoke) {
       switch (rng() % 7) {
         case 0:
         case 1: {
-          std::vector<BlockRef> blocks = Blocks("sys", 1);  // shared prefix block
+          std::vector<PoolBlock> blocks = Blocks("sys", 1);  // shared prefix block
           auto own = Blocks(key.agent_id + "-" + std::to_string(rng() % 3) + "-", 1 + rng() % 2);
           blocks.insert(blocks.end(), own.begin(), own.end());
           (void)pool.Put(key, blocks, rng() % 2);
