@@ -19,7 +19,9 @@
 //     contain it.
 // A token with text is kept only if its whole span lies in [0, L). Only a
 // contiguous run from token 0 is kept: the first token that fails the rule
-// ends the run.
+// ends the run. A span that lies outside C (e.g. engine's kUnalignedSpan
+// {0xFFFFFFFF, 0xFFFFFFFF} for tokens whose pieces do not reproduce the text)
+// is never kept, so it ends the run too.
 
 #include <cstddef>
 #include <cstdint>
@@ -81,7 +83,7 @@ size_t CommonPrefixBytes(std::string_view a, std::string_view b);
 //   becomes kMiss with n_keep_tokens = 0.
 //   kMiss always has n_keep_tokens = 0, resume_offset = 0.
 //
-// REQUIRES: spans in order and inside C (asserted in debug builds).
+// REQUIRES: spans in order up to the first one outside C (asserted in debug).
 // O(L + number of tokens).
 PrefixMatch MatchPrefix(std::string_view cached_text, std::span<const TokenSpan> spans,
                         std::string_view prompt, const MatchOptions& options = {});

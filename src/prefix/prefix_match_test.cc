@@ -192,6 +192,16 @@ TEST(PrefixMatchTest, SpansWithGaps) {
   EXPECT_EQ(m.resume_offset, 5u);
 }
 
+TEST(PrefixMatchTest, UnalignedSpansAreNeverKept) {
+  // The engine marks tokens after a piece/text mismatch {0xFFFFFFFF, 0xFFFFFFFF}.
+  constexpr uint32_t kUnaligned = 0xFFFFFFFFu;
+  std::vector<TokenSpan> spans = {kBos, {0, 2}, {2, 4}, {kUnaligned, kUnaligned}, {kUnaligned, kUnaligned}};
+  PrefixMatch m = MatchPrefix("abcdef", spans, "abcdefgh");
+  EXPECT_EQ(m.type, MatchType::kExtend);
+  EXPECT_EQ(m.n_keep_tokens, 3u);
+  EXPECT_EQ(m.resume_offset, 4u);  // prefill "efgh"
+}
+
 TEST(PrefixMatchTest, Utf8NeverCutsCodePoint) {
   // "café" vs "cafè": é = C3 A9, è = C3 A8 share the lead byte.
   const std::string c = "caf\xC3\xA9";
