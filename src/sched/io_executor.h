@@ -1,0 +1,42 @@
+#pragma once
+// IoExecutor: one background thread that runs disk jobs (saves, prefetches)
+// in FIFO order, so that file I/O never runs on the inference thread.
+//
+// Thread safety: Post/Flush/Pending may be called from any thread. Jobs run
+// one at a time on the executor's thread. The destructor finishes every
+// queued job (no save is dropped) and joins.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace agentkv::sched {
+
+class IoExecutor {
+ public:
+  IoExecutor();
+  ~IoExecutor();
+  IoExecutor(const IoExecutor&) = delete;
+  IoExecutor& operator=(const IoExecutor&) = delete;
+
+  void Post(std::function<void()> job);
+  // Blocks until every job posted before the call has finished.
+  void Flush();
+  size_t Pending() const;
+
+ private:
+  void Run();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // signals new jobs / stop
+  std::condition_variable idle_cv_;  // signals a finished job
+  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
+  uint64_t posted_ = 0;                     // GUARDED_BY(mu_)
+  uint64_t done_ = 0;                       // GUARDED_BY(mu_)
+  bool stop_ = false;                       // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace agentkv::sched

@@ -1,0 +1,123 @@
+#include "sched/metrics.h"
+
+#include <cstdio>
+
+namespace agentkv::sched {
+namespace {
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+const std::initializer_list<double> kTtftBoundsMs = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000};
+
+}  // namespace
+
+Histogram::Histogram(std::initializer_list<double> bounds) : bounds_(bounds), counts_(bounds.size() + 1, 0) {}
+
+void Histogram::Observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::Render(const std::string& name, const std::string& labels, std::string* out) const {
+  uint64_t cum = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cum += counts_[i];
+    const std::string le = i < bounds_.size() ? Num(bounds_[i]) : "+Inf";
+    *out += name + "_bucket{" + labels + (labels.empty() ? "" : ",") + "le=\"" + le + "\"} " + std::to_string(cum) + "\n";
+  }
+  const std::string l = labels.empty() ? "" : "{" + labels + "}";
+  *out += name + "_sum" + l + " " + Num(sum_) + "\n";
+  *out += name + "_count" + l + " " + std::to_string(count_) + "\n";
+}
+
+SchedulerMetrics::SchedulerMetrics()
+    : batch_tokens_({1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
+      prefill_tokens_({0, 16, 64, 128, 256, 512}),
+      disk_wait_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}) {}
+
+void SchedulerMetrics::CountRequest(const std::string& outcome) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++requests_[outcome];
+}
+void SchedulerMetrics::ObserveTtft(const std::string& state, double ms) {
+  std::lock_guard<std::mutex> l(mu_);
+  ttft_.try_emplace(state, kTtftBoundsMs).first->second.Observe(ms);
+}
+void SchedulerMetrics::CountMatch(const std::string& match) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++matches_[match];
+}
+void SchedulerMetrics::AddTokens(uint64_t prefilled, uint64_t reused, uint64_t generated) {
+  std::lock_guard<std::mutex> l(mu_);
+  prefilled_ += prefilled;
+  reused_ += reused;
+  generated_ += generated;
+}
+void SchedulerMetrics::ObserveBatch(uint32_t decode_tokens, uint32_t prefill_tokens) {
+  std::lock_guard<std::mutex> l(mu_);
+  batch_tokens_.Observe(decode_tokens + prefill_tokens);
+  prefill_tokens_.Observe(prefill_tokens);
+}
+void SchedulerMetrics::ObserveDiskWait(double ms) {
+  std::lock_guard<std::mutex> l(mu_);
+  disk_wait_ms_.Observe(ms);
+}
+void SchedulerMetrics::CountEviction(const std::string& what) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++evictions_[what];
+}
+void SchedulerMetrics::CountCorruption(uint64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  corruption_ += n;
+}
+
+std::string SchedulerMetrics::Render(const Gauges& g) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string out;
+  auto counter_family = [&](const std::string& name, const std::string& help, const std::string& label,
+                            const std::map<std::string, uint64_t>& m) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n";
+    for (const auto& [k, v] : m) out += name + "{" + label + "=\"" + k + "\"} " + std::to_string(v) + "\n";
+  };
+  auto scalar = [&](const std::string& name, const std::string& type, const std::string& help, double v) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + Num(v) + "\n";
+  };
+  counter_family("agentkv_requests_total", "Generation requests by outcome.", "outcome", requests_);
+  counter_family("agentkv_prefix_matches_total", "Prefix matches by type.", "match", matches_);
+  counter_family("agentkv_evictions_total", "Agents evicted, by what they were evicted from.", "from", evictions_);
+  out += "# HELP agentkv_ttft_ms Time to first token by cache state.\n# TYPE agentkv_ttft_ms histogram\n";
+  for (const auto& [state, h] : ttft_) h.Render("agentkv_ttft_ms", "cache_state=\"" + state + "\"", &out);
+  scalar("agentkv_tokens_prefilled_total", "counter", "Prompt tokens computed.", double(prefilled_));
+  scalar("agentkv_tokens_reused_total", "counter", "Prompt tokens reused from a cache.", double(reused_));
+  scalar("agentkv_tokens_generated_total", "counter", "Tokens generated.", double(generated_));
+  scalar("agentkv_corruption_events_total", "counter", "Cache blocks or manifests that failed verification.",
+         double(corruption_));
+  out += "# HELP agentkv_batch_tokens Tokens per forward pass.\n# TYPE agentkv_batch_tokens histogram\n";
+  batch_tokens_.Render("agentkv_batch_tokens", "", &out);
+  out += "# HELP agentkv_batch_prefill_tokens Prefill tokens per forward pass.\n# TYPE agentkv_batch_prefill_tokens histogram\n";
+  prefill_tokens_.Render("agentkv_batch_prefill_tokens", "", &out);
+  out += "# HELP agentkv_disk_wait_ms Time a request waited for its cache to come from disk.\n# TYPE agentkv_disk_wait_ms histogram\n";
+  disk_wait_ms_.Render("agentkv_disk_wait_ms", "", &out);
+  scalar("agentkv_queue_length", "gauge", "Requests waiting for a slot.", double(g.queue_length));
+  scalar("agentkv_active_requests", "gauge", "Requests in prefill or decode.", double(g.active_requests));
+  scalar("agentkv_io_pending", "gauge", "Disk jobs queued or running.", double(g.io_pending));
+  out += "# HELP agentkv_tier_agents Agents per tier.\n# TYPE agentkv_tier_agents gauge\n";
+  out += "agentkv_tier_agents{tier=\"resident\"} " + std::to_string(g.resident_agents) + "\n";
+  out += "agentkv_tier_agents{tier=\"hot\"} " + std::to_string(g.hot_agents) + "\n";
+  out += "agentkv_tier_agents{tier=\"warm\"} " + std::to_string(g.warm_agents) + "\n";
+  out += "# HELP agentkv_tier_bytes KV bytes per tier.\n# TYPE agentkv_tier_bytes gauge\n";
+  out += "agentkv_tier_bytes{tier=\"resident\"} " + std::to_string(g.resident_bytes) + "\n";
+  out += "agentkv_tier_bytes{tier=\"hot\"} " + std::to_string(g.hot_bytes) + "\n";
+  out += "agentkv_tier_bytes{tier=\"warm\"} " + std::to_string(g.warm_bytes) + "\n";
+  scalar("agentkv_hot_budget_bytes", "gauge", "RAM block pool budget.", double(g.hot_budget_bytes));
+  return out;
+}
+
+}  // namespace agentkv::sched

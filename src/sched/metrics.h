@@ -1,0 +1,58 @@
+#pragma once
+// SchedulerMetrics: counters and histograms of the inference loop, rendered
+// in Prometheus text format. Thread safety: internally synchronized.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace agentkv::sched {
+
+class Histogram {
+ public:
+  explicit Histogram(std::initializer_list<double> bounds);
+  void Observe(double v);
+  // Appends "<name>_bucket{<labels>le=...}" lines, _sum and _count.
+  void Render(const std::string& name, const std::string& labels, std::string* out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bound, plus +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class SchedulerMetrics {
+ public:
+  SchedulerMetrics();
+  void CountRequest(const std::string& outcome);                 // ok | error | cancelled
+  void ObserveTtft(const std::string& cache_state, double ms);   // resident|hot|warm|cold
+  void CountMatch(const std::string& match);
+  void AddTokens(uint64_t prefilled, uint64_t reused, uint64_t generated);
+  void ObserveBatch(uint32_t decode_tokens, uint32_t prefill_tokens);
+  void ObserveDiskWait(double ms);
+  void CountEviction(const std::string& what);                   // slot | pool
+  void CountCorruption(uint64_t n);
+  // Gauges supplied at render time.
+  struct Gauges {
+    uint64_t queue_length = 0;
+    uint64_t active_requests = 0;
+    uint64_t resident_agents = 0, resident_bytes = 0;
+    uint64_t hot_agents = 0, hot_bytes = 0, hot_budget_bytes = 0;
+    uint64_t warm_agents = 0, warm_bytes = 0;
+    uint64_t io_pending = 0;
+  };
+  std::string Render(const Gauges& g) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, uint64_t> requests_, matches_, evictions_;
+  std::map<std::string, Histogram> ttft_;
+  uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0;
+  Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_;
+};
+
+}  // namespace agentkv::sched

@@ -1,0 +1,209 @@
+// Scheduler: threads, queues and the public (any-thread) entry points.
+// The inference loop's per-iteration work is in scheduler_step.cc, turn
+// preparation and commit in scheduler_turn.cc.
+#include "sched/scheduler.h"
+
+#include <future>
+
+#include "sched/scheduler_types.h"
+#include "store/store_ids.h"
+#include "util/log.h"
+
+namespace agentkv::sched {
+
+Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool, AgentStore* store,
+                     SchedulerOptions options)
+    : model_(model), ctx_(ctx), tokenizer_(model), pool_(pool), store_(store), options_(std::move(options)),
+      slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  running_ = true;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  running_ = false;
+  io_.Flush();
+}
+
+std::string Scheduler::RenderPrompt(const api::GenerationRequest& r) const {
+  if (r.kind == api::RequestKind::kCompletion) return r.prompt;
+  std::vector<engine::ChatMessage> msgs;
+  msgs.reserve(r.messages.size());
+  for (const auto& m : r.messages) {
+    const char* role = m.role == api::Role::kSystem ? "system" : m.role == api::Role::kUser ? "user" : "assistant";
+    msgs.push_back({role, m.content});
+  }
+  return tokenizer_.ApplyChatTemplate(msgs);
+}
+
+Result<int64_t> Scheduler::CountPromptTokens(const api::GenerationRequest& request) const {
+  return static_cast<int64_t>(tokenizer_.Tokenize(RenderPrompt(request), true).tokens.size());
+}
+
+Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
+  if (!running_) return Status::Unavailable("submit: the server is not ready");
+  if (!request.agent_id.empty()) {
+    AGENTKV_RETURN_IF_ERROR(ValidateName("agent id", request.agent_id));
+  }
+  AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", request.namespace_id));
+  auto w = std::make_unique<Waiting>();
+  w->received = Clock::now();
+  w->prompt = RenderPrompt(request);
+  w->req = std::move(request);
+  w->sink = std::move(sink);
+  const AgentKey key{w->req.namespace_id, w->req.agent_id};
+  bool prefetch = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Status::Unavailable("submit: shutting down");
+    if (n_waiting_.load() + incoming_.size() >= options_.max_queue) {
+      return Status::ResourceExhausted("submit: queue full (" + std::to_string(options_.max_queue) + " waiting)");
+    }
+    // Warm agents: start reading the disk now, overlapping other agents' compute.
+    if (store_ != nullptr && !key.agent_id.empty() && !pool_.Contains(key) && !prefetching_.count(key)) {
+      prefetching_.insert(key);
+      prefetch = true;
+    }
+    incoming_.push_back(std::move(w));
+  }
+  if (prefetch) {
+    io_.Post([this, key] {
+      if (!pool_.Contains(key) && store_->GetSummary(key.ns, key.agent_id).ok()) {
+        auto loaded = store_->LoadBlocks(key.ns, key.agent_id);
+        if (loaded.ok() && !loaded->blocks.empty()) {
+          std::vector<PoolBlock> refs;
+          for (size_t i = 0; i < loaded->blocks.size(); ++i) {
+            refs.push_back({loaded->record.blocks[i].id, std::make_shared<KvBlock>(std::move(loaded->blocks[i]))});
+          }
+          (void)pool_.Put(key, std::move(refs), /*dirty=*/false);  // a full pool just means no prefetch
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        prefetching_.erase(key);
+      }
+      cv_.notify_all();
+    });
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+void Scheduler::RunOnLoop(std::function<void()> task) {
+  if (!running_) {
+    task();  // no inference thread: the caller is the only user
+    return;
+  }
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back([task = std::move(task), done] {
+      task();
+      done->set_value();
+    });
+  }
+  cv_.notify_all();
+  fut.wait();
+}
+
+void Scheduler::RunTasks() {
+  std::deque<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& t : tasks) t();
+}
+
+Result<std::vector<api::AgentInfo>> Scheduler::ListAgents(const std::string& ns) {
+  std::vector<api::AgentInfo> out;
+  RunOnLoop([&] {
+    LoadNamespaceIndex(ns);
+    for (const auto& [key, agent] : agents_) {
+      if (key.ns == ns) out.push_back(InfoOf(*agent));
+    }
+  });
+  return out;
+}
+
+Result<api::AgentInfo> Scheduler::GetAgent(const std::string& ns, const std::string& agent_id) {
+  Result<api::AgentInfo> out = Status::NotFound("agent '" + agent_id + "' not found");
+  RunOnLoop([&] {
+    LoadNamespaceIndex(ns);
+    if (Agent* a = FindAgent({ns, agent_id})) out = InfoOf(*a);
+  });
+  return out;
+}
+
+Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id, bool evict_only) {
+  AGENTKV_RETURN_IF_ERROR(ValidateName("agent id", agent_id));
+  Status result;
+  RunOnLoop([&] {
+    LoadNamespaceIndex(ns);
+    const AgentKey key{ns, agent_id};
+    Agent* a = FindAgent(key);
+    if (a == nullptr) {
+      result = Status::NotFound("agent '" + agent_id + "' not found");
+      return;
+    }
+    if (a->busy) {
+      result = Status::FailedPrecondition("agent '" + agent_id + "' has a request in flight");
+      return;
+    }
+    if (a->slot >= 0) {
+      ctx_.ClearSlot(a->slot);
+      slot_owner_[static_cast<size_t>(a->slot)] = nullptr;
+      a->slot = -1;
+    }
+    io_.Flush();  // pending saves of this agent land before we evict or erase
+    if (evict_only) {
+      if (pool_.Contains(key)) result = pool_.EvictToDisk(key);
+      if (result.ok()) io_.Flush();
+      return;
+    }
+    (void)pool_.Erase(key);
+    if (store_ != nullptr && a->on_disk) result = store_->DeleteAgent(ns, agent_id);
+    if (result.code() == StatusCode::kNotFound) result = Status::OK();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      committed_.erase(key);
+    }
+    agents_.erase(key);
+  });
+  return result;
+}
+
+std::string Scheduler::MetricsText() const {
+  SchedulerMetrics::Gauges g;
+  g.queue_length = n_waiting_.load();
+  g.active_requests = n_active_.load();
+  g.io_pending = io_.Pending();
+  const auto ps = pool_.Stats();
+  g.hot_agents = ps.n_agents;
+  g.hot_bytes = ps.used_bytes;
+  g.hot_budget_bytes = ps.budget_bytes;
+  g.resident_agents = resident_agents_.load();
+  g.resident_bytes = resident_tokens_.load() * ctx_.spec().BytesPerToken(ctx_.spec().type_k, ctx_.spec().type_v);
+  if (store_ != nullptr) {
+    const auto ss = store_->stats();
+    g.warm_agents = ss.agents;
+    g.warm_bytes = ss.disk_bytes;
+  }
+  return metrics_.Render(g);
+}
+
+}  // namespace agentkv::sched

@@ -1,0 +1,198 @@
+// Scheduler, inference thread: the loop and one iteration (batch build,
+// decode, sampling, streaming, finishing).
+#include <algorithm>
+
+#include "sched/scheduler.h"
+#include "sched/scheduler_types.h"
+#include "util/log.h"
+
+namespace agentkv::sched {
+
+void Scheduler::Loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Sleep only when there is nothing to compute; a waiting request is
+      // re-checked periodically (its agent may become free, its deadline pass).
+      cv_.wait_for(lock, std::chrono::milliseconds(waiting_.empty() ? 1000 : 5), [&] {
+        return stopping_ || !incoming_.empty() || !tasks_.empty() || !active_.empty();
+      });
+      while (!incoming_.empty()) {
+        waiting_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      if (stopping_) break;
+    }
+    RunTasks();
+    for (auto& a : active_) {
+      if (!a->done && a->w->req.cancel.cancelled()) Finish(*a, api::FinishReason::kCancelled);
+    }
+    Admit();
+    if (!active_.empty()) {
+      Status s = Step();
+      if (!s.ok()) AKV_LOG_ERROR("decode step failed: %s", s.ToString().c_str());
+    }
+    active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& a) { return a->done; }),
+                  active_.end());
+    n_active_ = active_.size();
+    uint64_t agents = 0, tokens = 0;
+    for (const Agent* owner : slot_owner_) {
+      if (owner != nullptr) {
+        ++agents;
+        tokens += owner->seq.tokens.size();
+      }
+    }
+    resident_agents_ = agents;
+    resident_tokens_ = tokens;
+  }
+  // Shutdown: queued requests are refused, active ones end with what they
+  // computed (committed and saved).
+  RunTasks();
+  for (auto& w : waiting_) w->sink->OnError(Status::Unavailable("server shutting down"));
+  waiting_.clear();
+  for (auto& a : active_) {
+    if (!a->done) Finish(*a, api::FinishReason::kCancelled);
+  }
+  active_.clear();
+}
+
+Status Scheduler::Step() {
+  std::vector<engine::BatchItem> items;
+  const int n_batch = ctx_.options().n_batch;
+  std::vector<Active*> decoders, prefillers;
+  for (auto& up : active_) {
+    Active& a = *up;
+    a.batch_row = -1;
+    a.batch_fed = 0;
+    if (a.done || !a.decoding) continue;
+    a.batch_row = static_cast<int>(items.size());
+    items.push_back({a.slot, a.next_token, static_cast<int32_t>(a.agent->seq.tokens.size()), true});
+    decoders.push_back(&a);
+  }
+  int budget = std::min(options_.prefill_chunk, n_batch - static_cast<int>(items.size()));
+  for (auto& up : active_) {
+    Active& a = *up;
+    if (a.done || a.decoding || budget <= 0) continue;
+    const size_t take = std::min<size_t>(static_cast<size_t>(budget), a.pending.size() - a.n_fed);
+    const int32_t pos0 = static_cast<int32_t>(a.agent->seq.tokens.size());
+    for (size_t i = 0; i < take; ++i) {
+      const bool last = a.n_fed + i + 1 == a.pending.size();
+      if (last) a.batch_row = static_cast<int>(items.size());
+      items.push_back({a.slot, a.pending[a.n_fed + i], pos0 + static_cast<int32_t>(i), last});
+    }
+    a.batch_fed = take;
+    budget -= static_cast<int>(take);
+    prefillers.push_back(&a);
+  }
+  if (items.empty()) return Status::OK();
+  metrics_.ObserveBatch(static_cast<uint32_t>(decoders.size()), static_cast<uint32_t>(items.size() - decoders.size()));
+  Status s = ctx_.Decode(items);
+  if (!s.ok()) {
+    for (Active* a : decoders) FailActive(*a, s);
+    for (Active* a : prefillers) FailActive(*a, s);
+    return s;
+  }
+  // The fed tokens are now in the KV: record them in the agents' sequences.
+  for (Active* a : decoders) {
+    CachedSequence& seq = a->agent->seq;
+    const std::string piece = tokenizer_.Piece(a->next_token);
+    const auto begin = static_cast<uint32_t>(seq.text.size());
+    seq.text += piece;
+    seq.tokens.push_back(a->next_token);
+    seq.spans.push_back({begin, static_cast<uint32_t>(seq.text.size())});
+    OnTokenSampled(*a, a->sampler->Sample(ctx_.Logits(a->batch_row)));
+  }
+  for (Active* a : prefillers) {
+    CachedSequence& seq = a->agent->seq;
+    for (size_t i = 0; i < a->batch_fed; ++i) {
+      seq.tokens.push_back(a->pending[a->n_fed + i]);
+      seq.spans.push_back(a->pending_spans[a->n_fed + i]);
+    }
+    a->n_fed += a->batch_fed;
+    if (a->n_fed == a->pending.size()) {
+      a->decoding = true;
+      OnTokenSampled(*a, a->sampler->Sample(ctx_.Logits(a->batch_row)));
+    }
+  }
+  return Status::OK();
+}
+
+void Scheduler::OnTokenSampled(Active& a, int32_t token) {
+  if (a.n_generated == 0) {
+    a.usage.ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - a.w->received).count();
+    metrics_.ObserveTtft(api::CacheStateName(a.usage.cache_state), a.usage.ttft_ms);
+  }
+  if (tokenizer_.IsEndOfGeneration(token)) {
+    Finish(a, api::FinishReason::kStop);
+    return;
+  }
+  ++a.n_generated;
+  const size_t scan_from = a.out.size() > a.max_stop_len ? a.out.size() - a.max_stop_len : 0;
+  a.out += tokenizer_.Piece(token);
+  // Earliest stop string occurrence, if any: output ends right before it.
+  size_t stop_at = std::string::npos;
+  for (const auto& stop : a.w->req.sampling.stop) {
+    const size_t at = a.out.find(stop, scan_from);
+    if (at != std::string::npos) stop_at = std::min(stop_at, at);
+  }
+  if (stop_at != std::string::npos) {
+    a.out.resize(stop_at);
+    Finish(a, api::FinishReason::kStop);
+    return;
+  }
+  // Hold back what could still become the start of a stop string.
+  const size_t hold = a.max_stop_len > 0 ? a.max_stop_len - 1 : 0;
+  const size_t safe = a.out.size() > hold ? a.out.size() - hold : 0;
+  if (safe > a.emitted) {
+    a.w->sink->OnDelta(std::string_view(a.out).substr(a.emitted, safe - a.emitted));
+    a.emitted = safe;
+  }
+  if (a.n_generated >= a.max_tokens ||
+      static_cast<int64_t>(a.agent->seq.tokens.size()) + 1 >= ctx_.options().slot_ctx) {
+    Finish(a, api::FinishReason::kLength);
+    return;
+  }
+  a.next_token = token;
+}
+
+void Scheduler::Finish(Active& a, api::FinishReason reason) {
+  if (a.done) return;
+  a.done = true;
+  if (a.out.size() > a.emitted) a.w->sink->OnDelta(std::string_view(a.out).substr(a.emitted));
+  a.emitted = a.out.size();
+  a.usage.completion_tokens = a.n_generated;
+  metrics_.AddTokens(0, 0, static_cast<uint64_t>(a.n_generated));
+  metrics_.CountRequest(reason == api::FinishReason::kCancelled ? "cancelled" : "ok");
+  Agent& agent = *a.agent;
+  agent.busy = false;
+  CommitTurn(agent);
+  a.w->sink->OnFinish(reason, a.usage);
+}
+
+void Scheduler::FailActive(Active& a, const Status& s) {
+  if (a.done) return;
+  a.done = true;
+  metrics_.CountRequest("error");
+  Agent& agent = *a.agent;
+  agent.busy = false;
+  // The slot's contents are unknown after a failed decode: drop it; the
+  // agent's last committed cache (pool/disk) is still intact.
+  ctx_.ClearSlot(a.slot);
+  slot_owner_[static_cast<size_t>(a.slot)] = nullptr;
+  agent.slot = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = committed_.find(agent.key);
+    if (it != committed_.end()) {
+      agent.seq.text = it->second.text;
+      agent.seq.tokens = it->second.tokens;
+      agent.seq.spans.clear();
+      for (const auto& sp : it->second.spans) agent.seq.spans.push_back({sp.begin, sp.end});
+    } else {
+      agent.seq = {};
+    }
+  }
+  a.w->sink->OnError(s);
+}
+
+}  // namespace agentkv::sched

@@ -1,0 +1,62 @@
+#include "sched/turn_plan.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace agentkv::sched {
+
+std::vector<TokenSpan> MatchableSpans(const std::vector<engine::TokenSpan>& spans, size_t text_size) {
+  std::vector<TokenSpan> out;
+  out.reserve(spans.size());
+  uint32_t last_end = 0;
+  for (const auto& s : spans) {
+    if (s.begin == engine::kUnalignedSpan || s.end > text_size || s.begin < last_end || s.end < s.begin) break;
+    out.push_back({s.begin, s.end});
+    last_end = s.end;
+  }
+  return out;
+}
+
+TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const CachedSequence& cached, std::string_view prompt,
+                  uint32_t max_reusable, const MatchOptions& options) {
+  TurnPlan plan;
+  engine::TokenizedText fresh = tokenizer.Tokenize(prompt, /*add_bos=*/true);
+  auto cold = [&]() {
+    plan.match = MatchType::kMiss;
+    plan.n_keep = 0;
+    plan.new_tokens = fresh.tokens;
+    plan.new_spans = fresh.spans;
+    return plan;
+  };
+  const std::vector<TokenSpan> spans = MatchableSpans(cached.spans, cached.text.size());
+  if (spans.empty() || cached.tokens.empty()) return cold();
+  const PrefixMatch m = MatchPrefix(cached.text, spans, prompt, options);
+  if (m.cold()) return cold();
+
+  // Token boundaries of the fresh tokenization (a token with text starts there).
+  std::unordered_set<uint32_t> fresh_begins;
+  for (const auto& s : fresh.spans) {
+    if (s.begin != engine::kUnalignedSpan && s.end > s.begin) fresh_begins.insert(s.begin);
+  }
+  uint32_t n_keep = static_cast<uint32_t>(std::min<size_t>(m.n_keep_tokens, max_reusable));
+  // Shrink to a boundary both tokenizations share, keeping >= 1 token to feed.
+  while (n_keep > 0) {
+    const uint32_t end = spans[n_keep - 1].end;
+    if (end < prompt.size() && fresh_begins.count(end) != 0) break;
+    --n_keep;
+  }
+  // A kept run of only leading specials (BOS) is no reuse worth reporting.
+  if (n_keep == 0 || spans[n_keep - 1].end == 0) return cold();
+  const uint32_t resume = spans[n_keep - 1].end;
+  size_t first = 0;
+  while (first < fresh.spans.size() && !(fresh.spans[first].begin == resume && fresh.spans[first].end > resume)) {
+    ++first;
+  }
+  plan.match = m.type;
+  plan.n_keep = n_keep;
+  plan.new_tokens.assign(fresh.tokens.begin() + static_cast<ptrdiff_t>(first), fresh.tokens.end());
+  plan.new_spans.assign(fresh.spans.begin() + static_cast<ptrdiff_t>(first), fresh.spans.end());
+  return plan;
+}
+
+}  // namespace agentkv::sched

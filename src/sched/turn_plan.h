@@ -1,0 +1,49 @@
+#pragma once
+// TurnPlan: what to reuse of an agent's cached tokens for a new prompt, and
+// which tokens to prefill. Combines character-level prefix matching
+// (prefix/) with a fresh tokenization of the prompt (engine/).
+//
+// How the remainder is tokenized: the prompt P is tokenized whole (cheap next
+// to prefill); cached tokens [0, n_keep) are kept and P's own tokens from the
+// first one that starts exactly where the kept tokens end are appended. If P's
+// tokenization has no token boundary there (BPE merged across it), n_keep
+// shrinks to the nearest boundary both tokenizations share. So no special
+// token (BOS) is ever inserted mid-context, no SentencePiece dummy space
+// appears mid-text, and every kept token's characters are in P.
+//
+// Pure function of its inputs; thread-compatible.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/tokenizer.h"
+#include "prefix/prefix_match.h"
+
+namespace agentkv::sched {
+
+// An agent's cached sequence: the tokens in its KV and their text.
+struct CachedSequence {
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<engine::TokenSpan> spans;  // one per token, into text
+};
+
+struct TurnPlan {
+  MatchType match = MatchType::kMiss;
+  uint32_t n_keep = 0;                         // cached tokens reused
+  std::vector<int32_t> new_tokens;             // to prefill after them (>= 1)
+  std::vector<engine::TokenSpan> new_spans;    // into the prompt
+};
+
+// Plans a turn. `max_reusable` caps n_keep (what the cache source can restore,
+// e.g. RestorablePrefix); the result's n_keep <= max_reusable.
+TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const CachedSequence& cached, std::string_view prompt,
+                  uint32_t max_reusable, const MatchOptions& options = {});
+
+// The spans prefix/ understands: aligned tokens only (the run before the
+// first unaligned token, see engine::TokenizedText::aligned).
+std::vector<TokenSpan> MatchableSpans(const std::vector<engine::TokenSpan>& spans, size_t text_size);
+
+}  // namespace agentkv::sched
