@@ -1,0 +1,44 @@
+#pragma once
+// AgentRecord: what the disk tier remembers about one agent, besides its KV
+// bytes. Plain data; upper layers fill it, the store persists it as the
+// agent's manifest (manifest.h; format in docs/store-format.md).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace agentkv {
+
+// Byte offsets [begin, end) of one token's characters in AgentRecord::text.
+struct CharSpan {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  bool operator==(const CharSpan&) const = default;
+};
+
+// One block the agent's KV consists of, in order.
+struct BlockRef {
+  std::string id;          // content address (store_ids.h BlockId)
+  uint32_t n_tokens = 0;   // kBlockTokens, except for a partial last block
+  uint64_t checksum = 0;   // the block file's checksum (block_file.h)
+  uint64_t file_bytes = 0; // size of the block file
+  bool operator==(const BlockRef&) const = default;
+};
+
+struct AgentRecord {
+  std::string ns;        // namespace (tenant)
+  std::string agent_id;
+  std::string text;      // the exact text the KV was computed from (any bytes)
+  std::vector<int32_t> tokens;
+  std::vector<CharSpan> spans;  // one per token
+  std::vector<BlockRef> blocks; // filled by the store on save
+  std::string kv_types;         // e.g. "k:q4_0,v:q4_0"; engine-defined, printable ASCII
+  std::string fingerprint;      // model fingerprint; the store fills it on save
+  uint32_t layout_version = 0;  // engine's per-sequence layout version
+  int64_t created_ms = 0;       // set by the store (first save)
+  int64_t updated_ms = 0;       // set by the store (every save)
+
+  bool operator==(const AgentRecord&) const = default;
+};
+
+}  // namespace agentkv

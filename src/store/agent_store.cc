@@ -1,0 +1,364 @@
+// AgentStore: the public read and write operations (see agent_store.h).
+
+#include "store/agent_store.h"
+
+#include <algorithm>
+
+#include "store/block_file.h"
+#include "store/durable_io.h"
+#include "store/manifest.h"
+#include "store/store_ids.h"
+#include "util/log.h"
+
+namespace agentkv {
+namespace {
+
+Status ValidateIds(std::string_view ns, std::string_view agent_id) {
+  AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns));
+  return ValidateName("agent id", agent_id);
+}
+
+}  // namespace
+
+AgentStore::NamespaceState* AgentStore::FindNamespaceLocked(std::string_view ns) {
+  auto it = namespaces_.find(std::string(ns));
+  return it == namespaces_.end() ? nullptr : &it->second;
+}
+
+Result<AgentStore::NamespaceState*> AgentStore::PrepareLocked(std::string_view ns) {
+  NamespaceState* state = FindNamespaceLocked(ns);
+  if (state != nullptr) AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(state));
+  return state;
+}
+
+AgentSummary AgentStore::SummaryLocked(const NamespaceState& ns, const std::string& id,
+                                       const AgentState& a) const {
+  AgentSummary s;
+  s.ns = ns.name;
+  s.agent_id = id;
+  s.n_tokens = a.n_tokens;
+  s.n_blocks = static_cast<uint32_t>(a.blocks.size());
+  for (const BlockRef& b : a.blocks) {
+    s.block_bytes += b.file_bytes;
+    if (ns.blocks.count(b.id)) ++s.n_blocks_on_disk;
+  }
+  s.text_bytes = a.text_bytes;
+  s.manifest_bytes = a.manifest_bytes;
+  s.kv_types = a.kv_types;
+  s.layout_version = a.layout_version;
+  s.created_ms = a.created_ms;
+  s.updated_ms = a.updated_ms;
+  s.last_used_ms = a.last_used_ms;
+  s.usable = a.usable;
+  return s;
+}
+
+std::vector<std::string> AgentStore::ListNamespaces() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, ns] : namespaces_) {
+    if (!ns.agents.empty()) out.push_back(name);
+  }
+  return out;
+}
+
+Result<std::vector<AgentSummary>> AgentStore::ListAgents(std::string_view ns_name) {
+  AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns_name));
+  std::lock_guard<std::mutex> l(mu_);
+  AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
+  std::vector<AgentSummary> out;
+  if (ns == nullptr) return out;
+  for (const auto& [id, a] : ns->agents) out.push_back(SummaryLocked(*ns, id, a));
+  return out;
+}
+
+Result<AgentSummary> AgentStore::GetSummary(std::string_view ns_name, std::string_view agent_id) {
+  AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
+  std::lock_guard<std::mutex> l(mu_);
+  AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
+  if (ns != nullptr) {
+    auto it = ns->agents.find(std::string(agent_id));
+    if (it != ns->agents.end()) return SummaryLocked(*ns, it->first, it->second);
+  }
+  return Status::NotFound("agent " + std::string(agent_id) + ": not found");
+}
+
+Result<AgentRecord> AgentStore::ReadRecordLocked(NamespaceState* ns, const std::string& agent_id) {
+  auto it = ns->agents.find(agent_id);
+  if (it == ns->agents.end()) return Status::NotFound("agent " + agent_id + ": not found");
+  if (!it->second.usable) {
+    return Status::FailedPrecondition("agent " + agent_id + ": saved with kv types " + it->second.kv_types +
+                                      ", store uses " + options_.kv_types);
+  }
+  const std::string path = ManifestPath(*ns, agent_id);
+  auto bytes = fs_->ReadFile(path);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kNotFound) ns->dirty = true;  // vanished under us
+    return bytes.status().WithContext("read agent " + agent_id);
+  }
+  auto rec = DecodeManifest(*bytes);
+  Status st = rec.ok() ? Status::OK() : rec.status();
+  if (st.ok() && (rec->agent_id != agent_id || rec->ns != ns->name || rec->fingerprint != options_.fingerprint)) {
+    st = Status::Corruption("manifest names another agent or model");
+  }
+  if (!st.ok()) {
+    AKV_LOG_WARN("store: %s: %s", path.c_str(), st.ToString().c_str());
+    ++stats_.corrupt_manifests;
+    QuarantineLocked(ns, path);
+    // Its blocks are released by the rescan, after an fsync of agents/.
+    ns->agents.erase(it);
+    ns->dirty = !options_.read_only;
+    return st.WithContext("read agent " + agent_id);
+  }
+  return std::move(rec).value();
+}
+
+Result<AgentRecord> AgentStore::GetRecord(std::string_view ns_name, std::string_view agent_id) {
+  AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
+  std::lock_guard<std::mutex> l(mu_);
+  AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
+  if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
+  return ReadRecordLocked(ns, std::string(agent_id));
+}
+
+Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i) {
+  const BlockRef& ref = rec.blocks[i];
+  const std::string where = "block " + std::to_string(i) + " (" + ref.id + ")";
+  auto bit = ns->blocks.find(ref.id);
+  if (bit == ns->blocks.end()) {
+    ++stats_.missing_blocks;
+    return Status::NotFound(where + ": missing");
+  }
+  const std::string path = BlockPath(*ns, ref.id);
+  auto bytes = fs_->ReadFile(path);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kNotFound) {
+      ++stats_.missing_blocks;
+      ns->blocks.erase(bit);
+    }
+    return bytes.status().WithContext(where);  // an I/O error is not the block's fault: keep it
+  }
+  auto dec = DecodeBlockFile(*bytes);
+  Status st = dec.ok() ? Status::OK() : dec.status();
+  if (st.ok()) {
+    const BlockMeta& m = dec->meta;
+    const std::string parent = i == 0 ? "" : rec.blocks[i - 1].id;
+    if (m.block_id != ref.id || m.parent_id != parent || dec->block.index != i ||
+        dec->block.n_tokens != ref.n_tokens) {
+      st = Status::Corruption("block file: belongs to another block");
+    } else if (m.fingerprint != options_.fingerprint) {
+      st = Status::Corruption("block file: model fingerprint " + m.fingerprint + " differs");
+    } else if (m.kv_types != rec.kv_types) {
+      st = Status::Corruption("block file: kv types " + m.kv_types + " differ from the manifest's");
+    }
+  }
+  if (!st.ok()) {
+    AKV_LOG_WARN("store: %s: %s", path.c_str(), st.ToString().c_str());
+    ++stats_.corrupt_blocks;
+    if (!options_.read_only) {
+      QuarantineLocked(ns, path);
+      ns->blocks.erase(bit);
+    }
+    return st.WithContext(where);
+  }
+  return std::move(dec->block);
+}
+
+Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string_view agent_id,
+                                           uint32_t first_block) {
+  AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
+  std::lock_guard<std::mutex> l(mu_);
+  AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
+  if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
+  const std::string id(agent_id);
+  AGENTKV_ASSIGN_OR_RETURN(AgentRecord rec, ReadRecordLocked(ns, id));
+  LoadedAgent out;
+  uint32_t i = std::min<uint32_t>(first_block, static_cast<uint32_t>(rec.blocks.size()));
+  for (uint32_t j = 0; j < i; ++j) out.valid_tokens += rec.blocks[j].n_tokens;
+  for (; i < rec.blocks.size(); ++i) {
+    auto block = ReadBlockLocked(ns, rec, i);
+    if (!block.ok()) {
+      out.stop_reason = block.status();
+      break;
+    }
+    out.valid_tokens += block->n_tokens;
+    out.blocks.push_back(std::move(block).value());
+  }
+  out.complete = i == rec.blocks.size();
+  auto it = ns->agents.find(id);
+  if (it != ns->agents.end()) it->second.last_used_ms = std::max(it->second.last_used_ms, NowMs());
+  out.record = std::move(rec);
+  return out;
+}
+
+Result<VerifyReport> AgentStore::VerifyAgent(std::string_view ns_name, std::string_view agent_id) {
+  AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
+  std::lock_guard<std::mutex> l(mu_);
+  AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
+  if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
+  VerifyReport rep;
+  rep.ns = std::string(ns_name);
+  rep.agent_id = std::string(agent_id);
+  auto rec = ReadRecordLocked(ns, rep.agent_id);
+  if (!rec.ok()) {
+    if (rec.status().code() != StatusCode::kCorruption) return rec.status();
+    rep.problems.push_back(rec.status().ToString());
+    return rep;
+  }
+  rep.n_tokens = static_cast<uint32_t>(rec->tokens.size());
+  rep.n_blocks = static_cast<uint32_t>(rec->blocks.size());
+  bool prefix = true;
+  for (uint32_t i = 0; i < rep.n_blocks; ++i) {
+    auto block = ReadBlockLocked(ns, *rec, i);
+    if (block.ok()) {
+      ++rep.n_ok;
+      if (prefix) rep.valid_tokens += block->n_tokens;
+      continue;
+    }
+    prefix = false;
+    if (block.status().code() == StatusCode::kNotFound) {
+      ++rep.n_missing;
+    } else if (block.status().code() == StatusCode::kCorruption) {
+      ++rep.n_corrupt;
+    } else {
+      return block.status();
+    }
+    rep.problems.push_back(block.status().ToString());
+  }
+  return rep;
+}
+
+Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRecord& in,
+                                         const BlockProvider& provider) {
+  AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, in.agent_id).WithContext("save agent"));
+  const std::string where = "save agent " + in.agent_id;
+  if (options_.read_only) return Status::FailedPrecondition(where + ": store is read-only");
+  if (!in.ns.empty() && in.ns != ns_name) return Status::InvalidArgument(where + ": record is of another namespace");
+  if (!in.fingerprint.empty() && in.fingerprint != options_.fingerprint) {
+    return Status::InvalidArgument(where + ": record is of another model fingerprint");
+  }
+  bool types_ok = !in.kv_types.empty() && std::all_of(in.kv_types.begin(), in.kv_types.end(), [](char c) {
+    return c > 0x20 && c <= 0x7e && c != '"' && c != '\\';
+  });
+  if (!types_ok || (!options_.kv_types.empty() && in.kv_types != options_.kv_types)) {
+    return Status::InvalidArgument(where + ": bad or mismatching kv types \"" + in.kv_types.substr(0, 64) + "\"");
+  }
+  AGENTKV_RETURN_IF_ERROR(CheckRecord(in, /*check_blocks=*/false).WithContext(where));
+
+  AgentRecord rec = in;
+  rec.ns = std::string(ns_name);
+  rec.fingerprint = options_.fingerprint;
+  rec.blocks.clear();
+  const std::vector<std::string> ids = ComputeBlockIds(rec.fingerprint, rec.tokens);
+
+  std::lock_guard<std::mutex> l(mu_);
+  NamespaceState* ns = FindNamespaceLocked(ns_name);
+  if (ns == nullptr) {
+    ns = &namespaces_[rec.ns];
+    ns->name = rec.ns;
+    ns->dir = root_ + "/" + NameHash(rec.ns);
+  }
+  AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(ns).WithContext(where));
+  // From here on, any failure leaves the namespace to be rescanned from disk.
+  auto fail = [&](const Status& st) {
+    ns->dirty = true;
+    return st.WithContext(where);
+  };
+  if (!ns->dirs_ready) {
+    Status st = CreateDirsDurably(fs_, AgentsDir(*ns));
+    if (st.ok()) st = CreateDirsDurably(fs_, BlocksDir(*ns));
+    if (!st.ok()) return fail(st);
+    ns->dirs_ready = true;
+  }
+  const int64_t now = NowMs();
+  auto old = ns->agents.find(rec.agent_id);
+  rec.created_ms = old != ns->agents.end() ? old->second.created_ms : now;
+  rec.updated_ms = now;
+
+  SaveResult res;
+  bool sync_blocks = false;
+  for (uint32_t i = 0; i < ids.size(); ++i) {
+    const uint32_t n_tokens = static_cast<uint32_t>(std::min<size_t>(kBlockTokens, rec.tokens.size() - size_t{i} * kBlockTokens));
+    auto have = ns->blocks.find(ids[i]);
+    if (have != ns->blocks.end()) {
+      sync_blocks |= !have->second.durable;
+      rec.blocks.push_back({ids[i], n_tokens, have->second.checksum, have->second.file_bytes});
+      continue;
+    }
+    auto block = provider(i, ids[i]);
+    if (!block.ok()) return fail(block.status().WithContext("block " + std::to_string(i)));
+    if (block->index != i || block->n_tokens != n_tokens) {
+      return fail(Status::InvalidArgument("block " + std::to_string(i) + ": provider returned index " +
+                                          std::to_string(block->index) + ", n_tokens " +
+                                          std::to_string(block->n_tokens)));
+    }
+    BlockMeta meta{ids[i], i == 0 ? "" : ids[i - 1], rec.fingerprint, rec.kv_types, 0};
+    auto enc = EncodeBlockHeader(*block, meta);
+    if (!enc.ok()) return fail(enc.status());
+    Status st = WritePiecesAtomically(fs_, BlockPath(*ns, ids[i]), enc->Pieces(*block), /*sync_dir=*/false);
+    if (!st.ok()) return fail(st);
+    ns->blocks[ids[i]] = BlockState{enc->file_bytes, enc->checksum, 0, false};
+    rec.blocks.push_back({ids[i], n_tokens, enc->checksum, enc->file_bytes});
+    sync_blocks = true;
+    ++res.blocks_written;
+    res.bytes_written += enc->file_bytes;
+    ++stats_.blocks_written;
+    stats_.block_bytes_written += enc->file_bytes;
+  }
+  // Every block the manifest names must be durable before the manifest is.
+  if (sync_blocks) {
+    Status st = fs_->SyncDir(BlocksDir(*ns));
+    if (!st.ok()) return fail(st);
+    for (auto& [id, b] : ns->blocks) b.durable = true;
+  }
+  auto manifest = EncodeManifest(rec);
+  if (!manifest.ok()) return fail(manifest.status());
+  Status st = WriteFileAtomically(fs_, ManifestPath(*ns, rec.agent_id), *manifest, /*sync_dir=*/true);
+  if (!st.ok()) return fail(st);
+  ++stats_.manifests_written;
+  res.bytes_written += manifest->size();
+
+  // Committed. agents/ was just fsynced, so every manifest of this namespace
+  // is durable as seen, and blocks none of them names can go.
+  AgentState& a = ns->agents[rec.agent_id];
+  a.blocks = rec.blocks;
+  a.n_tokens = static_cast<uint32_t>(rec.tokens.size());
+  a.text_bytes = rec.text.size();
+  a.manifest_bytes = manifest->size();
+  a.kv_types = rec.kv_types;
+  a.layout_version = rec.layout_version;
+  a.created_ms = rec.created_ms;
+  a.updated_ms = rec.updated_ms;
+  a.last_used_ms = now;
+  a.usable = true;
+  RecountRefsLocked(ns);
+  res.blocks_deleted = CollectGarbageLocked(ns);
+  st = EnforceBudgetLocked(ns, rec.agent_id, &res.agents_evicted);
+  if (!st.ok()) AKV_LOG_WARN("store: %s", st.ToString().c_str());  // the save itself succeeded
+  res.record = std::move(rec);
+  return res;
+}
+
+Status AgentStore::DeleteAgent(std::string_view ns_name, std::string_view agent_id) {
+  AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id).WithContext("delete agent"));
+  if (options_.read_only) return Status::FailedPrecondition("delete agent: store is read-only");
+  std::lock_guard<std::mutex> l(mu_);
+  AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
+  if (ns == nullptr) return Status::NotFound("delete agent " + std::string(agent_id) + ": not found");
+  return DeleteAgentLocked(ns, std::string(agent_id));
+}
+
+StoreStats AgentStore::stats() {
+  std::lock_guard<std::mutex> l(mu_);
+  StoreStats s = stats_;
+  s.agents = s.block_files = s.disk_bytes = 0;
+  for (const auto& [name, ns] : namespaces_) {
+    s.agents += ns.agents.size();
+    s.block_files += ns.blocks.size();
+    for (const auto& [id, b] : ns.blocks) s.disk_bytes += b.file_bytes;
+    for (const auto& [id, a] : ns.agents) s.disk_bytes += a.manifest_bytes;
+  }
+  return s;
+}
+
+}  // namespace agentkv

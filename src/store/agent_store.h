@@ -1,0 +1,259 @@
+#pragma once
+// AgentStore: the disk (warm) tier. One per <cache_dir>/<fingerprint>.
+//
+// Layout (docs/store-format.md):
+//   <cache_dir>/<fingerprint>/<NameHash(namespace)>/
+//       agents/<NameHash(agent_id)>.json      one manifest per agent
+//       blocks/<block_id>.safetensors          content-addressed, shared by
+//                                              the namespace's agents
+//       quarantine/                            bad files moved aside
+// A cache made under another fingerprint lives in another directory and is
+// never read; fingerprints and kv types inside manifests and blocks are
+// checked too.
+//
+// Crash safety: blocks first (temp -> write -> fsync -> rename, then one
+// fsync of blocks/), then the manifest (same sequence + fsync of agents/),
+// then unreferenced blocks are deleted. A crash at any instant leaves each
+// agent at its old or its new version, and every block a durable manifest
+// names stays on disk. Open() removes temp files and orphan blocks.
+//
+// Thread safety: internally synchronized with one mutex; every public method
+// may be called from any thread (the I/O thread and the inference thread
+// both do). Calls serialize, file I/O included, so a long SaveAgent delays a
+// concurrent ListAgents.
+//
+// Invariants (under the mutex):
+//   - NamespaceState::blocks holds the block files known to be on disk; a
+//     block's refs = number of agents (all, including kv-type mismatches)
+//     whose manifest names it.
+//   - after an operation failed part-way, the namespace is `dirty` and is
+//     rescanned from disk (after an fsync of agents/) before the next use.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/agent_record.h"
+#include "store/file_system.h"
+#include "store/kv_block.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+struct AgentStoreOptions {
+  FileSystem* fs = nullptr;   // not owned, must outlive the store; nullptr: DefaultFileSystem()
+  std::string cache_dir;      // REQUIRES: non-empty
+  std::string fingerprint;    // REQUIRES: ValidateName-valid (hex in practice)
+  // If non-empty, agents saved with other kv types are kept on disk but not
+  // served (ListAgents shows them with usable=false) and SaveAgent refuses
+  // records with other kv types.
+  std::string kv_types;
+  uint64_t disk_budget_bytes = 0;  // 0: unlimited; else LRU deletion of whole agents
+  // No file is created, deleted, moved or written; Save/Delete fail with
+  // FailedPrecondition; bad files are reported but not quarantined.
+  bool read_only = false;
+  std::function<int64_t()> now_ms;  // wall clock in ms; nullptr: system clock
+};
+
+struct AgentSummary {
+  std::string ns;
+  std::string agent_id;
+  uint32_t n_tokens = 0;
+  uint32_t n_blocks = 0;
+  uint32_t n_blocks_on_disk = 0;  // blocks whose file is present (not verified)
+  uint64_t text_bytes = 0;
+  uint64_t manifest_bytes = 0;
+  uint64_t block_bytes = 0;       // all its blocks, shared ones included
+  std::string kv_types;
+  uint32_t layout_version = 0;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t last_used_ms = 0;       // max(updated, last load) in this process
+  bool usable = true;             // false: kv types differ from the store's
+};
+
+// Supplies block `index` (id `block_id`) of the agent being saved; called only
+// for blocks not already on disk. The block must have that index and the
+// n_tokens its tokens imply. May be called from within SaveAgent only (under
+// the store's mutex): it must not call back into the store.
+using BlockProvider = std::function<Result<KvBlock>(uint32_t index, const std::string& block_id)>;
+
+struct SaveResult {
+  AgentRecord record;           // as persisted (blocks, timestamps filled)
+  uint32_t blocks_written = 0;
+  uint64_t bytes_written = 0;   // block files + manifest
+  uint32_t blocks_deleted = 0;  // blocks no longer referenced by anyone
+  uint32_t agents_evicted = 0;  // by the disk budget
+};
+
+struct LoadedAgent {
+  AgentRecord record;
+  std::vector<KvBlock> blocks;  // blocks [first_block, first_block + blocks.size())
+  // Tokens covered by blocks [0, first_block + blocks.size()): the longest
+  // valid prefix (the caller prefills the rest).
+  uint32_t valid_tokens = 0;
+  bool complete = false;        // every block loaded
+  Status stop_reason;           // why loading stopped early; OK if complete
+};
+
+struct VerifyReport {
+  std::string ns;
+  std::string agent_id;
+  uint32_t n_tokens = 0;
+  uint32_t n_blocks = 0;
+  uint32_t n_ok = 0;
+  uint32_t n_missing = 0;
+  uint32_t n_corrupt = 0;
+  uint32_t valid_tokens = 0;        // longest valid prefix
+  std::vector<std::string> problems;  // one line per bad block / manifest
+  bool ok() const { return problems.empty(); }
+};
+
+struct StoreStats {
+  uint64_t agents = 0;
+  uint64_t block_files = 0;
+  uint64_t disk_bytes = 0;         // manifests + block files (quarantine excluded)
+  uint64_t corrupt_blocks = 0;     // failed verification on load/verify
+  uint64_t corrupt_manifests = 0;
+  uint64_t missing_blocks = 0;     // named by a manifest, file absent
+  uint64_t quarantined_files = 0;
+  uint64_t blocks_written = 0;
+  uint64_t block_bytes_written = 0;
+  uint64_t manifests_written = 0;
+  uint64_t orphan_blocks_removed = 0;
+  uint64_t temp_files_removed = 0;
+  uint64_t agents_evicted = 0;
+};
+
+class AgentStore {
+ public:
+  // Scans <cache_dir>/<fingerprint>: verifies every manifest (bad ones are
+  // quarantined), removes temp files and orphan blocks, fsyncs, builds the
+  // index of warm agents without reading block data, applies the budget.
+  // InvalidArgument for a bad fingerprint (before any file work); IOError if
+  // the directory cannot be created or listed.
+  static Result<std::unique_ptr<AgentStore>> Open(AgentStoreOptions options);
+
+  AgentStore(const AgentStore&) = delete;
+  AgentStore& operator=(const AgentStore&) = delete;
+  ~AgentStore();
+
+  // Every namespace and agent id argument is validated (ValidateName) before
+  // any file work: InvalidArgument.
+
+  // Namespaces that hold at least one agent, sorted.
+  std::vector<std::string> ListNamespaces();
+  // Agents of `ns` sorted by id (empty if the namespace is unknown).
+  Result<std::vector<AgentSummary>> ListAgents(std::string_view ns);
+  // NotFound if absent.
+  Result<AgentSummary> GetSummary(std::string_view ns, std::string_view agent_id);
+  // The agent's manifest, read and verified now. NotFound if absent;
+  // FailedPrecondition if its kv types differ; Corruption (and the manifest
+  // is quarantined) if it no longer verifies.
+  Result<AgentRecord> GetRecord(std::string_view ns, std::string_view agent_id);
+
+  // Persists `record` (its agent_id, text, tokens, spans, kv_types,
+  // layout_version; ns, fingerprint, blocks and timestamps are set here) with
+  // the KV of blocks not yet on disk taken from `provider`, then deletes
+  // blocks no longer referenced and applies the disk budget (never evicting
+  // this agent). InvalidArgument for a bad record or mismatching
+  // ns/fingerprint/kv types; provider errors and IOError are returned as is.
+  // On failure the agent is at its old version (or, if the failure came after
+  // the manifest's rename, possibly at the new one), never a mix.
+  Result<SaveResult> SaveAgent(std::string_view ns, const AgentRecord& record, const BlockProvider& provider);
+
+  // Reads and verifies blocks [first_block, n_blocks) and stops at the first
+  // missing or bad one: a bad block file is quarantined and counted. NotFound
+  // if the agent is absent, FailedPrecondition if its kv types differ,
+  // Corruption if its manifest no longer verifies; a bad block is not an
+  // error (see LoadedAgent).
+  Result<LoadedAgent> LoadBlocks(std::string_view ns, std::string_view agent_id, uint32_t first_block = 0);
+
+  // Erasure: removes the manifest, then every block no one else references
+  // and their quarantined copies; all durably. NotFound if absent.
+  Status DeleteAgent(std::string_view ns, std::string_view agent_id);
+
+  // Reads and verifies every block (not stopping at the first bad one); bad
+  // ones are quarantined unless read_only. NotFound if absent.
+  Result<VerifyReport> VerifyAgent(std::string_view ns, std::string_view agent_id);
+
+  StoreStats stats();
+  const std::string& fingerprint() const { return options_.fingerprint; }
+  // <cache_dir>/<fingerprint>
+  const std::string& root_dir() const { return root_; }
+
+ private:
+  struct BlockState {
+    uint64_t file_bytes = 0;
+    uint64_t checksum = 0;
+    uint32_t refs = 0;
+    bool durable = false;  // its directory entry was fsynced
+  };
+  struct AgentState {
+    std::vector<BlockRef> blocks;
+    uint32_t n_tokens = 0;
+    uint64_t text_bytes = 0;
+    uint64_t manifest_bytes = 0;
+    std::string kv_types;
+    uint32_t layout_version = 0;
+    int64_t created_ms = 0;
+    int64_t updated_ms = 0;
+    int64_t last_used_ms = 0;
+    bool usable = true;
+  };
+  struct NamespaceState {
+    std::string name;
+    std::string dir;  // <root>/<NameHash(name)>
+    std::map<std::string, AgentState> agents;  // by agent id
+    std::map<std::string, BlockState> blocks;  // block files on disk, by id
+    bool dirs_ready = false;
+    bool dirty = false;
+  };
+
+  explicit AgentStore(AgentStoreOptions options);
+
+  // agent_store_scan.cc
+  Status ScanAllLocked();
+  // Rebuilds `ns` from disk. Unless read_only: first fsyncs agents/ (so the
+  // durable state equals what is seen), then removes temp files, orphan
+  // blocks and quarantines bad manifests.
+  Status ScanNamespaceLocked(NamespaceState* ns);
+  Status CleanIfDirtyLocked(NamespaceState* ns);
+  void RecountRefsLocked(NamespaceState* ns);
+  // Moves a bad file into quarantine/ (or deletes it if that fails).
+  void QuarantineLocked(NamespaceState* ns, const std::string& path);
+  // Deletes blocks with refs == 0. Returns how many were deleted.
+  uint32_t CollectGarbageLocked(NamespaceState* ns);
+  Status EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id, uint32_t* evicted);
+  Status DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id);
+
+  // agent_store.cc
+  NamespaceState* FindNamespaceLocked(std::string_view ns);
+  Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
+  Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
+  // Reads and verifies block `i` of `rec`; bad files are quarantined.
+  Result<KvBlock> ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i);
+  AgentSummary SummaryLocked(const NamespaceState& ns, const std::string& id, const AgentState& a) const;
+  int64_t NowMs() const;
+  std::string AgentsDir(const NamespaceState& ns) const { return ns.dir + "/agents"; }
+  std::string BlocksDir(const NamespaceState& ns) const { return ns.dir + "/blocks"; }
+  std::string QuarantineDir(const NamespaceState& ns) const { return ns.dir + "/quarantine"; }
+  std::string ManifestPath(const NamespaceState& ns, std::string_view agent_id) const;
+  std::string BlockPath(const NamespaceState& ns, std::string_view block_id) const;
+
+  const AgentStoreOptions options_;
+  FileSystem* const fs_;
+  const std::string root_;
+
+  std::mutex mu_;
+  std::map<std::string, NamespaceState> namespaces_;  // by name; GUARDED_BY(mu_)
+  StoreStats stats_;                                  // GUARDED_BY(mu_); counters only
+  uint64_t quarantine_seq_ = 0;                       // GUARDED_BY(mu_)
+};
+
+}  // namespace agentkv

@@ -1,0 +1,307 @@
+// AgentStore: opening, rescanning and cleaning the disk state; erasure and
+// the disk budget. The public read/write operations are in agent_store.cc.
+
+#include <algorithm>
+#include <chrono>
+
+#include "store/agent_store.h"
+#include "store/durable_io.h"
+#include "store/manifest.h"
+#include "store/store_ids.h"
+#include "util/log.h"
+
+namespace agentkv {
+namespace {
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+constexpr std::string_view kManifestSuffix = ".json";
+constexpr std::string_view kBlockSuffix = ".safetensors";
+
+// "<32 hex><suffix>" -> the 32 hex digits, or "".
+std::string HashedName(std::string_view name, std::string_view suffix) {
+  if (name.size() != kBlockIdChars + suffix.size() || !EndsWith(name, suffix)) return "";
+  std::string_view head = name.substr(0, kBlockIdChars);
+  return IsBlockId(head) ? std::string(head) : "";
+}
+
+// ListDir that reads a missing directory as empty.
+Result<std::vector<DirEntry>> ListOrEmpty(FileSystem* fs, const std::string& dir) {
+  auto r = fs->ListDir(dir);
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound) return std::vector<DirEntry>{};
+  return r;
+}
+
+}  // namespace
+
+AgentStore::AgentStore(AgentStoreOptions options)
+    : options_(std::move(options)),
+      fs_(options_.fs ? options_.fs : DefaultFileSystem()),
+      root_(JoinPath(options_.cache_dir, options_.fingerprint)) {}
+
+AgentStore::~AgentStore() = default;
+
+Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) {
+  AGENTKV_RETURN_IF_ERROR(ValidateName("fingerprint", options.fingerprint).WithContext("open store"));
+  if (options.cache_dir.empty()) return Status::InvalidArgument("open store: empty cache_dir");
+  for (char c : options.kv_types) {
+    if (c < 0x21 || c > 0x7e || c == '"' || c == '\\') return Status::InvalidArgument("open store: bad kv_types");
+  }
+  std::unique_ptr<AgentStore> store(new AgentStore(std::move(options)));
+  std::lock_guard<std::mutex> l(store->mu_);
+  if (!store->options_.read_only) {
+    AGENTKV_RETURN_IF_ERROR(CreateDirsDurably(store->fs_, store->root_).WithContext("open store"));
+  }
+  AGENTKV_RETURN_IF_ERROR(store->ScanAllLocked().WithContext("open store " + store->root_));
+  if (!store->options_.read_only) {
+    uint32_t evicted = 0;
+    AGENTKV_RETURN_IF_ERROR(store->EnforceBudgetLocked(nullptr, "", &evicted).WithContext("open store"));
+  }
+  return store;
+}
+
+int64_t AgentStore::NowMs() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string AgentStore::ManifestPath(const NamespaceState& ns, std::string_view agent_id) const {
+  return AgentsDir(ns) + "/" + NameHash(agent_id) + std::string(kManifestSuffix);
+}
+
+std::string AgentStore::BlockPath(const NamespaceState& ns, std::string_view block_id) const {
+  return BlocksDir(ns) + "/" + std::string(block_id) + std::string(kBlockSuffix);
+}
+
+Status AgentStore::ScanAllLocked() {
+  AGENTKV_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListOrEmpty(fs_, root_));
+  namespaces_.clear();
+  for (const DirEntry& e : entries) {
+    if (!e.is_dir || !IsBlockId(e.name)) continue;  // not ours: leave it alone
+    NamespaceState ns;
+    ns.dir = root_ + "/" + e.name;
+    AGENTKV_RETURN_IF_ERROR(ScanNamespaceLocked(&ns));
+    if (ns.name.empty()) continue;  // no valid manifest: nothing to serve
+    std::string name = ns.name;
+    namespaces_[name] = std::move(ns);
+  }
+  return Status::OK();
+}
+
+Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
+  const bool ro = options_.read_only;
+  const std::string agents_dir = AgentsDir(*ns), blocks_dir = BlocksDir(*ns);
+  // After this fsync, what we see in agents/ is what a crash would keep, so
+  // blocks unreferenced by it are safe to delete.
+  if (!ro && fs_->Exists(agents_dir)) AGENTKV_RETURN_IF_ERROR(fs_->SyncDir(agents_dir));
+  ns->agents.clear();
+  ns->blocks.clear();
+  std::map<std::string, BlockRef> known;  // block id -> a manifest's view of it
+
+  AGENTKV_ASSIGN_OR_RETURN(std::vector<DirEntry> agent_files, ListOrEmpty(fs_, agents_dir));
+  for (const DirEntry& e : agent_files) {
+    const std::string path = agents_dir + "/" + e.name;
+    if (e.is_dir) continue;
+    if (EndsWith(e.name, kTempSuffix)) {
+      if (!ro && fs_->RemoveFile(path).ok()) ++stats_.temp_files_removed;
+      continue;
+    }
+    std::string hash = HashedName(e.name, kManifestSuffix);
+    if (hash.empty()) continue;
+    auto bytes = fs_->ReadFile(path);
+    if (!bytes.ok()) {
+      if (bytes.status().code() == StatusCode::kNotFound) continue;
+      return bytes.status();
+    }
+    auto rec = DecodeManifest(*bytes);
+    Status st = rec.ok() ? Status::OK() : rec.status();
+    if (st.ok()) {
+      if (!ValidateName("namespace", rec->ns).ok() || !ValidateName("agent id", rec->agent_id).ok() ||
+          NameHash(rec->agent_id) != hash || NameHash(rec->ns) != BaseName(ns->dir) ||
+          (!ns->name.empty() && ns->name != rec->ns)) {
+        st = Status::Corruption("manifest in the wrong place");
+      } else if (rec->fingerprint != options_.fingerprint) {
+        st = Status::Corruption("manifest of another model fingerprint");
+      }
+    }
+    if (!st.ok()) {
+      AKV_LOG_WARN("store: %s: %s", path.c_str(), st.ToString().c_str());
+      ++stats_.corrupt_manifests;
+      QuarantineLocked(ns, path);
+      continue;
+    }
+    ns->name = rec->ns;
+    AgentState a;
+    a.blocks = rec->blocks;
+    a.n_tokens = static_cast<uint32_t>(rec->tokens.size());
+    a.text_bytes = rec->text.size();
+    a.manifest_bytes = bytes->size();
+    a.kv_types = rec->kv_types;
+    a.layout_version = rec->layout_version;
+    a.created_ms = rec->created_ms;
+    a.updated_ms = rec->updated_ms;
+    a.last_used_ms = rec->updated_ms;
+    a.usable = options_.kv_types.empty() || options_.kv_types == rec->kv_types;
+    for (const BlockRef& b : rec->blocks) known.emplace(b.id, b);
+    ns->agents[rec->agent_id] = std::move(a);
+  }
+
+  AGENTKV_ASSIGN_OR_RETURN(std::vector<DirEntry> block_files, ListOrEmpty(fs_, blocks_dir));
+  for (const DirEntry& e : block_files) {
+    const std::string path = blocks_dir + "/" + e.name;
+    if (e.is_dir) continue;
+    if (EndsWith(e.name, kTempSuffix)) {
+      if (!ro && fs_->RemoveFile(path).ok()) ++stats_.temp_files_removed;
+      continue;
+    }
+    std::string id = HashedName(e.name, kBlockSuffix);
+    if (id.empty()) continue;
+    BlockState b;
+    auto it = known.find(id);
+    if (it != known.end()) {
+      b.file_bytes = it->second.file_bytes;
+      b.checksum = it->second.checksum;
+    }
+    b.durable = true;
+    ns->blocks[id] = b;
+  }
+  RecountRefsLocked(ns);
+  if (!ro) {
+    for (auto it = ns->blocks.begin(); it != ns->blocks.end();) {
+      if (it->second.refs > 0) {
+        ++it;
+        continue;
+      }
+      if (fs_->RemoveFile(BlockPath(*ns, it->first)).ok()) ++stats_.orphan_blocks_removed;
+      it = ns->blocks.erase(it);
+    }
+    if (fs_->Exists(blocks_dir)) AGENTKV_RETURN_IF_ERROR(fs_->SyncDir(blocks_dir));
+  }
+  ns->dirs_ready = false;
+  ns->dirty = false;
+  return Status::OK();
+}
+
+Status AgentStore::CleanIfDirtyLocked(NamespaceState* ns) {
+  if (!ns->dirty) return Status::OK();
+  ns->dirty = true;  // stays dirty until a scan succeeds
+  return ScanNamespaceLocked(ns).WithContext("rescan namespace " + ns->name);
+}
+
+void AgentStore::RecountRefsLocked(NamespaceState* ns) {
+  for (auto& [id, b] : ns->blocks) b.refs = 0;
+  for (const auto& [agent_id, a] : ns->agents) {
+    for (const BlockRef& ref : a.blocks) {
+      auto it = ns->blocks.find(ref.id);
+      if (it != ns->blocks.end()) ++it->second.refs;
+    }
+  }
+}
+
+void AgentStore::QuarantineLocked(NamespaceState* ns, const std::string& path) {
+  if (options_.read_only) return;
+  const std::string qdir = QuarantineDir(*ns);
+  const std::string dest =
+      qdir + "/" + BaseName(path) + "." + std::to_string(NowMs()) + "-" + std::to_string(++quarantine_seq_);
+  Status st = CreateDirsDurably(fs_, qdir);
+  if (st.ok()) st = fs_->RenameFile(path, dest);
+  if (!st.ok()) {
+    AKV_LOG_WARN("store: cannot quarantine %s (%s); deleting it", path.c_str(), st.ToString().c_str());
+    (void)fs_->RemoveFile(path);
+  }
+  ++stats_.quarantined_files;
+}
+
+uint32_t AgentStore::CollectGarbageLocked(NamespaceState* ns) {
+  uint32_t n = 0;
+  for (auto it = ns->blocks.begin(); it != ns->blocks.end();) {
+    if (it->second.refs > 0) {
+      ++it;
+      continue;
+    }
+    Status st = fs_->RemoveFile(BlockPath(*ns, it->first));
+    if (!st.ok() && st.code() != StatusCode::kNotFound) ns->dirty = true;  // rescan will retry
+    if (st.ok()) ++n;
+    it = ns->blocks.erase(it);
+  }
+  return n;
+}
+
+Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id) {
+  auto it = ns->agents.find(agent_id);
+  if (it == ns->agents.end()) return Status::NotFound("delete agent " + agent_id + ": not found");
+  const std::string agents_dir = AgentsDir(*ns);
+  Status st = fs_->RemoveFile(ManifestPath(*ns, agent_id));
+  if (st.code() == StatusCode::kNotFound) st = Status::OK();
+  // The removal must be durable before any of its blocks goes: a manifest
+  // that comes back after a crash must find all its blocks.
+  if (st.ok()) st = fs_->SyncDir(agents_dir);
+  if (!st.ok()) {
+    ns->dirty = true;
+    return st.WithContext("delete agent " + agent_id);
+  }
+  std::vector<std::string> freed;
+  AgentState gone = std::move(it->second);
+  ns->agents.erase(it);
+  RecountRefsLocked(ns);
+  for (const BlockRef& b : gone.blocks) {
+    auto bit = ns->blocks.find(b.id);
+    if (bit == ns->blocks.end() || bit->second.refs == 0) freed.push_back(b.id);
+  }
+  CollectGarbageLocked(ns);
+  st = fs_->SyncDir(BlocksDir(*ns));
+  if (st.code() == StatusCode::kNotFound) st = Status::OK();
+  if (!st.ok()) {
+    ns->dirty = true;
+    return st.WithContext("delete agent " + agent_id);
+  }
+  // Erasure covers quarantined copies of its own data too.
+  freed.push_back(NameHash(agent_id));
+  auto q = fs_->ListDir(QuarantineDir(*ns));
+  if (q.ok()) {
+    for (const DirEntry& e : *q) {
+      for (const std::string& prefix : freed) {
+        if (e.name.compare(0, prefix.size(), prefix) == 0) {
+          (void)fs_->RemoveFile(QuarantineDir(*ns) + "/" + e.name);
+          break;
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id,
+                                       uint32_t* evicted) {
+  if (options_.disk_budget_bytes == 0) return Status::OK();
+  for (;;) {
+    uint64_t total = 0;
+    NamespaceState* victim_ns = nullptr;
+    const std::string* victim = nullptr;
+    int64_t oldest = 0;
+    for (auto& [name, ns] : namespaces_) {
+      for (const auto& [id, b] : ns.blocks) total += b.file_bytes;
+      for (const auto& [id, a] : ns.agents) {
+        total += a.manifest_bytes;
+        if (&ns == keep_ns && id == keep_id) continue;
+        if (victim == nullptr || a.last_used_ms < oldest) {
+          victim_ns = &ns;
+          victim = &id;
+          oldest = a.last_used_ms;
+        }
+      }
+    }
+    if (total <= options_.disk_budget_bytes || victim == nullptr) return Status::OK();
+    std::string id = *victim;
+    AKV_LOG_INFO("store: disk budget: evicting agent %s/%s", victim_ns->name.c_str(), id.c_str());
+    AGENTKV_RETURN_IF_ERROR(DeleteAgentLocked(victim_ns, id).WithContext("disk budget"));
+    ++*evicted;
+    ++stats_.agents_evicted;
+  }
+}
+
+}  // namespace agentkv

@@ -1,0 +1,362 @@
+#include "store/agent_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "store/fault_file_system.h"
+#include "store/mem_file_system.h"
+#include "store/posix_file_system.h"
+#include "store/store_ids.h"
+#include "store/store_test_util.h"
+
+namespace agentkv {
+namespace {
+
+using namespace store_test;  // NOLINT
+
+class AgentStoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<AgentStore> Open(AgentStoreOptions o) {
+    if (!o.now_ms) o.now_ms = [this] { return ++clock_ms_; };
+    auto s = AgentStore::Open(std::move(o));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  std::unique_ptr<AgentStore> Open() { return Open(Options(&fault_)); }
+
+  MemFileSystem mem_;
+  FaultInjectingFileSystem fault_{&mem_};
+  int64_t clock_ms_ = 1000;
+};
+
+TEST_F(AgentStoreTest, SaveLoadAndReopen) {
+  auto tokens = MakeTokens(600, 1);
+  {
+    auto store = Open();
+    auto res = store->SaveAgent("team", MakeRecord("a1", tokens), ProviderFor(tokens));
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+    EXPECT_EQ(res->blocks_written, 3u);
+    EXPECT_EQ(res->record.blocks.size(), 3u);
+    EXPECT_EQ(res->record.blocks[2].n_tokens, 600u - 512u);
+    EXPECT_EQ(res->record.fingerprint, kFp);
+    EXPECT_TRUE(LoadsExactly(store.get(), "team", "a1", tokens));
+  }
+  auto store = Open();
+  EXPECT_EQ(store->ListNamespaces(), std::vector<std::string>{"team"});
+  auto list = store->ListAgents("team");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].agent_id, "a1");
+  EXPECT_EQ((*list)[0].n_tokens, 600u);
+  EXPECT_EQ((*list)[0].n_blocks, 3u);
+  EXPECT_EQ((*list)[0].n_blocks_on_disk, 3u);
+  EXPECT_TRUE((*list)[0].usable);
+  auto rec = store->GetRecord("team", "a1");
+  ASSERT_TRUE(rec.ok());
+  AgentRecord want = MakeRecord("a1", tokens);
+  EXPECT_EQ(rec->text, want.text);
+  EXPECT_EQ(rec->spans, want.spans);
+  EXPECT_EQ(rec->kv_types, kKvTypes);
+  EXPECT_EQ(rec->layout_version, 1u);
+  EXPECT_GT(rec->updated_ms, 0);
+  EXPECT_TRUE(LoadsExactly(store.get(), "team", "a1", tokens));
+  EXPECT_EQ(store->GetRecord("team", "zz").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->GetRecord("other", "a1").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->LoadBlocks("team", "zz").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(AgentStoreTest, LoadFromFirstBlock) {
+  auto tokens = MakeTokens(600, 1);
+  auto store = Open();
+  ASSERT_TRUE(Save(store.get(), "ns", "a", tokens).ok());
+  auto r = store->LoadBlocks("ns", "a", 2);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->blocks.size(), 1u);
+  EXPECT_EQ(r->blocks[0], MakeBlock(tokens, 2));
+  EXPECT_EQ(r->valid_tokens, 600u);
+  EXPECT_TRUE(r->complete);
+}
+
+TEST_F(AgentStoreTest, IncrementalSaveWritesOnlyNewBlocks) {
+  auto store = Open();
+  auto t600 = MakeTokens(600, 1);
+  int calls = 0;
+  ASSERT_TRUE(Save(store.get(), "ns", "a", t600, &calls).ok());
+  EXPECT_EQ(calls, 3);
+  // Grow the partial tail: one new block file, the old tail is deleted.
+  std::vector<int32_t> t700 = t600;
+  for (int i = 0; i < 100; ++i) t700.push_back(i);
+  fault_.Reset();
+  calls = 0;
+  auto res = store->SaveAgent("ns", MakeRecord("a", t700), ProviderFor(t700, &calls));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(res->blocks_written, 1u);
+  EXPECT_EQ(res->blocks_deleted, 1u);
+  EXPECT_EQ(fault_.CountOps("create", "/blocks/"), 1u);
+  EXPECT_EQ(fault_.CountOps("create", "/agents/"), 1u);
+  EXPECT_EQ(fault_.CountOps("remove", "/blocks/"), 1u);
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 3u);
+  // Same content again: nothing but the manifest is written.
+  fault_.Reset();
+  calls = 0;
+  ASSERT_TRUE(Save(store.get(), "ns", "a", t700, &calls).ok());
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(fault_.CountOps("create", "/blocks/"), 0u);
+  // Fill block 2 and start block 3.
+  std::vector<int32_t> t800 = t700;
+  for (int i = 0; i < 100; ++i) t800.push_back(1000 + i);
+  fault_.Reset();
+  calls = 0;
+  ASSERT_TRUE(Save(store.get(), "ns", "a", t800, &calls).ok());
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 4u);
+  EXPECT_TRUE(LoadsExactly(store.get(), "ns", "a", t800));
+  EXPECT_EQ(store->stats().blocks_written, 6u);
+}
+
+TEST_F(AgentStoreTest, SharedPrefixStoredOnceAndDeleteKeepsOthers) {
+  auto store = Open();
+  std::vector<std::vector<int32_t>> tokens;
+  for (uint32_t i = 0; i < 10; ++i) {
+    tokens.push_back(MakeTokens(3 * kBlockTokens + 10 + i, 100 + i, 3 * kBlockTokens));
+    ASSERT_TRUE(Save(store.get(), "ns", "agent" + std::to_string(i), tokens.back()).ok());
+  }
+  // 3 shared blocks + 10 distinct tails.
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 13u);
+  uint64_t bytes = 0;
+  for (const auto& p : mem_.AllFiles()) {
+    if (p.find("/blocks/") != std::string::npos) bytes += *mem_.FileSize(p);
+  }
+  uint64_t expect = 0;
+  auto list = store->ListAgents("ns");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 10u);
+  uint64_t tail_bytes = 0, prefix_bytes = 0;
+  for (const auto& a : *list) tail_bytes += a.block_bytes;  // counts the shared blocks 10 times
+  auto rec = store->GetRecord("ns", "agent0");
+  for (int i = 0; i < 3; ++i) prefix_bytes += rec->blocks[i].file_bytes;
+  expect = tail_bytes - 9 * prefix_bytes;
+  EXPECT_EQ(bytes, expect);
+  EXPECT_EQ(store->stats().block_files, 13u);
+
+  // Another namespace never shares blocks.
+  ASSERT_TRUE(Save(store.get(), "other", "agent0", tokens[0]).ok());
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 17u);
+
+  ASSERT_TRUE(store->DeleteAgent("ns", "agent3").ok());
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 16u);
+  EXPECT_EQ(store->GetRecord("ns", "agent3").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->DeleteAgent("ns", "agent3").code(), StatusCode::kNotFound);
+  for (uint32_t i = 0; i < 10; ++i) {
+    if (i != 3) EXPECT_TRUE(LoadsExactly(store.get(), "ns", "agent" + std::to_string(i), tokens[i])) << i;
+  }
+  // Reopen: reference counts are rebuilt from manifests; nothing is orphaned.
+  store = Open();
+  EXPECT_EQ(store->stats().orphan_blocks_removed, 0u);
+  for (uint32_t i = 0; i < 10; ++i) {
+    if (i != 3) ASSERT_TRUE(store->DeleteAgent("ns", "agent" + std::to_string(i)).ok());
+  }
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 4u);  // only the other namespace's
+  EXPECT_EQ(CountFiles(mem_, "/agents/"), 1u);
+}
+
+TEST_F(AgentStoreTest, BadIdsRejectedBeforeAnyFileOperation) {
+  auto store = Open();
+  auto tokens = MakeTokens(10, 1);
+  ASSERT_TRUE(Save(store.get(), "ns", "good", tokens).ok());
+  const std::vector<std::string> bad = {"../x", "a/b", "", std::string(10240, 'a'), ".", "..", ".x", "a\\b", "a b"};
+  fault_.Reset();
+  for (const std::string& id : bad) {
+    EXPECT_EQ(store->SaveAgent("ns", MakeRecord(id, tokens), ProviderFor(tokens)).status().code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->SaveAgent(id, MakeRecord("good", tokens), ProviderFor(tokens)).status().code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->GetRecord("ns", id).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->GetRecord(id, "good").status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->LoadBlocks("ns", id).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->DeleteAgent("ns", id).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->DeleteAgent(id, "good").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->VerifyAgent("ns", id).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->ListAgents(id).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->GetSummary("ns", id).status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(fault_.op_count(), 0u);
+  AgentStoreOptions o = Options(&fault_);
+  o.fingerprint = "../other";
+  EXPECT_EQ(AgentStore::Open(o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fault_.op_count(), 0u);
+}
+
+TEST_F(AgentStoreTest, BadRecordsRejected) {
+  auto store = Open();
+  auto tokens = MakeTokens(300, 1);
+  AgentRecord r = MakeRecord("a", tokens);
+  r.spans.pop_back();
+  EXPECT_EQ(store->SaveAgent("ns", r, ProviderFor(tokens)).status().code(), StatusCode::kInvalidArgument);
+  r = MakeRecord("a", tokens);
+  r.kv_types = "k:f16,v:f16";
+  EXPECT_EQ(store->SaveAgent("ns", r, ProviderFor(tokens)).status().code(), StatusCode::kInvalidArgument);
+  r = MakeRecord("a", tokens);
+  r.fingerprint = "another";
+  EXPECT_EQ(store->SaveAgent("ns", r, ProviderFor(tokens)).status().code(), StatusCode::kInvalidArgument);
+  // A provider returning the wrong block fails the save and leaves nothing behind.
+  r = MakeRecord("a", tokens);
+  auto wrong = [&](uint32_t i, const std::string&) -> Result<KvBlock> { return MakeBlock(tokens, 0); };
+  EXPECT_EQ(store->SaveAgent("ns", r, wrong).status().code(), StatusCode::kInvalidArgument);
+  auto failing = [&](uint32_t i, const std::string&) -> Result<KvBlock> {
+    if (i == 1) return Status::Unavailable("engine busy");
+    return MakeBlock(tokens, i);
+  };
+  EXPECT_EQ(store->SaveAgent("ns", r, failing).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store->GetRecord("ns", "a").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store->ListAgents("ns").ok());  // rescans after the failure
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 0u);
+}
+
+TEST_F(AgentStoreTest, OtherFingerprintIsAnotherCache) {
+  auto tokens = MakeTokens(300, 1);
+  {
+    auto store = Open();
+    ASSERT_TRUE(Save(store.get(), "ns", "a", tokens).ok());
+  }
+  AgentStoreOptions o = Options(&fault_);
+  o.fingerprint = "fp-other-model";
+  auto other = Open(o);
+  EXPECT_TRUE(other->ListNamespaces().empty());
+  EXPECT_EQ(other->GetRecord("ns", "a").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(other->LoadBlocks("ns", "a").status().code(), StatusCode::kNotFound);
+  // Files copied into the other model's directory are refused, not served.
+  for (const auto& p : mem_.AllFiles()) {
+    std::string dst = p;
+    dst.replace(dst.find(kFp), std::string(kFp).size(), "fp-other-model");
+    ASSERT_TRUE(mem_.CreateDirs(ParentDir(dst)).ok());
+    auto f = mem_.NewWritableFile(dst);
+    ASSERT_TRUE((*f)->Append(*mem_.ReadFile(p)).ok());
+  }
+  other = Open(o);
+  EXPECT_EQ(other->GetRecord("ns", "a").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(other->stats().corrupt_manifests, 1u);
+  EXPECT_EQ(CountFiles(mem_, "fp-other-model/" + NameHash("ns") + "/blocks/"), 0u);  // orphans removed
+  // The original is untouched.
+  auto store = Open();
+  EXPECT_TRUE(LoadsExactly(store.get(), "ns", "a", tokens));
+}
+
+TEST_F(AgentStoreTest, KvTypeMismatchNotLoadedButKept) {
+  auto tokens = MakeTokens(300, 1);
+  {
+    auto store = Open();
+    ASSERT_TRUE(Save(store.get(), "ns", "a", tokens).ok());
+  }
+  AgentStoreOptions o = Options(&fault_);
+  o.kv_types = "k:q8_0,v:q8_0";
+  {
+    auto store = Open(o);
+    auto list = store->ListAgents("ns");
+    ASSERT_EQ(list->size(), 1u);
+    EXPECT_FALSE((*list)[0].usable);
+    EXPECT_EQ(store->LoadBlocks("ns", "a").status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(store->GetRecord("ns", "a").status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(CountFiles(mem_, "/blocks/"), 2u);  // blocks not treated as orphans
+  }
+  auto store = Open();
+  EXPECT_TRUE(LoadsExactly(store.get(), "ns", "a", tokens));
+}
+
+TEST_F(AgentStoreTest, DiskBudgetEvictsLeastRecentlyUsedAgents) {
+  std::vector<std::vector<int32_t>> tokens;
+  for (uint32_t i = 0; i < 6; ++i) tokens.push_back(MakeTokens(300, 10 + i));
+  uint64_t per_agent = 0;
+  {
+    auto store = Open();
+    ASSERT_TRUE(Save(store.get(), "ns", "probe", tokens[0]).ok());
+    per_agent = store->stats().disk_bytes;
+    ASSERT_TRUE(store->DeleteAgent("ns", "probe").ok());
+  }
+  AgentStoreOptions o = Options(&fault_);
+  o.disk_budget_bytes = per_agent * 3 + per_agent / 2;
+  auto store = Open(o);
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(Save(store.get(), "ns", "a" + std::to_string(i), tokens[i]).ok());
+  ASSERT_TRUE(store->LoadBlocks("ns", "a0").ok());  // a0 is now the most recently used
+  auto res = store->SaveAgent("ns", MakeRecord("a3", tokens[3]), ProviderFor(tokens[3]));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->agents_evicted, 1u);
+  EXPECT_EQ(store->GetRecord("ns", "a1").status().code(), StatusCode::kNotFound);  // LRU
+  EXPECT_LE(store->stats().disk_bytes, o.disk_budget_bytes);
+  ASSERT_TRUE(Save(store.get(), "ns", "a4", tokens[4]).ok());
+  EXPECT_EQ(store->GetRecord("ns", "a2").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(LoadsExactly(store.get(), "ns", "a0", tokens[0]));
+  EXPECT_TRUE(LoadsExactly(store.get(), "ns", "a3", tokens[3]));
+  EXPECT_TRUE(LoadsExactly(store.get(), "ns", "a4", tokens[4]));
+  EXPECT_EQ(store->stats().agents_evicted, 2u);
+  // A smaller budget applies at Open (oldest update first).
+  o.disk_budget_bytes = per_agent + per_agent / 2;
+  store = Open(o);
+  EXPECT_EQ(store->stats().agents, 1u);
+  EXPECT_TRUE(store->GetRecord("ns", "a4").ok());
+}
+
+TEST_F(AgentStoreTest, ReadOnlyStoreChangesNothing) {
+  auto tokens = MakeTokens(300, 1);
+  {
+    auto store = Open();
+    ASSERT_TRUE(Save(store.get(), "ns", "a", tokens).ok());
+  }
+  ASSERT_TRUE(mem_.CreateDirs("/cache/" + std::string(kFp) + "/" + NameHash("ns") + "/blocks").ok());
+  auto f = mem_.NewWritableFile("/cache/" + std::string(kFp) + "/" + NameHash("ns") + "/blocks/x.tmp");
+  ASSERT_TRUE(f.ok());
+  auto before = mem_.AllFiles();
+  fault_.Reset();
+  AgentStoreOptions o = Options(&fault_);
+  o.read_only = true;
+  auto store = Open(o);
+  EXPECT_TRUE(LoadsExactly(store.get(), "ns", "a", tokens));
+  EXPECT_EQ(store->SaveAgent("ns", MakeRecord("b", tokens), ProviderFor(tokens)).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->DeleteAgent("ns", "a").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(mem_.AllFiles(), before);
+  EXPECT_EQ(fault_.CountOps("create") + fault_.CountOps("remove") + fault_.CountOps("rename"), 0u);
+}
+
+TEST_F(AgentStoreTest, EmptyAgentAndTimestamps) {
+  auto store = Open();
+  ASSERT_TRUE(Save(store.get(), "ns", "empty", {}).ok());
+  auto r = store->LoadBlocks("ns", "empty");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->complete);
+  EXPECT_EQ(r->valid_tokens, 0u);
+  auto t = MakeTokens(10, 1);
+  ASSERT_TRUE(Save(store.get(), "ns", "a", t).ok());
+  auto first = *store->GetRecord("ns", "a");
+  ASSERT_TRUE(Save(store.get(), "ns", "a", t).ok());
+  auto second = *store->GetRecord("ns", "a");
+  EXPECT_EQ(first.created_ms, second.created_ms);
+  EXPECT_LT(first.updated_ms, second.updated_ms);
+}
+
+TEST(AgentStorePosixTest, RoundTripOnDisk) {
+  std::string dir = ::testing::TempDir() + "/agentkv_store_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  PosixFileSystem fs;
+  auto tokens = MakeTokens(700, 5);
+  {
+    auto store = AgentStore::Open(Options(&fs, dir));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE(Save(store->get(), "ns", "a", tokens).ok());
+  }
+  auto store = AgentStore::Open(Options(&fs, dir));
+  ASSERT_TRUE(store.ok());
+  EXPECT_TRUE(LoadsExactly(store->get(), "ns", "a", tokens));
+  auto v = (*store)->VerifyAgent("ns", "a");
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok());
+  ASSERT_TRUE((*store)->DeleteAgent("ns", "a").ok());
+  auto left = fs.ListDir(dir + "/" + kFp + "/" + NameHash("ns") + "/blocks");
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
+}  // namespace
+}  // namespace agentkv

@@ -1,0 +1,68 @@
+#pragma once
+// Block files: one KvBlock as a safetensors file (format: docs/store-format.md).
+//
+//   [8 bytes: header length N, little endian][N bytes: JSON header, padded
+//   with spaces to a multiple of 8][data: the tensors' bytes, back to back]
+//
+// One tensor per KvTensor (dtype "U8", shape [n_rows, row_bytes]); the
+// "__metadata__" strings carry the block id, parent id, index, n_tokens, the
+// tensors' order and first positions, the model fingerprint, the kv types and
+// a checksum: XXH3-64 over the whole file with the checksum's own 16 hex
+// digits read as '0's. So a flipped bit anywhere (length, header or data) is
+// detected, and the file verifies on its own, without its manifest.
+//
+// Pure functions on bytes: no I/O, no global state; thread-safe.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/kv_block.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+inline constexpr std::string_view kBlockFormat = "agentkv.block.v1";
+inline constexpr uint64_t kMaxBlockHeaderBytes = 64ull << 20;
+
+struct BlockMeta {
+  std::string block_id;   // 32 hex digits (store_ids.h BlockId)
+  std::string parent_id;  // "" for block 0, else the previous block's id
+  std::string fingerprint;
+  std::string kv_types;
+  uint64_t checksum = 0;  // set by EncodeBlockHeader / DecodeBlockFile
+};
+
+// The file minus the tensors' bytes, which the writer appends after `header`
+// in tensor order (see Pieces), so MBs of KV are never copied.
+struct EncodedBlockHeader {
+  std::string header;  // 8-byte length + JSON + padding
+  uint64_t checksum = 0;
+  uint64_t file_bytes = 0;
+  // header, then every tensor's data; views into `this` and `block`.
+  std::vector<std::string_view> Pieces(const KvBlock& block) const;
+};
+
+// Validates `block` (KvBlock invariants, tensor names: 1..256 printable ASCII
+// chars without '"' or '\\', unique, not "__metadata__"; data size =
+// n_rows * row_bytes) and `meta` (ids well formed, parent "" iff index 0,
+// non-empty printable fingerprint and kv types). InvalidArgument on failure.
+Result<EncodedBlockHeader> EncodeBlockHeader(const KvBlock& block, const BlockMeta& meta);
+
+// The whole file as one string (tests and small blocks).
+Result<std::string> EncodeBlockFile(const KvBlock& block, const BlockMeta& meta);
+
+struct DecodedBlock {
+  KvBlock block;
+  BlockMeta meta;
+};
+
+// Parses and fully verifies a block file: header length against the file
+// size before anything else, JSON well formed, every field present and typed,
+// offsets in range, contiguous and non-overlapping, shapes matching offsets,
+// rows inside the block, the checksum. Any failure is Corruption("block file:
+// ..."); never crashes or throws, whatever the bytes.
+Result<DecodedBlock> DecodeBlockFile(std::string_view bytes);
+
+}  // namespace agentkv

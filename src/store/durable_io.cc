@@ -1,0 +1,45 @@
+#include "store/durable_io.h"
+
+#include <memory>
+
+namespace agentkv {
+
+Status WritePiecesAtomically(FileSystem* fs, const std::string& path,
+                             const std::vector<std::string_view>& pieces, bool sync_dir) {
+  const std::string tmp = path + std::string(kTempSuffix);
+  auto write_tmp = [&]() -> Status {
+    AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs->NewWritableFile(tmp));
+    for (std::string_view piece : pieces) {
+      if (piece.empty()) continue;
+      AGENTKV_RETURN_IF_ERROR(file->Append(piece));
+    }
+    AGENTKV_RETURN_IF_ERROR(file->Sync());
+    return file->Close();
+  };
+  Status st = write_tmp();
+  if (st.ok()) st = fs->RenameFile(tmp, path);
+  if (!st.ok()) {
+    (void)fs->RemoveFile(tmp);  // best effort; Open() removes leftovers
+    return st.WithContext("write " + path);
+  }
+  if (sync_dir) {
+    // Without this the rename may not survive a crash (LevelDB issue #195).
+    AGENTKV_RETURN_IF_ERROR(fs->SyncDir(ParentDir(path)).WithContext("write " + path));
+  }
+  return Status::OK();
+}
+
+Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_view data,
+                           bool sync_dir) {
+  return WritePiecesAtomically(fs, path, {data}, sync_dir);
+}
+
+Status CreateDirsDurably(FileSystem* fs, const std::string& dir) {
+  if (dir.empty() || dir == "/" || fs->Exists(dir)) return Status::OK();
+  AGENTKV_RETURN_IF_ERROR(CreateDirsDurably(fs, ParentDir(dir)));
+  AGENTKV_RETURN_IF_ERROR(fs->CreateDirs(dir));
+  std::string parent = ParentDir(dir);
+  return fs->SyncDir(parent.empty() ? "." : parent);
+}
+
+}  // namespace agentkv

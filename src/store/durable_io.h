@@ -1,0 +1,35 @@
+#pragma once
+// Crash-safe write helpers on top of FileSystem (LevelDB SetCurrentFile, plus
+// the directory fsync LevelDB issue #195 lacks).
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/file_system.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+// Suffix of temporary files; Open() of a store deletes files ending with it.
+inline constexpr std::string_view kTempSuffix = ".tmp";
+
+// Writes `data` to `path` + kTempSuffix, syncs it, closes it and renames it
+// over `path`; then, if `sync_dir`, syncs the parent directory.
+// Success: `path` holds exactly `data` (durably if `sync_dir`). Failure: `path`
+// holds its old content or, only if the failure came after the rename, the
+// new one; the temp file is removed on a best-effort basis. After a crash,
+// `path` holds the old or the new content, never a mix.
+Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_view data,
+                           bool sync_dir);
+
+// Like WriteFileAtomically, but the content is a header followed by several
+// pieces, appended without concatenating them first (block files are MBs).
+Status WritePiecesAtomically(FileSystem* fs, const std::string& path,
+                             const std::vector<std::string_view>& pieces, bool sync_dir);
+
+// mkdir -p, then syncs the parent of every directory it had to create, so the
+// whole chain survives a crash. OK if `dir` already exists.
+Status CreateDirsDurably(FileSystem* fs, const std::string& dir);
+
+}  // namespace agentkv

@@ -1,0 +1,86 @@
+#pragma once
+// FileSystem: the only way store/ touches files (LevelDB `Env` style).
+//
+// Implementations: PosixFileSystem (the real disk), MemFileSystem (tests;
+// models what survives a crash) and FaultInjectingFileSystem (a wrapper that
+// fails or "crashes" at a chosen operation).
+//
+// Paths are '/'-separated strings; no normalization is done ("a//b" and "a/b"
+// are different strings to MemFileSystem). Callers build them with JoinPath.
+//
+// Durability contract (what a crash may lose), modelled by MemFileSystem:
+//   - bytes appended to a WritableFile survive only after its Sync();
+//   - a new, renamed or removed directory entry survives only after SyncDir()
+//     of its parent directory (and that directory itself must be durable).
+//
+// Errors: NotFound when a named file/directory does not exist, IOError for
+// anything the OS refuses (ENOSPC, EIO, ...). Messages name the operation and
+// path.
+//
+// Thread safety: implementations are safe for concurrent calls on different
+// paths; a WritableFile is used by one thread at a time.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace agentkv {
+
+// A file being written from scratch. Destroying it without Close() closes it
+// (errors lost).
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(std::string_view data) = 0;
+  // Makes all appended bytes durable (fsync).
+  virtual Status Sync() = 0;
+  // REQUIRES: not yet closed. No call is allowed after Close().
+  virtual Status Close() = 0;
+};
+
+struct DirEntry {
+  std::string name;  // base name, never "." or ".."
+  bool is_dir = false;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Creates or truncates `path`. REQUIRES: its parent directory exists.
+  virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  // The whole file.
+  virtual Result<std::string> ReadFile(const std::string& path) = 0;
+  // Up to `n` bytes at `offset` (fewer at end of file; empty past it).
+  virtual Result<std::string> ReadRange(const std::string& path, uint64_t offset, size_t n) = 0;
+  virtual Result<uint64_t> FileSize(const std::string& path) = 0;
+  // True for files and directories.
+  virtual bool Exists(const std::string& path) = 0;
+  // Atomically replaces `to` (a file) if it exists.
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  virtual Status RemoveFile(const std::string& path) = 0;
+  // Entries in no particular order. NotFound if `dir` does not exist.
+  virtual Result<std::vector<DirEntry>> ListDir(const std::string& dir) = 0;
+  // mkdir -p. OK if it already exists.
+  virtual Status CreateDirs(const std::string& dir) = 0;
+  // Removes an empty directory.
+  virtual Status RemoveDir(const std::string& dir) = 0;
+  // Makes the directory's entries (creations, renames, removals) durable.
+  virtual Status SyncDir(const std::string& dir) = 0;
+};
+
+// A process-wide PosixFileSystem (stateless, so sharing it is harmless).
+FileSystem* DefaultFileSystem();
+
+// "a" + "b" -> "a/b"; an empty side yields the other.
+std::string JoinPath(std::string_view a, std::string_view b);
+// "a/b/c" -> "a/b"; "/a" -> "/"; "a" -> "".
+std::string ParentDir(std::string_view path);
+// "a/b/c" -> "c".
+std::string BaseName(std::string_view path);
+
+}  // namespace agentkv

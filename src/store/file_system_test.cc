@@ -1,0 +1,170 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "store/durable_io.h"
+#include "store/fault_file_system.h"
+#include "store/mem_file_system.h"
+#include "store/posix_file_system.h"
+
+namespace agentkv {
+namespace {
+
+Status WriteUnsynced(FileSystem* fs, const std::string& path, const std::string& data) {
+  AGENTKV_ASSIGN_OR_RETURN(auto f, fs->NewWritableFile(path));
+  AGENTKV_RETURN_IF_ERROR(f->Append(data));
+  return f->Close();
+}
+
+std::vector<std::string> Names(FileSystem* fs, const std::string& dir) {
+  std::vector<std::string> out;
+  auto r = fs->ListDir(dir);
+  if (r.ok()) {
+    for (const auto& e : *r) out.push_back(e.name + (e.is_dir ? "/" : ""));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(PathTest, JoinParentBase) {
+  EXPECT_EQ(JoinPath("a", "b"), "a/b");
+  EXPECT_EQ(JoinPath("a/", "b"), "a/b");
+  EXPECT_EQ(JoinPath("", "b"), "b");
+  EXPECT_EQ(ParentDir("/a/b/c"), "/a/b");
+  EXPECT_EQ(ParentDir("/a"), "/");
+  EXPECT_EQ(ParentDir("a"), "");
+  EXPECT_EQ(BaseName("/a/b/c"), "c");
+}
+
+TEST(MemFileSystemTest, BasicOperations) {
+  MemFileSystem fs;
+  EXPECT_EQ(fs.NewWritableFile("/d/x").status().code(), StatusCode::kNotFound);  // no parent
+  ASSERT_TRUE(fs.CreateDirs("/d/e").ok());
+  ASSERT_TRUE(WriteUnsynced(&fs, "/d/x", "hello").ok());
+  EXPECT_EQ(*fs.ReadFile("/d/x"), "hello");
+  EXPECT_EQ(*fs.ReadRange("/d/x", 1, 3), "ell");
+  EXPECT_EQ(*fs.ReadRange("/d/x", 9, 3), "");
+  EXPECT_EQ(*fs.FileSize("/d/x"), 5u);
+  EXPECT_EQ(Names(&fs, "/d"), (std::vector<std::string>{"e/", "x"}));
+  ASSERT_TRUE(fs.RenameFile("/d/x", "/d/e/y").ok());
+  EXPECT_FALSE(fs.Exists("/d/x"));
+  EXPECT_EQ(fs.RemoveDir("/d/e").code(), StatusCode::kIOError);  // not empty
+  ASSERT_TRUE(fs.RemoveFile("/d/e/y").ok());
+  EXPECT_EQ(fs.RemoveFile("/d/e/y").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(fs.RemoveDir("/d/e").ok());
+  EXPECT_EQ(fs.ListDir("/nope").status().code(), StatusCode::kNotFound);
+}
+
+TEST(MemFileSystemTest, CrashDropsUnsyncedDataAndEntries) {
+  MemFileSystem fs;
+  ASSERT_TRUE(fs.CreateDirs("/d").ok());
+  ASSERT_TRUE(fs.SyncDir("/").ok());
+  // Synced data, synced entry: survives.
+  ASSERT_TRUE(WriteFileAtomically(&fs, "/d/a", "A1", /*sync_dir=*/true).ok());
+  // Synced data, unsynced entry: lost.
+  ASSERT_TRUE(WriteFileAtomically(&fs, "/d/b", "B1", /*sync_dir=*/false).ok());
+  // Unsynced data in a synced entry: the bytes are lost.
+  ASSERT_TRUE(WriteUnsynced(&fs, "/d/c", "C1").ok());
+  ASSERT_TRUE(fs.SyncDir("/d").ok());
+  ASSERT_TRUE(WriteUnsynced(&fs, "/d/c2", "x").ok());
+  // An unsynced rename over a durable file and an unsynced removal: undone.
+  ASSERT_TRUE(WriteFileAtomically(&fs, "/d/a", "A2", /*sync_dir=*/false).ok());
+  ASSERT_TRUE(fs.RemoveFile("/d/b").ok());
+  fs.SimulateCrash();
+  EXPECT_EQ(*fs.ReadFile("/d/a"), "A1");
+  EXPECT_EQ(*fs.ReadFile("/d/b"), "B1");  // its creation had been synced by SyncDir("/d")
+  EXPECT_EQ(*fs.ReadFile("/d/c"), "");
+  EXPECT_FALSE(fs.Exists("/d/c2"));
+  EXPECT_FALSE(fs.Exists("/d/a.tmp"));
+}
+
+TEST(MemFileSystemTest, EntriesInUnsyncedDirectoriesAreLost) {
+  MemFileSystem fs;
+  ASSERT_TRUE(fs.CreateDirs("/x/y").ok());
+  ASSERT_TRUE(WriteFileAtomically(&fs, "/x/y/f", "data", /*sync_dir=*/true).ok());
+  fs.SimulateCrash();  // "/x" itself never synced into "/"
+  EXPECT_FALSE(fs.Exists("/x"));
+  ASSERT_TRUE(CreateDirsDurably(&fs, "/x/y").ok());
+  ASSERT_TRUE(WriteFileAtomically(&fs, "/x/y/f", "data", /*sync_dir=*/true).ok());
+  fs.SimulateCrash();
+  EXPECT_EQ(*fs.ReadFile("/x/y/f"), "data");
+}
+
+TEST(FaultFileSystemTest, CountsFailsAndCrashes) {
+  MemFileSystem mem;
+  FaultInjectingFileSystem fs(&mem);
+  ASSERT_TRUE(CreateDirsDurably(&fs, "/d").ok());
+  EXPECT_EQ(fs.log(), (std::vector<std::string>{"exists /d", "mkdir /d", "syncdir /"}));
+  fs.Reset();
+  ASSERT_TRUE(WriteFileAtomically(&fs, "/d/a", "x", true).ok());
+  // create, append, sync, close, rename, syncdir
+  EXPECT_EQ(fs.op_count(), 6u);
+  EXPECT_EQ(fs.CountOps("create", "/d/a"), 1u);
+  fs.Reset();
+  fs.FailOpAt(2);  // the append
+  EXPECT_EQ(WriteFileAtomically(&fs, "/d/a", "y", true).code(), StatusCode::kIOError);
+  EXPECT_EQ(*mem.ReadFile("/d/a"), "x");
+  EXPECT_FALSE(mem.Exists("/d/a.tmp"));  // cleaned up
+  EXPECT_TRUE(WriteFileAtomically(&fs, "/d/a", "y", true).ok());  // transient
+  fs.Reset();
+  fs.CrashAtOp(3);
+  EXPECT_FALSE(WriteFileAtomically(&fs, "/d/a", "z", true).ok());
+  EXPECT_TRUE(fs.crashed());
+  EXPECT_FALSE(fs.ReadFile("/d/a").ok());  // dead until Reset
+  mem.SimulateCrash();
+  fs.Reset();
+  auto after = fs.ReadFile("/d/a");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(*after, "y");
+}
+
+TEST(FaultFileSystemTest, NoSpaceWritesPartially) {
+  MemFileSystem mem;
+  FaultInjectingFileSystem fs(&mem);
+  ASSERT_TRUE(fs.CreateDirs("/d").ok());
+  fs.SetNoSpaceAfterBytes(3);
+  auto f = fs.NewWritableFile("/d/a");
+  ASSERT_TRUE(f.ok());
+  Status st = (*f)->Append("hello");
+  EXPECT_EQ(st.code(), StatusCode::kIOError);
+  EXPECT_NE(st.message().find("No space"), std::string::npos);
+  EXPECT_EQ(*mem.ReadFile("/d/a"), "hel");
+}
+
+class PosixFileSystemTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "/agentkv_fs_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    ASSERT_EQ(std::system(("rm -rf '" + dir_ + "'").c_str()), 0);
+  }
+  std::string dir_;
+};
+
+TEST_F(PosixFileSystemTest, BasicOperations) {
+  PosixFileSystem fs;
+  const std::string d = dir_ + "/a/b";
+  ASSERT_TRUE(CreateDirsDurably(&fs, d).ok());
+  ASSERT_TRUE(fs.CreateDirs(d).ok());  // idempotent
+  ASSERT_TRUE(WriteFileAtomically(&fs, d + "/f", "hello", true).ok());
+  EXPECT_EQ(*fs.ReadFile(d + "/f"), "hello");
+  EXPECT_EQ(*fs.ReadRange(d + "/f", 1, 10), "ello");
+  EXPECT_EQ(*fs.FileSize(d + "/f"), 5u);
+  EXPECT_TRUE(fs.Exists(d + "/f"));
+  EXPECT_FALSE(fs.Exists(d + "/f.tmp"));
+  EXPECT_EQ(Names(&fs, dir_ + "/a"), (std::vector<std::string>{"b/"}));
+  ASSERT_TRUE(fs.RenameFile(d + "/f", d + "/g").ok());
+  EXPECT_EQ(fs.ReadFile(d + "/f").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(fs.RemoveDir(d).code(), StatusCode::kIOError);
+  ASSERT_TRUE(fs.RemoveFile(d + "/g").ok());
+  ASSERT_TRUE(fs.RemoveDir(d).ok());
+  EXPECT_EQ(fs.ListDir(d).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(fs.NewWritableFile(d + "/x").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace agentkv

@@ -1,0 +1,180 @@
+#include "store/posix_file_system.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace agentkv {
+namespace {
+
+Status PosixError(const char* op, const std::string& path, int err) {
+  std::string msg = std::string(op) + " " + path + ": " + std::strerror(err);
+  if (err == ENOENT) return Status::NotFound(std::move(msg));
+  return Status::IOError(std::move(msg));
+}
+
+// fsync that reaches the platter on macOS too (plain fsync does not there).
+int FullSync(int fd) {
+#ifdef __APPLE__
+  if (::fcntl(fd, F_FULLFSYNC) == 0) return 0;
+#endif
+  return ::fsync(fd);
+}
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Append(std::string_view data) override {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return PosixError("write", path_, errno);
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return Status::OK();
+  }
+  Status Sync() override {
+    if (FullSync(fd_) != 0) return PosixError("fsync", path_, errno);
+    return Status::OK();
+  }
+  Status Close() override {
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return PosixError("close", path_, errno);
+    return Status::OK();
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+Result<std::string> ReadAt(const std::string& path, uint64_t offset, size_t n, bool whole) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return PosixError("open", path, errno);
+  if (whole) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int err = errno;
+      ::close(fd);
+      return PosixError("stat", path, err);
+    }
+    n = static_cast<size_t>(st.st_size);
+  }
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, out.data() + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return PosixError("read", path, err);
+    }
+    if (r == 0) break;  // end of file (it may have shrunk since fstat)
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
+}
+
+}  // namespace
+
+FileSystem* DefaultFileSystem() {
+  static PosixFileSystem* fs = new PosixFileSystem();  // stateless; never destroyed
+  return fs;
+}
+
+Result<std::unique_ptr<WritableFile>> PosixFileSystem::NewWritableFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return PosixError("create", path, errno);
+  return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+}
+
+Result<std::string> PosixFileSystem::ReadFile(const std::string& path) {
+  return ReadAt(path, 0, 0, /*whole=*/true);
+}
+
+Result<std::string> PosixFileSystem::ReadRange(const std::string& path, uint64_t offset, size_t n) {
+  return ReadAt(path, offset, n, /*whole=*/false);
+}
+
+Result<uint64_t> PosixFileSystem::FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+bool PosixFileSystem::Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+Status PosixFileSystem::RenameFile(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return PosixError("rename", from + " -> " + to, errno);
+  return Status::OK();
+}
+
+Status PosixFileSystem::RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) return PosixError("unlink", path, errno);
+  return Status::OK();
+}
+
+Result<std::vector<DirEntry>> PosixFileSystem::ListDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return PosixError("opendir", dir, errno);
+  std::vector<DirEntry> out;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    bool is_dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN) {
+      struct stat st;
+      is_dir = ::stat(JoinPath(dir, name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    out.push_back({std::move(name), is_dir});
+  }
+  ::closedir(d);
+  return out;
+}
+
+Status PosixFileSystem::CreateDirs(const std::string& dir) {
+  if (dir.empty()) return Status::OK();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return Status::OK();
+    return Status::IOError("mkdir " + dir + ": exists and is not a directory");
+  }
+  std::string parent = ParentDir(dir);
+  if (!parent.empty() && parent != dir) AGENTKV_RETURN_IF_ERROR(CreateDirs(parent));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return PosixError("mkdir", dir, errno);
+  return Status::OK();
+}
+
+Status PosixFileSystem::RemoveDir(const std::string& dir) {
+  if (::rmdir(dir.c_str()) != 0) return PosixError("rmdir", dir, errno);
+  return Status::OK();
+}
+
+Status PosixFileSystem::SyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return PosixError("open dir", dir, errno);
+  int rc = FullSync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return PosixError("fsync dir", dir, err);
+  return Status::OK();
+}
+
+}  // namespace agentkv

@@ -1,0 +1,24 @@
+#pragma once
+// PosixFileSystem: FileSystem on the real disk. The only code in store/ that
+// calls POSIX. Stateless; thread-safe.
+
+#include "store/file_system.h"
+
+namespace agentkv {
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  Result<std::string> ReadFile(const std::string& path) override;
+  Result<std::string> ReadRange(const std::string& path, uint64_t offset, size_t n) override;
+  Result<uint64_t> FileSize(const std::string& path) override;
+  bool Exists(const std::string& path) override;
+  Status RenameFile(const std::string& from, const std::string& to) override;
+  Status RemoveFile(const std::string& path) override;
+  Result<std::vector<DirEntry>> ListDir(const std::string& dir) override;
+  Status CreateDirs(const std::string& dir) override;
+  Status RemoveDir(const std::string& dir) override;
+  Status SyncDir(const std::string& dir) override;
+};
+
+}  // namespace agentkv
