@@ -39,6 +39,13 @@ Result<int> HttpServer::Start() {
     const size_t n = static_cast<size_t>(options_.worker_threads);
     s.new_task_queue = [n] { return new httplib::ThreadPool(n); };
   }
+  // httplib sets SO_REUSEPORT by default, which lets a second server bind
+  // the same port and silently share its connections. SO_REUSEADDR only:
+  // quick restarts, but "port in use" is reported.
+  s.set_socket_options([](socket_t sock) {
+    const int one = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  });
   s.set_payload_max_length(options_.max_body_bytes);
   s.set_read_timeout(options_.read_timeout_s, 0);
   s.set_write_timeout(options_.write_timeout_s, 0);

@@ -1,0 +1,205 @@
+#include "api/openai_json.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace agentkv::api {
+namespace {
+
+using nlohmann::json;
+
+ParseContext Ctx() {
+  ParseContext c;
+  c.model_id = "m";
+  c.model_aliases = {"alias"};
+  return c;
+}
+
+std::optional<ApiError> Chat(const std::string& body, GenerationRequest* out = nullptr,
+                             ParseContext ctx = Ctx()) {
+  GenerationRequest r;
+  auto e = ParseChatRequest(body, ctx, out ? out : &r);
+  return e;
+}
+
+const char* kMsgs = R"("messages":[{"role":"user","content":"hi"}])";
+std::string With(const std::string& extra) { return std::string("{") + kMsgs + extra + "}"; }
+
+TEST(OpenAiJsonTest, ParsesFullChatRequest) {
+  GenerationRequest r;
+  auto e = Chat(R"({"model":"m","messages":[{"role":"system","content":"s"},
+      {"role":"developer","content":"d"},{"role":"user","content":[{"type":"text","text":"a"},
+      {"type":"text","text":"b"}]},{"role":"assistant","content":null}],
+      "max_completion_tokens":7,"temperature":0,"top_p":0.5,"top_k":40,"seed":-3,
+      "stop":["x","y"],"stream":true,"stream_options":{"include_usage":true},
+      "agent_id":"a1","user":"ignored","presence_penalty":0.5})",
+                &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[1].role, Role::kSystem);
+  EXPECT_EQ(r.messages[2].content, "a\nb");
+  EXPECT_EQ(r.messages[3].content, "");
+  EXPECT_EQ(*r.sampling.max_tokens, 7);
+  EXPECT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_EQ(*r.sampling.seed, -3);
+  EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.agent_id, "a1");
+}
+
+TEST(OpenAiJsonTest, DefaultsAndAliases) {
+  GenerationRequest r;
+  ASSERT_FALSE(Chat(With(R"(,"model":"alias","max_tokens":3,"stop":"END","seed":null)"), &r));
+  EXPECT_EQ(*r.sampling.max_tokens, 3);
+  EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
+  EXPECT_FALSE(r.sampling.seed);
+  EXPECT_FALSE(r.stream);
+  GenerationRequest d;
+  ASSERT_FALSE(Chat(With(""), &d));
+  EXPECT_FALSE(d.sampling.max_tokens);
+  EXPECT_EQ(d.agent_id, "");
+}
+
+struct BadCase {
+  std::string body;
+  int status;
+  std::string param;
+};
+
+TEST(OpenAiJsonTest, RefusesBadChatRequests) {
+  const std::vector<BadCase> cases = {
+      {"", 400, ""},
+      {"{", 400, ""},
+      {"[]", 400, ""},
+      {R"({"messages":[]})", 400, "messages"},
+      {R"({"messages":"hi"})", 400, "messages"},
+      {R"({})", 400, "messages"},
+      {R"({"messages":[{"content":"x"}]})", 400, "messages[0].role"},
+      {R"({"messages":[{"role":"tool","content":"x"}]})", 400, "messages[0].role"},
+      {R"({"messages":[{"role":"user"}]})", 400, "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":5}]})", 400, "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", 400,
+       "messages[0].content[0].type"},
+      {With(R"(,"model":"gpt-4")"), 404, "model"},
+      {With(R"(,"model":7)"), 400, "model"},
+      {With(R"(,"temperature":2.5)"), 400, "temperature"},
+      {With(R"(,"temperature":-0.1)"), 400, "temperature"},
+      {With(R"(,"temperature":"hot")"), 400, "temperature"},
+      {With(R"(,"top_p":0)"), 400, "top_p"},
+      {With(R"(,"top_p":1.01)"), 400, "top_p"},
+      {With(R"(,"top_k":-1)"), 400, "top_k"},
+      {With(R"(,"top_k":1.5)"), 400, "top_k"},
+      {With(R"(,"max_tokens":0)"), 400, "max_tokens"},
+      {With(R"(,"max_tokens":10.0)"), 400, "max_tokens"},
+      {With(R"(,"max_completion_tokens":-5)"), 400, "max_completion_tokens"},
+      {With(R"(,"max_tokens":99999999999999999999)"), 400, "max_tokens"},
+      {With(R"(,"seed":"1")"), 400, "seed"},
+      {With(R"(,"stop":["a","b","c","d","e"])"), 400, "stop"},
+      {With(R"(,"stop":[1])"), 400, "stop"},
+      {With(R"(,"stop":[""])"), 400, "stop"},
+      {With(R"(,"stream":"yes")"), 400, "stream"},
+      {With(R"(,"stream_options":{"include_usage":true})"), 400, "stream_options"},
+      {With(R"(,"stream":true,"stream_options":{"include_usage":1})"), 400,
+       "stream_options.include_usage"},
+      {With(R"(,"n":2)"), 400, "n"},
+      {With(R"(,"tools":[{"type":"function"}])"), 400, "tools"},
+      {With(R"(,"logprobs":true)"), 400, "logprobs"},
+      {With(R"(,"response_format":{"type":"json_object"})"), 400, "response_format"},
+      {With(R"(,"agent_id":"../x")"), 400, "agent_id"},
+      {With(R"(,"agent_id":5)"), 400, "agent_id"},
+      {With(R"(,"session_id":"")"), 400, "session_id"},
+      {With(R"(,"agent_id":"a","session_id":"b")"), 400, "session_id"},
+  };
+  for (const BadCase& c : cases) {
+    auto e = Chat(c.body);
+    ASSERT_TRUE(e) << c.body;
+    EXPECT_EQ(e->http_status, c.status) << c.body;
+    EXPECT_EQ(e->param, c.param) << c.body;
+    EXPECT_FALSE(e->message.empty());
+    EXPECT_EQ(e->type, "invalid_request_error");
+  }
+}
+
+TEST(OpenAiJsonTest, AgentIdFromHeadersMustAgree) {
+  ParseContext ctx = Ctx();
+  ctx.header_agent_id = "h1";
+  GenerationRequest r;
+  ASSERT_FALSE(Chat(With(R"(,"agent_id":"h1")"), &r, ctx));
+  EXPECT_EQ(r.agent_id, "h1");
+  auto e = Chat(With(R"(,"agent_id":"other")"), &r, ctx);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "agent_id");
+  ctx.header_agent_id = "..";
+  e = Chat(With(""), &r, ctx);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "X-Agent-Id");
+  ctx.header_agent_id.reset();
+  ctx.header_session_id = "s-1";
+  ASSERT_FALSE(Chat(With(""), &r, ctx));
+  EXPECT_EQ(r.agent_id, "s-1");
+}
+
+TEST(OpenAiJsonTest, Completions) {
+  GenerationRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":"Once","max_tokens":5})", Ctx(), &r));
+  EXPECT_EQ(r.kind, RequestKind::kCompletion);
+  EXPECT_EQ(r.prompt, "Once");
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":["Twice"]})", Ctx(), &r));
+  EXPECT_EQ(r.prompt, "Twice");
+  for (const char* bad : {R"({})", R"({"prompt":""})", R"({"prompt":["a","b"]})", R"({"prompt":[1,2]})",
+                          R"({"prompt":"a","echo":true})", R"({"prompt":"a","suffix":"z"})",
+                          R"({"prompt":"a","best_of":3})"}) {
+    auto e = ParseCompletionRequest(bad, Ctx(), &r);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->http_status, 400);
+  }
+}
+
+TEST(OpenAiJsonTest, ResponseShapes) {
+  Usage u;
+  u.prompt_tokens = 10;
+  u.completion_tokens = 3;
+  u.cached_tokens = 8;
+  u.agent_id = "a";
+  u.cache_state = CacheState::kWarm;
+  u.match = MatchType::kExtend;
+  u.tokens_prefilled = 2;
+  u.ttft_ms = 12.5;
+  json chat = json::parse(CompletionJson({"id1", "m", 5, RequestKind::kChat}, "hé", FinishReason::kLength, u));
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], "hé");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(chat["usage"]["total_tokens"], 13);
+  EXPECT_EQ(chat["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
+  EXPECT_EQ(chat["usage"]["agentkv"]["cache_state"], "warm");
+  EXPECT_EQ(chat["usage"]["agentkv"]["match"], "extend");
+  EXPECT_EQ(chat["usage"]["agentkv"]["tokens_prefilled"], 2);
+  EXPECT_EQ(chat["usage"]["agentkv"]["ttft_ms"], 12.5);
+  json text = json::parse(CompletionJson({"id2", "m", 5, RequestKind::kCompletion}, "x", FinishReason::kStop, u));
+  EXPECT_EQ(text["object"], "text_completion");
+  EXPECT_EQ(text["choices"][0]["text"], "x");
+  json err = json::parse(ApiErrorJson(InvalidRequest("bad", "")));
+  EXPECT_EQ(err["error"]["message"], "bad");
+  EXPECT_TRUE(err["error"]["param"].is_null());
+  EXPECT_TRUE(err["error"]["code"].is_null());
+  EXPECT_EQ(err["error"]["type"], "invalid_request_error");
+}
+
+TEST(OpenAiJsonTest, StatusMapping) {
+  EXPECT_EQ(ApiErrorFromStatus(Status::InvalidArgument("x")).http_status, 400);
+  EXPECT_EQ(ApiErrorFromStatus(Status::Unsupported("x")).http_status, 400);
+  EXPECT_EQ(ApiErrorFromStatus(Status::NotFound("x")).http_status, 404);
+  EXPECT_EQ(ApiErrorFromStatus(Status::FailedPrecondition("x")).http_status, 409);
+  EXPECT_EQ(ApiErrorFromStatus(Status::ResourceExhausted("x")).http_status, 429);
+  EXPECT_EQ(ApiErrorFromStatus(Status::Unavailable("x")).http_status, 503);
+  EXPECT_EQ(ApiErrorFromStatus(Status::Corruption("x")).http_status, 500);
+  EXPECT_EQ(ApiErrorFromStatus(Status::IOError("x")).http_status, 500);
+  EXPECT_EQ(ApiErrorFromStatus(Status::Internal("x")).http_status, 500);
+}
+
+}  // namespace
+}  // namespace agentkv::api

@@ -1,0 +1,342 @@
+#include "api/router.h"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "api/api_test_util.h"
+#include "api/fake_backend.h"
+#include "api/utf8.h"
+
+namespace agentkv::api {
+namespace {
+
+using namespace agentkv::api::testing;  // NOLINT
+
+// The JSON of `base` with `extra` (",\"k\":v...") spliced in before the final '}'.
+std::string Body(const json& base, const std::string& extra = "") {
+  std::string s = base.dump();
+  s.insert(s.size() - 1, extra);
+  return s;
+}
+
+std::string ChatBody(const std::string& user, const std::string& extra = "") {
+  return Body({{"model", "fake-model"}, {"messages", {{{"role", "user"}, {"content", user}}}}}, extra);
+}
+
+std::optional<std::string> Header(const HttpResponse& r, const std::string& name) {
+  for (const auto& [k, v] : r.headers) {
+    if (k == name) return v;
+  }
+  return std::nullopt;
+}
+
+void ExpectError(const HttpResponse& r, int status, const std::string& param = "") {
+  EXPECT_EQ(r.status, status) << r.body;
+  ASSERT_FALSE(r.stream);
+  json j = json::parse(r.body);
+  ASSERT_TRUE(j.contains("error")) << r.body;
+  for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(k)) << k;
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  if (!param.empty()) EXPECT_EQ(j["error"]["param"], param) << r.body;
+}
+
+class RouterTest : public ::testing::Test {
+ protected:
+  HttpResponse Post(const std::string& path, const std::string& body,
+                    std::vector<std::pair<std::string, std::string>> headers = {}) {
+    return router_.Handle(Req("POST", path, body, std::move(headers)));
+  }
+  HttpResponse Get(const std::string& path) { return router_.Handle(Req("GET", path)); }
+
+  FakeBackend backend_;
+  Router router_{&backend_, ApiKeys()};
+};
+
+TEST_F(RouterTest, HealthFollowsReadiness) {
+  backend_.set_ready(false);
+  HttpResponse r = Get("/health");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body)["status"], "loading");
+  ExpectError(Post("/v1/chat/completions", ChatBody("hi")), 503);
+  EXPECT_EQ(Header(Post("/v1/chat/completions", ChatBody("hi")), "Retry-After"), "1");
+  ExpectError(Get("/v1/models"), 503);
+  EXPECT_EQ(backend_.submitted(), 0);
+  backend_.set_ready(true);
+  EXPECT_EQ(Get("/health").status, 200);
+}
+
+TEST_F(RouterTest, Models) {
+  HttpResponse r = Get("/v1/models");
+  ASSERT_EQ(r.status, 200);
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["data"][0]["id"], "fake-model");
+}
+
+TEST_F(RouterTest, NonStreamChat) {
+  HttpResponse r = Post("/v1/chat/completions", ChatBody("hi there", R"(,"agent_id":"a1")"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Echo: hi there");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);  // 14 bytes in 3-byte pieces
+  EXPECT_EQ(j["usage"]["agentkv"]["agent_id"], "a1");
+  EXPECT_EQ(j["usage"]["agentkv"]["cache_state"], "cold");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(Header(r, "X-Request-Id"), j["id"].get<std::string>());
+  GenerationRequest seen = backend_.last_request();
+  EXPECT_EQ(seen.namespace_id, "default");
+  EXPECT_EQ(seen.agent_id, "a1");
+  // The second turn reuses the agent.
+  j = json::parse(Post("/v1/chat/completions", ChatBody("hi there again", R"(,"agent_id":"a1")")).body);
+  EXPECT_GT(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(j["usage"]["agentkv"]["match"], "extend");
+}
+
+// The issue's headline requirement: streamed deltas == non-streamed text,
+// byte for byte, with code points split by the backend and stop strings.
+TEST_F(RouterTest, StreamEqualsNonStream) {
+  const std::vector<std::string> texts = {"plain ascii", "héllo wörld — 日本語 🎉🎉",
+                                          "stop HERE please", "🎉x", "a"};
+  // Prefixes with bytes a model might emit: a cut code point, invalid bytes.
+  const std::vector<std::string> prefixes = {"Echo: ", "ab\xF0\x9F", "\xE2\x82\xFF!"};
+  for (size_t delta : {1, 2, 3, 5}) {
+    backend_.config().delta_bytes = delta;
+    for (const std::string& t : texts)
+    for (const std::string& prefix : prefixes) {
+      backend_.config().reply_prefix = prefix;
+      for (const std::string& extra : {std::string(), std::string(R"(,"stop":["HERE","🎉"])"),
+                                       std::string(R"(,"max_tokens":4)")}) {
+        for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+          const bool chat = std::string(path) == "/v1/chat/completions";
+          std::string body = chat ? ChatBody(t, extra) : Body({{"prompt", t}}, extra);
+          HttpResponse plain = Post(path, body);
+          ASSERT_EQ(plain.status, 200) << plain.body;
+          json pj = json::parse(plain.body);
+          const std::string want = chat ? pj["choices"][0]["message"]["content"] : pj["choices"][0]["text"];
+          body.insert(body.size() - 1, R"(,"stream":true)");
+          HttpResponse streamed = Post(path, body);
+          ASSERT_EQ(streamed.status, 200);
+          ASSERT_TRUE(streamed.stream);
+          EXPECT_EQ(streamed.content_type, "text/event-stream");
+          SseBody sse = ParseSse(Drain(streamed));
+          EXPECT_EQ(sse.content, want) << "delta=" << delta << " text=" << t << extra;
+          EXPECT_EQ(want, SanitizeUtf8(want));
+          EXPECT_EQ(sse.finish_reason, pj["choices"][0]["finish_reason"]);
+          EXPECT_TRUE(sse.done);
+          EXPECT_TRUE(sse.usage.is_null());
+        }
+      }
+    }
+  }
+}
+
+TEST_F(RouterTest, StopStringsAndMaxTokens) {
+  json j = json::parse(Post("/v1/chat/completions", ChatBody("one STOP two", R"(,"stop":"STOP")")).body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Echo: one ");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(backend_.last_request().sampling.stop, std::vector<std::string>{"STOP"});
+  j = json::parse(Post("/v1/chat/completions", ChatBody("abcdefghijkl", R"(,"max_tokens":2)")).body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Echo: ");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(RouterTest, StreamIncludeUsage) {
+  HttpResponse r = Post("/v1/chat/completions",
+                        ChatBody("hi", R"(,"stream":true,"stream_options":{"include_usage":true})"));
+  SseBody sse = ParseSse(Drain(r));
+  ASSERT_TRUE(sse.usage.is_object());
+  EXPECT_EQ(sse.usage["completion_tokens"], 3);
+  EXPECT_TRUE(sse.usage["agentkv"].contains("ttft_ms"));
+  EXPECT_EQ(sse.chunks.front()["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(sse.chunks.back()["choices"].empty());
+  for (size_t i = 0; i + 1 < sse.chunks.size(); ++i) EXPECT_TRUE(sse.chunks[i]["usage"].is_null());
+}
+
+TEST_F(RouterTest, ClientErrorsAnsweredBeforeAnyWork) {
+  ExpectError(Post("/v1/chat/completions", "{not json"), 400);
+  ExpectError(Post("/v1/chat/completions", R"({"messages":[]})"), 400, "messages");
+  ExpectError(Post("/v1/chat/completions", ChatBody("x", R"(,"temperature":3)")), 400, "temperature");
+  ExpectError(Post("/v1/chat/completions", ChatBody("x", R"(,"model":"gpt-4o")")), 404, "model");
+  ExpectError(Post("/v1/chat/completions", ChatBody("x"), {{"X-Agent-Id", "../../etc"}}), 400,
+              "X-Agent-Id");
+  ExpectError(Post("/v1/completions", R"({"prompt":42})"), 400, "prompt");
+  ExpectError(Get("/v1/nope"), 404);
+  ExpectError(Get("/v1/chat/completions"), 405);
+  ExpectError(router_.Handle(Req("PUT", "/v1/models")), 405);
+  backend_.config().context_tokens = 50;
+  HttpResponse r = Post("/v1/chat/completions", ChatBody(std::string(100, 'x')));
+  ExpectError(r, 413, "messages");
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(backend_.submitted(), 0);
+  // ... and the router still serves.
+  backend_.config().context_tokens = 4096;
+  EXPECT_EQ(Post("/v1/chat/completions", ChatBody("ok")).status, 200);
+}
+
+TEST(RouterLimitsTest, BodyTooLarge) {
+  FakeBackend backend;
+  RouterOptions options;
+  options.max_body_bytes = 64;
+  Router router(&backend, ApiKeys(), options);
+  ExpectError(router.Handle(Req("POST", "/v1/chat/completions", ChatBody(std::string(100, 'x')))), 413);
+}
+
+TEST_F(RouterTest, BackendRefusalsMapToStatus) {
+  backend_.config().submit_status = Status::ResourceExhausted("queue full");
+  HttpResponse r = Post("/v1/chat/completions", ChatBody("x"));
+  ExpectError(r, 429);
+  EXPECT_EQ(Header(r, "Retry-After"), "1");
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "rate_limit_error");
+  backend_.config().submit_status = Status::Unavailable("shutting down");
+  ExpectError(Post("/v1/chat/completions", ChatBody("x", R"(,"stream":true)")), 503);
+  backend_.config().submit_status = Status::FailedPrecondition("agent busy");
+  ExpectError(Post("/v1/chat/completions", ChatBody("x")), 409);
+  backend_.config().submit_status = Status::OK();
+  // An error before the first output still gets a proper status, streaming too.
+  backend_.config().error_before_start = Status::InvalidArgument("template rejected the messages");
+  ExpectError(Post("/v1/chat/completions", ChatBody("x", R"(,"stream":true)")), 400);
+  backend_.config().error_before_start = Status::OK();
+  // A failure mid-generation: 500 when not streaming, an error event when streaming.
+  backend_.config().error_after_deltas = 2;
+  ExpectError(Post("/v1/chat/completions", ChatBody("long enough")), 500);
+  SseBody sse = ParseSse(Drain(Post("/v1/chat/completions", ChatBody("long enough", R"(,"stream":true)"))));
+  EXPECT_EQ(sse.content, "Echo: ");
+  EXPECT_EQ(sse.error["type"], "server_error");
+  EXPECT_FALSE(sse.done);
+}
+
+TEST(RouterAuthTest, KeysMapToIsolatedNamespaces) {
+  FakeBackend backend;
+  Router router(&backend, *ApiKeys::Parse({"alice:sk-a", "bob:sk-b"}));
+  auto as = [](const char* key) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", std::string("Bearer ") + key}};
+  };
+  HttpResponse r = router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x")));
+  ExpectError(r, 401);
+  EXPECT_EQ(Header(r, "WWW-Authenticate"), "Bearer");
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
+  ExpectError(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-c"))), 401);
+  ExpectError(router.Handle(Req("GET", "/v1/agents", "", as("wrong"))), 401);
+  ExpectError(router.Handle(Req("GET", "/metrics")), 401);
+  EXPECT_EQ(router.Handle(Req("GET", "/health")).status, 200);  // probes need no key
+  EXPECT_EQ(backend.submitted(), 0);
+
+  ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x", R"(,"agent_id":"shared")"),
+                              as("sk-a")))
+                .status,
+            200);
+  EXPECT_EQ(backend.last_request().namespace_id, "alice");
+  json a = json::parse(router.Handle(Req("GET", "/v1/agents", "", as("sk-a"))).body);
+  ASSERT_EQ(a["data"].size(), 1u);
+  EXPECT_EQ(a["data"][0]["id"], "shared");
+  json b = json::parse(router.Handle(Req("GET", "/v1/agents", "", as("sk-b"))).body);
+  EXPECT_TRUE(b["data"].empty());
+  ExpectError(router.Handle(Req("GET", "/v1/agents/shared", "", as("sk-b"))), 404);
+  ExpectError(router.Handle(Req("DELETE", "/v1/agents/shared", "", as("sk-b"))), 404);
+  EXPECT_EQ(router.Handle(Req("GET", "/v1/agents/shared", "", as("sk-a"))).status, 200);
+}
+
+TEST_F(RouterTest, AdminRoutes) {
+  AgentInfo info;
+  info.id = "planner";
+  info.tier = CacheState::kHot;
+  info.tokens = 1000;
+  info.ram_bytes = 4096;
+  backend_.AddAgent("default", info);
+  info.id = "busy-one";
+  info.busy = true;
+  backend_.AddAgent("default", info);
+
+  json list = json::parse(Get("/v1/agents").body);
+  ASSERT_EQ(list["data"].size(), 2u);
+  HttpResponse r = Get("/v1/agents/planner");
+  ASSERT_EQ(r.status, 200);
+  json one = json::parse(r.body);
+  EXPECT_EQ(one["tier"], "hot");
+  EXPECT_EQ(one["tokens"], 1000);
+  EXPECT_EQ(one["bytes"], 4096);
+  ExpectError(Get("/v1/agents/../secrets"), 400, "agent_id");
+  ExpectError(Get("/v1/agents/a/b"), 400);
+  ExpectError(Get("/v1/agents/.hidden"), 400);
+  ExpectError(Get("/v1/agents/ghost"), 404);
+
+  HttpRequest del = Req("DELETE", "/v1/agents/planner");
+  del.query.emplace("evict_only", "maybe");
+  ExpectError(router_.Handle(del), 400, "evict_only");
+  del.query.clear();
+  del.query.emplace("evict_only", "true");
+  r = router_.Handle(del);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["evicted"], true);
+  EXPECT_EQ(json::parse(Get("/v1/agents/planner").body)["tier"], "warm");
+  r = router_.Handle(Req("DELETE", "/v1/agents/planner"));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body)["deleted"], true);
+  ExpectError(Get("/v1/agents/planner"), 404);
+  ExpectError(router_.Handle(Req("DELETE", "/v1/agents/busy-one")), 409);
+}
+
+TEST_F(RouterTest, MetricsCombineBackendAndHttp) {
+  Post("/v1/chat/completions", ChatBody("x"));
+  Post("/v1/chat/completions", "{");
+  HttpResponse r = Get("/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type.rfind("text/plain", 0), 0u);
+  EXPECT_NE(r.body.find("agentkv_requests_total 1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"(agentkv_http_requests_total{route="chat_completions",code="200"} 1)"),
+            std::string::npos);
+  EXPECT_NE(r.body.find(R"(agentkv_http_requests_total{route="chat_completions",code="400"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(RouterTest, NonStreamDisconnectCancels) {
+  backend_.config().delay_ms = 20;
+  backend_.config().repeat = 200;  // would take ~10 s
+  HttpRequest req = Req("POST", "/v1/chat/completions", ChatBody("slow"));
+  const auto gone_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+  req.client_gone = [gone_at] { return std::chrono::steady_clock::now() > gone_at; };
+  const auto t0 = std::chrono::steady_clock::now();
+  HttpResponse r = router_.Handle(req);
+  EXPECT_EQ(r.status, 499);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  backend_.JoinAll();
+  EXPECT_EQ(backend_.cancelled(), 1);
+  EXPECT_EQ(backend_.finished(), 0);
+}
+
+TEST_F(RouterTest, StreamDroppedCancels) {
+  backend_.config().delay_ms = 20;
+  backend_.config().repeat = 200;
+  HttpResponse r = Post("/v1/chat/completions", ChatBody("slow", R"(,"stream":true)"));
+  ASSERT_TRUE(r.stream);
+  std::string got;
+  while (got.size() < 1000) r.stream->Read(std::chrono::milliseconds(50), &got);
+  r.stream.reset();  // the adapter drops the stream when the client goes away
+  backend_.JoinAll();
+  EXPECT_EQ(backend_.cancelled(), 1);
+}
+
+TEST_F(RouterTest, ConcurrentRequests) {
+  backend_.config().delay_ms = 1;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      const std::string user = "agent " + std::to_string(i) + " says ü";
+      const std::string extra = i % 2 ? R"(,"stream":true)" : "";
+      HttpResponse r = router_.Handle(Req("POST", "/v1/chat/completions", ChatBody(user, extra),
+                                          {{"X-Agent-Id", "a" + std::to_string(i)}}));
+      const std::string content = r.stream ? ParseSse(Drain(r)).content
+                                           : json::parse(r.body)["choices"][0]["message"]["content"].get<std::string>();
+      if (content == "Echo: " + user) ok.fetch_add(1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+}
+
+}  // namespace
+}  // namespace agentkv::api
