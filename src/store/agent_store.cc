@@ -265,8 +265,8 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
     return st.WithContext(where);
   };
   if (!ns->dirs_ready) {
-    Status st = CreateDirsDurably(fs_, AgentsDir(*ns));
-    if (st.ok()) st = CreateDirsDurably(fs_, BlocksDir(*ns));
+    Status st = CreateDirsDurably(fs_, AgentsDir(*ns), root_);
+    if (st.ok()) st = CreateDirsDurably(fs_, BlocksDir(*ns), ns->dir);
     if (!st.ok()) return fail(st);
     ns->dirs_ready = true;
   }

@@ -34,6 +34,13 @@ Result<std::vector<DirEntry>> ListOrEmpty(FileSystem* fs, const std::string& dir
   return r;
 }
 
+// SyncDir that treats a missing directory as nothing to sync. (Not Exists()
+// + SyncDir(): a failed Exists() would silently skip a needed fsync.)
+Status SyncDirIfPresent(FileSystem* fs, const std::string& dir) {
+  Status st = fs->SyncDir(dir);
+  return st.code() == StatusCode::kNotFound ? Status::OK() : st;
+}
+
 }  // namespace
 
 AgentStore::AgentStore(AgentStoreOptions options)
@@ -52,7 +59,7 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) 
   std::unique_ptr<AgentStore> store(new AgentStore(std::move(options)));
   std::lock_guard<std::mutex> l(store->mu_);
   if (!store->options_.read_only) {
-    AGENTKV_RETURN_IF_ERROR(CreateDirsDurably(store->fs_, store->root_).WithContext("open store"));
+    AGENTKV_RETURN_IF_ERROR(CreateDirsDurably(store->fs_, store->root_, ParentDir(store->options_.cache_dir)).WithContext("open store"));
   }
   AGENTKV_RETURN_IF_ERROR(store->ScanAllLocked().WithContext("open store " + store->root_));
   if (!store->options_.read_only) {
@@ -97,7 +104,7 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
   const std::string agents_dir = AgentsDir(*ns), blocks_dir = BlocksDir(*ns);
   // After this fsync, what we see in agents/ is what a crash would keep, so
   // blocks unreferenced by it are safe to delete.
-  if (!ro && fs_->Exists(agents_dir)) AGENTKV_RETURN_IF_ERROR(fs_->SyncDir(agents_dir));
+  if (!ro) AGENTKV_RETURN_IF_ERROR(SyncDirIfPresent(fs_, agents_dir));
   ns->agents.clear();
   ns->blocks.clear();
   std::map<std::string, BlockRef> known;  // block id -> a manifest's view of it
@@ -179,7 +186,7 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
       if (fs_->RemoveFile(BlockPath(*ns, it->first)).ok()) ++stats_.orphan_blocks_removed;
       it = ns->blocks.erase(it);
     }
-    if (fs_->Exists(blocks_dir)) AGENTKV_RETURN_IF_ERROR(fs_->SyncDir(blocks_dir));
+    AGENTKV_RETURN_IF_ERROR(SyncDirIfPresent(fs_, blocks_dir));
   }
   ns->dirs_ready = false;
   ns->dirty = false;
@@ -207,7 +214,7 @@ void AgentStore::QuarantineLocked(NamespaceState* ns, const std::string& path) {
   const std::string qdir = QuarantineDir(*ns);
   const std::string dest =
       qdir + "/" + BaseName(path) + "." + std::to_string(NowMs()) + "-" + std::to_string(++quarantine_seq_);
-  Status st = CreateDirsDurably(fs_, qdir);
+  Status st = CreateDirsDurably(fs_, qdir, ns->dir);
   if (st.ok()) st = fs_->RenameFile(path, dest);
   if (!st.ok()) {
     AKV_LOG_WARN("store: cannot quarantine %s (%s); deleting it", path.c_str(), st.ToString().c_str());

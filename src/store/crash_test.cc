@@ -181,6 +181,31 @@ TEST(CrashTest, IoErrorAtEveryStepThenRetry) {
   EXPECT_LT(n, kMaxOps);
 }
 
+// Same for a first save into a new namespace: directories created by a
+// failed attempt must still be made durable by the retry.
+TEST(CrashTest, IoErrorAtEveryStepOfAFirstSaveThenRetry) {
+  uint64_t n = 1;
+  for (; n < kMaxOps; ++n) {
+    World w;
+    w.Open();
+    w.fault.Reset();
+    w.fault.FailOpAt(n);
+    Status st = Save(w.store.get(), "ns", "a", V2());
+    bool failed_op_reached = w.fault.op_count() >= n;
+    w.fault.Reset();
+    ExpectOldOrNew(w.store.get(), nullptr, V2(), n);
+    ASSERT_TRUE(Save(w.store.get(), "ns", "a", V2()).ok()) << "op " << n;
+    w.CrashAndReopen();
+    EXPECT_TRUE(ExpectOldOrNew(w.store.get(), nullptr, V2(), n)) << "op " << n << ": acknowledged save lost";
+    w.ExpectClean();
+    if (!failed_op_reached) {
+      EXPECT_TRUE(st.ok());
+      break;
+    }
+  }
+  EXPECT_LT(n, kMaxOps);
+}
+
 TEST(CrashTest, NoSpaceLeavesOldVersion) {
   for (uint64_t room : {0ull, 100ull, 5000ull, 20000ull, 40000ull}) {
     World w;

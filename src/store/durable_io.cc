@@ -34,12 +34,15 @@ Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_
   return WritePiecesAtomically(fs, path, {data}, sync_dir);
 }
 
-Status CreateDirsDurably(FileSystem* fs, const std::string& dir) {
-  if (dir.empty() || dir == "/" || fs->Exists(dir)) return Status::OK();
-  AGENTKV_RETURN_IF_ERROR(CreateDirsDurably(fs, ParentDir(dir)));
-  AGENTKV_RETURN_IF_ERROR(fs->CreateDirs(dir));
-  std::string parent = ParentDir(dir);
-  return fs->SyncDir(parent.empty() ? "." : parent);
+Status CreateDirsDurably(FileSystem* fs, const std::string& dir, const std::string& durable_base) {
+  std::vector<std::string> chain;  // dir, its parent, ... up to below durable_base
+  for (std::string p = dir; !p.empty() && p != "/" && p != durable_base; p = ParentDir(p)) chain.push_back(p);
+  AGENTKV_RETURN_IF_ERROR(fs->CreateDirs(dir).WithContext("create " + dir));
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    std::string parent = ParentDir(*it);
+    AGENTKV_RETURN_IF_ERROR(fs->SyncDir(parent.empty() ? "." : parent).WithContext("create " + dir));
+  }
+  return Status::OK();
 }
 
 }  // namespace agentkv

@@ -28,8 +28,12 @@ Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_
 Status WritePiecesAtomically(FileSystem* fs, const std::string& path,
                              const std::vector<std::string_view>& pieces, bool sync_dir);
 
-// mkdir -p, then syncs the parent of every directory it had to create, so the
-// whole chain survives a crash. OK if `dir` already exists.
-Status CreateDirsDurably(FileSystem* fs, const std::string& dir);
+// mkdir -p `dir`, then fsyncs the parent of every directory from just below
+// `durable_base` down to `dir` (top-down), so the whole chain survives a
+// crash. Always syncs, even if the directories exist: a directory created by
+// an earlier, failed attempt may not be durable yet.
+// REQUIRES: `durable_base` is an ancestor of `dir` (or "" / "/"), and is
+// itself durable (the caller's responsibility, e.g. an existing user dir).
+Status CreateDirsDurably(FileSystem* fs, const std::string& dir, const std::string& durable_base);
 
 }  // namespace agentkv

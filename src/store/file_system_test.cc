@@ -85,7 +85,7 @@ TEST(MemFileSystemTest, EntriesInUnsyncedDirectoriesAreLost) {
   ASSERT_TRUE(WriteFileAtomically(&fs, "/x/y/f", "data", /*sync_dir=*/true).ok());
   fs.SimulateCrash();  // "/x" itself never synced into "/"
   EXPECT_FALSE(fs.Exists("/x"));
-  ASSERT_TRUE(CreateDirsDurably(&fs, "/x/y").ok());
+  ASSERT_TRUE(CreateDirsDurably(&fs, "/x/y", "/").ok());
   ASSERT_TRUE(WriteFileAtomically(&fs, "/x/y/f", "data", /*sync_dir=*/true).ok());
   fs.SimulateCrash();
   EXPECT_EQ(*fs.ReadFile("/x/y/f"), "data");
@@ -94,8 +94,8 @@ TEST(MemFileSystemTest, EntriesInUnsyncedDirectoriesAreLost) {
 TEST(FaultFileSystemTest, CountsFailsAndCrashes) {
   MemFileSystem mem;
   FaultInjectingFileSystem fs(&mem);
-  ASSERT_TRUE(CreateDirsDurably(&fs, "/d").ok());
-  EXPECT_EQ(fs.log(), (std::vector<std::string>{"exists /d", "mkdir /d", "syncdir /"}));
+  ASSERT_TRUE(CreateDirsDurably(&fs, "/d", "/").ok());
+  EXPECT_EQ(fs.log(), (std::vector<std::string>{"mkdir /d", "syncdir /"}));
   fs.Reset();
   ASSERT_TRUE(WriteFileAtomically(&fs, "/d/a", "x", true).ok());
   // create, append, sync, close, rename, syncdir
@@ -148,7 +148,7 @@ class PosixFileSystemTest : public ::testing::Test {
 TEST_F(PosixFileSystemTest, BasicOperations) {
   PosixFileSystem fs;
   const std::string d = dir_ + "/a/b";
-  ASSERT_TRUE(CreateDirsDurably(&fs, d).ok());
+  ASSERT_TRUE(CreateDirsDurably(&fs, d, dir_).ok());
   ASSERT_TRUE(fs.CreateDirs(d).ok());  // idempotent
   ASSERT_TRUE(WriteFileAtomically(&fs, d + "/f", "hello", true).ok());
   EXPECT_EQ(*fs.ReadFile(d + "/f"), "hello");
