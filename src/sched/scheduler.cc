@@ -88,7 +88,11 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
           for (size_t i = 0; i < loaded->blocks.size(); ++i) {
             refs.push_back({loaded->record.blocks[i].id, std::make_shared<KvBlock>(std::move(loaded->blocks[i]))});
           }
-          (void)pool_.Put(key, std::move(refs), /*dirty=*/false);  // a full pool just means no prefetch
+          // A full pool just means no prefetch: admission then reads the disk itself.
+          if (pool_.Put(key, std::move(refs), /*dirty=*/false).ok()) {
+            std::lock_guard<std::mutex> lock(mu_);
+            prefetched_.insert(key);
+          }
         }
       }
       {

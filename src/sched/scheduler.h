@@ -78,6 +78,10 @@ class Scheduler : public api::Backend {
   Status DeleteAgent(const std::string& namespace_id, const std::string& agent_id, bool evict_only) override;
   std::string MetricsText() const override;
 
+  // The RAM pool's persist callback: writes the agent's last committed record
+  // with these blocks to the store. Any thread.
+  Status PersistAgent(const AgentKey& key, const std::vector<PoolBlock>& blocks);
+
   // Blocks until every save posted so far is on disk (tests, shutdown).
   void FlushSaves() { io_.Flush(); }
 
@@ -104,7 +108,6 @@ class Scheduler : public api::Backend {
   void LoadNamespaceIndex(const std::string& ns);
   std::string RenderPrompt(const api::GenerationRequest& r) const;
   api::AgentInfo InfoOf(const Agent& a) const;
-  Status PersistFromPool(const AgentKey& key, const std::vector<PoolBlock>& blocks);
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
   engine::Model& model_;
@@ -126,7 +129,8 @@ class Scheduler : public api::Backend {
   std::atomic<size_t> n_waiting_{0}, n_active_{0};
   std::atomic<uint64_t> resident_agents_{0}, resident_tokens_{0};  // written by the inference thread
   std::set<AgentKey> prefetching_;                    // GUARDED_BY(mu_)
-  // Records of agents as last committed, for PersistFromPool (any thread).
+  std::set<AgentKey> prefetched_;                     // GUARDED_BY(mu_): loaded from disk, not yet used
+  // Records of agents as last committed, for PersistAgent (any thread).
   std::map<AgentKey, AgentRecord> committed_;         // GUARDED_BY(mu_)
   std::thread thread_;
 

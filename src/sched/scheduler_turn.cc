@@ -215,6 +215,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a) {
     if (auto snap = pool_.Get(source); snap.ok()) {
       blocks = std::move(snap->blocks);
       state = api::CacheState::kHot;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (prefetched_.erase(source) != 0) state = api::CacheState::kWarm;  // read ahead from disk
     } else if (store_ != nullptr && (agent.on_disk || agent.fork_source)) {
       auto loaded = store_->LoadBlocks(source.ns, source.agent_id);
       if (loaded.ok()) {
@@ -336,7 +338,7 @@ void Scheduler::CommitTurn(Agent& agent) {
   });
 }
 
-Status Scheduler::PersistFromPool(const AgentKey& key, const std::vector<PoolBlock>& blocks) {
+Status Scheduler::PersistAgent(const AgentKey& key, const std::vector<PoolBlock>& blocks) {
   if (store_ == nullptr) return Status::FailedPrecondition("persist: no disk tier");
   AgentRecord record;
   {

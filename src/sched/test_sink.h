@@ -1,0 +1,70 @@
+#pragma once
+// A GenerationSink for tests: records everything, lets a test wait for the end.
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "api/backend.h"
+
+namespace agentkv::sched::testing {
+
+class RecordingSink : public api::GenerationSink {
+ public:
+  void OnStart() override {}
+  void OnDelta(std::string_view text) override {
+    std::lock_guard<std::mutex> l(mu_);
+    text_ += text;
+    ++n_deltas_;
+    cv_.notify_all();
+  }
+  void OnFinish(api::FinishReason reason, const api::Usage& usage) override {
+    std::lock_guard<std::mutex> l(mu_);
+    reason_ = reason;
+    usage_ = usage;
+    done_ = true;
+    cv_.notify_all();
+  }
+  void OnError(const Status& status) override {
+    std::lock_guard<std::mutex> l(mu_);
+    error_ = status;
+    done_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return done_; });
+  }
+  void WaitForDeltas(int n) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return done_ || n_deltas_ >= n; });
+  }
+  std::string text() {
+    std::lock_guard<std::mutex> l(mu_);
+    return text_;
+  }
+  api::Usage usage() {
+    std::lock_guard<std::mutex> l(mu_);
+    return usage_;
+  }
+  api::FinishReason reason() {
+    std::lock_guard<std::mutex> l(mu_);
+    return reason_;
+  }
+  Status error() {
+    std::lock_guard<std::mutex> l(mu_);
+    return error_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string text_;
+  int n_deltas_ = 0;
+  api::Usage usage_;
+  api::FinishReason reason_ = api::FinishReason::kStop;
+  Status error_;
+  bool done_ = false;
+};
+
+}  // namespace agentkv::sched::testing
