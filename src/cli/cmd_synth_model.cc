@@ -19,11 +19,12 @@ namespace {
 void PrintUsage() {
   std::fprintf(stderr,
                "usage: agentkv synth-model --preset NAME -o FILE.gguf [--type f16|q8_0|q4_0|f32]\n"
-               "                           [--seed N] [--vocab-dir DIR]\n"
+               "                           [--seed N] [--vocab-dir DIR] [--dry-run]\n"
                "       agentkv synth-model --list\n"
                "Random weights at real shapes, for speed and cache tests only (never for quality).\n"
                "  --type       weight type of matrices (default q8_0); norms stay f32\n"
                "  --seed       weight seed (default 0); same seed, same bytes\n"
+               "  --dry-run    print the summary (file size included) without writing\n"
                "  --vocab-dir  llama.cpp models/ dir with ggml-vocab-*.gguf (default %s)\n"
                "presets: %s\n",
                synth::DefaultVocabDir().c_str(), synth::PresetNameList().c_str());
@@ -69,6 +70,8 @@ int CmdSynthModel(int argc, char** argv) {
       return 0;
     } else if (arg == "--list") {
       list = true;
+    } else if (arg == "--dry-run") {
+      options.dry_run = true;
     } else if (arg == "--preset") {
       if (!(v = value("--preset"))) return 2;
       options.preset = v;
@@ -100,7 +103,7 @@ int CmdSynthModel(int argc, char** argv) {
     PrintPresets();
     return 0;
   }
-  if (options.preset.empty() || options.output_path.empty()) {
+  if (options.preset.empty() || (options.output_path.empty() && !options.dry_run)) {
     PrintUsage();
     return 2;
   }
@@ -134,7 +137,7 @@ int CmdSynthModel(int argc, char** argv) {
               " (%.1f MiB) -> %s\n",
               s.preset.c_str(), s.arch.c_str(), s.n_layer, HumanCount(static_cast<double>(s.n_params)).c_str(),
               s.n_params, s.n_vocab, type_name.c_str(), s.file_bytes, s.file_bytes / 1048576.0,
-              options.output_path.c_str());
+              options.dry_run ? "(dry run, nothing written)" : options.output_path.c_str());
   return 0;
 }
 

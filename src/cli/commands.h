@@ -7,5 +7,9 @@ namespace agentkv::cli {
 
 int CmdGenerate(int argc, char** argv);    // cmd_generate.cc
 int CmdSynthModel(int argc, char** argv);  // cmd_synth_model.cc
+int CmdServe(int argc, char** argv);       // cmd_serve.cc
+int CmdRun(int argc, char** argv);         // cmd_run.cc
+int CmdDemo(int argc, char** argv);        // cmd_demo.cc
+int CmdCache(int argc, char** argv);       // cmd_cache.cc
 
 }  // namespace agentkv::cli

@@ -14,6 +14,10 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"generate", agentkv::cli::CmdGenerate, "generate text from a prompt (no cache)"},
+    {"serve", agentkv::cli::CmdServe, "OpenAI-compatible server with automatic per-agent KV caches"},
+    {"demo", agentkv::cli::CmdDemo, "three agents, three turns, a restart: cache states and TTFT"},
+    {"run", agentkv::cli::CmdRun, "one agent turn without a server (restore, extend, generate, persist)"},
+    {"cache", agentkv::cli::CmdCache, "inspect, verify or delete cached agents on disk"},
     {"synth-model", agentkv::cli::CmdSynthModel, "write a random-weight GGUF at a real model's shapes"},
 };
 

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds agentkv (scripts/bootstrap.sh) and runs the whole test suite:
+# the C++ unit tests (ctest) and the end-to-end HTTP tests (node, tests/e2e).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+BUILD=${AGENTKV_BUILD_DIR:-build}
+start=$(date +%s)
+ctest --test-dir "$BUILD" --output-on-failure -j "${AGENTKV_TEST_JOBS:-2}"
+if [ -f tests/e2e/package.json ]; then
+  (cd tests/e2e && npm ci --silent --no-audit --no-fund && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
+fi
+echo "test: all tests passed in $(( $(date +%s) - start )) s"

@@ -1,0 +1,87 @@
+#include "cli/server_flags.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace agentkv::cli {
+namespace {
+
+std::vector<std::string> SplitKeys(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    while (!item.empty() && (item.back() == '\n' || item.back() == '\r' || item.back() == ' ')) item.pop_back();
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model,
+                       const std::vector<std::string>& extra_known) {
+  std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
+                                    "cache-ram", "cache-disk", "api-key", "api-key-file", "t", "threads",
+                                    "prefill-chunk", "help"};
+  known.insert(known.end(), extra_known.begin(), extra_known.end());
+  if (auto unknown = flags.Unknown(known); !unknown.empty()) {
+    *error = "unknown flag --" + unknown[0];
+    return false;
+  }
+  if (auto m = flags.Get("model", "m")) config->model_path = *m;
+  if (require_model && config->model_path.empty()) {
+    *error = "-m MODEL is required";
+    return false;
+  }
+  long long port, ctx, slots, threads, chunk;
+  if (!flags.GetInt("port", "", config->port, &port, error) || !flags.GetInt("ctx", "c", 0, &ctx, error) ||
+      !flags.GetInt("slots", "", config->n_slots, &slots, error) ||
+      !flags.GetInt("threads", "t", 0, &threads, error) ||
+      !flags.GetInt("prefill-chunk", "", config->prefill_chunk, &chunk, error)) {
+    return false;
+  }
+  if (port < 0 || port > 65535 || ctx < 0 || slots < 1 || slots > 256 || threads < 0 || chunk < 1 || chunk > 8192) {
+    *error = "a numeric flag is out of range";
+    return false;
+  }
+  config->port = static_cast<int>(port);
+  config->slot_ctx = static_cast<int>(ctx);
+  config->n_slots = static_cast<int>(slots);
+  config->n_threads = static_cast<int>(threads);
+  config->prefill_chunk = static_cast<int>(chunk);
+  config->host = flags.GetOr("host", "", config->host);
+  auto kv = engine::ParseKvType(flags.GetOr("kv", "", "q4_0"));
+  if (!kv.ok()) {
+    *error = kv.status().message();
+    return false;
+  }
+  config->kv_type = *kv;
+  config->cache_dir = flags.GetOr("cache-dir", "", config->cache_dir);
+  for (const auto& [name, field] : {std::pair{"cache-ram", &config->cache_ram_bytes},
+                                    std::pair{"cache-disk", &config->cache_disk_bytes}}) {
+    if (auto v = flags.Get(name)) {
+      auto b = ParseBytes(*v);
+      if (!b.ok()) {
+        *error = std::string("--") + name + ": " + b.status().message();
+        return false;
+      }
+      *field = *b;
+    }
+  }
+  if (auto k = flags.Get("api-key")) config->api_keys = SplitKeys(*k);
+  if (auto f = flags.Get("api-key-file")) {
+    std::ifstream in(*f);
+    if (!in) {
+      *error = "--api-key-file: cannot read " + *f;
+      return false;
+    }
+    std::string line;
+    while (std::getline(in, line)) {
+      for (auto& k : SplitKeys(line)) config->api_keys.push_back(k);
+    }
+  }
+  return true;
+}
+
+}  // namespace agentkv::cli

@@ -1,0 +1,25 @@
+#pragma once
+// The flags `serve`, `demo` and `run` share, parsed into a ServerConfig.
+
+#include <string>
+
+#include "cli/flags.h"
+#include "cli/server_stack.h"
+
+namespace agentkv::cli {
+
+inline constexpr const char* kServeUsage =
+    "usage: agentkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--slots N]\n"
+    "                     [--kv q4_0|q8_0|f16] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
+    "                     [--api-key KEY[,KEY...]|--api-key-file F] [-t THREADS] [--prefill-chunk N]\n"
+    "Every flag is also read from AGENTKV_<FLAG> (e.g. AGENTKV_PORT, AGENTKV_CACHE_RAM).\n"
+    "API keys: KEY or NAME:KEY; each key is its own namespace. BYTES: 512M, 4G, ...\n"
+    "Defaults: cache dir $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv; cache RAM 25% of memory;\n"
+    "context = the model's training context capped at 8192 per slot; 4 slots.\n";
+
+// Fills *config from flags (model required unless require_model is false).
+// Returns false with *error set on a bad value or unknown flag.
+bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model = true,
+                       const std::vector<std::string>& extra_known = {});
+
+}  // namespace agentkv::cli

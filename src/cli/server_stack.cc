@@ -1,0 +1,167 @@
+#include "cli/server_stack.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "util/log.h"
+
+namespace agentkv::cli {
+
+// Answers "not ready" until the scheduler exists, then forwards. Lets the
+// HTTP server come up (and /health say 503) while the model loads.
+class ServerStack::DeferredBackend : public api::Backend {
+ public:
+  void Set(api::Backend* b) { target_.store(b); }
+  std::string ModelId() const override { return model_id_; }
+  void SetModelId(std::string id) { model_id_ = std::move(id); }
+  bool IsReady() const override {
+    auto* t = target_.load();
+    return t != nullptr && t->IsReady();
+  }
+  int64_t ContextTokens() const override {
+    auto* t = target_.load();
+    return t ? t->ContextTokens() : 0;
+  }
+  Result<int64_t> CountPromptTokens(const api::GenerationRequest& r) const override {
+    auto* t = target_.load();
+    if (!t) return Status::Unavailable("model loading");
+    return t->CountPromptTokens(r);
+  }
+  Status Submit(api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s) override {
+    auto* t = target_.load();
+    if (!t) return Status::Unavailable("model loading");
+    return t->Submit(std::move(r), std::move(s));
+  }
+  Result<std::vector<api::AgentInfo>> ListAgents(const std::string& ns) override {
+    auto* t = target_.load();
+    if (!t) return Status::Unavailable("model loading");
+    return t->ListAgents(ns);
+  }
+  Result<api::AgentInfo> GetAgent(const std::string& ns, const std::string& id) override {
+    auto* t = target_.load();
+    if (!t) return Status::Unavailable("model loading");
+    return t->GetAgent(ns, id);
+  }
+  Status DeleteAgent(const std::string& ns, const std::string& id, bool evict_only) override {
+    auto* t = target_.load();
+    if (!t) return Status::Unavailable("model loading");
+    return t->DeleteAgent(ns, id, evict_only);
+  }
+  std::string MetricsText() const override {
+    auto* t = target_.load();
+    return t ? t->MetricsText() : "";
+  }
+
+ private:
+  std::atomic<api::Backend*> target_{nullptr};
+  std::string model_id_;
+};
+
+std::string DefaultCacheDir() {
+  if (const char* d = std::getenv("AGENTKV_CACHE_DIR")) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/agentkv/kv";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.cache/agentkv/kv";
+}
+
+uint64_t DefaultCacheRamBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{1} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
+}
+
+Result<uint64_t> ParseBytes(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? end : "";
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.ends_with("IB")) unit.resize(unit.size() - 2);
+  if (unit.ends_with("B")) unit.resize(unit.size() - 1);
+  double mult = 1;
+  if (unit == "K") mult = 1024.0;
+  else if (unit == "M") mult = 1024.0 * 1024;
+  else if (unit == "G") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty()) return Status::InvalidArgument("bytes: bad unit in '" + text + "'");
+  if (end == text.c_str() || !(v >= 0) || !std::isfinite(v)) return Status::InvalidArgument("bytes: '" + text + "'");
+  return static_cast<uint64_t>(v * mult);
+}
+
+ServerStack::~ServerStack() { Stop(); }
+
+Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& config) {
+  auto stack = std::unique_ptr<ServerStack>(new ServerStack());
+  stack->config_ = config;
+  stack->backend_ = std::make_unique<DeferredBackend>();
+  stack->backend_->SetModelId(std::filesystem::path(config.model_path).stem().string());
+  if (config.http) {
+    AGENTKV_ASSIGN_OR_RETURN(api::ApiKeys keys, api::ApiKeys::Parse(config.api_keys));
+    api::RouterOptions ro;
+    ro.model_aliases = {std::filesystem::path(config.model_path).filename().string(), "agentkv"};
+    stack->router_ = std::make_unique<api::Router>(stack->backend_.get(), std::move(keys), ro);
+    api::HttpServerOptions ho;
+    ho.host = config.host;
+    ho.port = config.port;
+    stack->http_ = std::make_unique<api::HttpServer>(stack->router_.get(), ho);
+    AGENTKV_ASSIGN_OR_RETURN(stack->port_, stack->http_->Start());
+    if (!config.quiet) AKV_LOG_INFO("listening on http://%s:%d (loading model...)", config.host.c_str(), stack->port_);
+  }
+
+  if (!config.quiet) AKV_LOG_INFO("loading %s", config.model_path.c_str());
+  AGENTKV_ASSIGN_OR_RETURN(stack->model_, engine::Model::Load(config.model_path));
+  engine::ContextOptions co;
+  co.n_slots = config.n_slots;
+  co.slot_ctx = config.slot_ctx > 0 ? config.slot_ctx : std::min(stack->model_->info().n_ctx_train, 8192);
+  co.type_k = co.type_v = config.kv_type;
+  co.n_threads = config.n_threads;
+  co.n_batch = std::max(config.prefill_chunk, 64);
+  AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
+  const engine::ModelCacheSpec& spec = stack->context_->spec();
+
+  AgentStoreOptions so;
+  so.cache_dir = config.cache_dir.empty() ? DefaultCacheDir() : config.cache_dir;
+  so.fingerprint = spec.fingerprint;
+  so.kv_types = spec.KvTypesString();
+  so.disk_budget_bytes = config.cache_disk_bytes;
+  AGENTKV_ASSIGN_OR_RETURN(stack->store_, AgentStore::Open(so));
+
+  BlockPoolOptions po;
+  po.budget_bytes = config.cache_ram_bytes > 0 ? config.cache_ram_bytes : DefaultCacheRamBytes();
+  ServerStack* raw = stack.get();
+  po.persist = [raw](const AgentKey& key, const std::vector<PoolBlock>& blocks) {
+    return raw->scheduler_->PersistAgent(key, blocks);
+  };
+  stack->pool_ = std::make_unique<BlockPool>(po);
+
+  sched::SchedulerOptions opt;
+  opt.model_id = stack->backend_->ModelId();
+  opt.prefill_chunk = config.prefill_chunk;
+  stack->scheduler_ = std::make_unique<sched::Scheduler>(*stack->model_, *stack->context_, *stack->pool_,
+                                                          stack->store_.get(), opt);
+  stack->scheduler_->Start();
+  stack->backend_->Set(stack->scheduler_.get());
+  if (!config.quiet) {
+    const auto st = stack->store_->stats();
+    AKV_LOG_INFO("ready: model %s (%s), %d slots x %d tokens, kv %s (%llu B/token), cache %s (%llu warm agents), "
+                 "RAM pool %.0f MiB",
+                 stack->model_->info().name.c_str(), stack->model_->info().architecture.c_str(), co.n_slots,
+                 co.slot_ctx, engine::KvTypeName(config.kv_type),
+                 static_cast<unsigned long long>(spec.BytesPerToken(spec.type_k, spec.type_v)),
+                 stack->store_->root_dir().c_str(), static_cast<unsigned long long>(st.agents),
+                 double(po.budget_bytes) / (1 << 20));
+  }
+  return stack;
+}
+
+void ServerStack::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (http_) http_->Stop();
+  if (backend_) backend_->Set(nullptr);
+  if (scheduler_) scheduler_->Stop();  // finishes in-flight turns, flushes saves
+}
+
+}  // namespace agentkv::cli

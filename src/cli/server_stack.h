@@ -1,0 +1,80 @@
+#pragma once
+// ServerStack: builds agentkv's object graph (model, engine context, disk
+// store, RAM pool, scheduler, router, HTTP server) from a ServerConfig, and
+// tears it down in the right order. Used by `serve`, `demo` and `run`.
+//
+// Thread safety: Start/Stop from one controlling thread.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/http_server.h"
+#include "api/router.h"
+#include "engine/context.h"
+#include "engine/model.h"
+#include "kv/block_pool.h"
+#include "sched/scheduler.h"
+#include "store/agent_store.h"
+
+namespace agentkv::cli {
+
+struct ServerConfig {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8080;                 // 0: any free port
+  bool http = true;                // false: no HTTP server (agentkv run)
+  int slot_ctx = 0;                // 0: the model's training context, capped at 8192
+  int n_slots = 4;
+  engine::KvType kv_type = engine::KvType::kQ4_0;
+  int n_threads = 0;
+  int prefill_chunk = 512;
+  std::string cache_dir;           // empty: DefaultCacheDir()
+  uint64_t cache_ram_bytes = 0;    // 0: DefaultCacheRamBytes()
+  uint64_t cache_disk_bytes = 0;   // 0: unlimited
+  std::vector<std::string> api_keys;  // "KEY" or "NAME:KEY"
+  bool quiet = false;
+};
+
+// $AGENTKV_CACHE_DIR, else $XDG_CACHE_HOME/agentkv/kv, else ~/.cache/agentkv/kv.
+std::string DefaultCacheDir();
+// 25% of physical memory (the rest is for the model, slots and the OS).
+uint64_t DefaultCacheRamBytes();
+// "512M", "4G", "1.5GiB", "123456" -> bytes; InvalidArgument otherwise.
+Result<uint64_t> ParseBytes(const std::string& text);
+
+class ServerStack {
+ public:
+  ~ServerStack();  // Stop()
+  // Starts the HTTP server first (it answers 503 while the model loads), then
+  // loads the model and starts the scheduler.
+  static Result<std::unique_ptr<ServerStack>> Start(const ServerConfig& config);
+  // Graceful: stops HTTP, cancels in-flight work, flushes saves. Idempotent.
+  void Stop();
+
+  int port() const { return port_; }
+  sched::Scheduler& scheduler() { return *scheduler_; }
+  const engine::Context& context() const { return *context_; }
+  const engine::Model& model() const { return *model_; }
+  AgentStore& store() { return *store_; }
+
+ private:
+  class DeferredBackend;
+  ServerStack() = default;
+
+  ServerConfig config_;
+  std::unique_ptr<DeferredBackend> backend_;
+  std::unique_ptr<api::Router> router_;
+  std::unique_ptr<api::HttpServer> http_;
+  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<engine::Context> context_;
+  std::unique_ptr<AgentStore> store_;
+  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace agentkv::cli
