@@ -46,7 +46,9 @@ struct ChatMessage {
 };
 
 struct SamplingParams {
-  std::optional<int32_t> max_tokens;  // unset: until EOS or the context is full
+  // Unset: until EOS or the context is full. A value beyond the remaining
+  // context is not an error: the backend stops there with kLength.
+  std::optional<int32_t> max_tokens;
   float temperature = 1.0f;           // [0, 2]; 0 = greedy
   float top_p = 1.0f;                 // (0, 1]
   int32_t top_k = 0;                  // >= 0; 0 = disabled
