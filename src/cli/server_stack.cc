@@ -105,6 +105,8 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
     api::HttpServerOptions ho;
     ho.host = config.host;
     ho.port = config.port;
+    // Every request in flight (queued or generating) holds one worker thread.
+    ho.worker_threads = config.n_slots + static_cast<int>(sched::SchedulerOptions{}.max_queue) + 8;
     stack->http_ = std::make_unique<api::HttpServer>(stack->router_.get(), ho);
     AGENTKV_ASSIGN_OR_RETURN(stack->port_, stack->http_->Start());
     if (!config.quiet) AKV_LOG_INFO("listening on http://%s:%d (loading model...)", config.host.c_str(), stack->port_);
