@@ -127,6 +127,7 @@ Result<SynthSummary> WriteSynthModel(const SynthOptions& o) {
                           .n_vocab = vocab.n_tokens(), .n_tensors = static_cast<int64_t>(plan.size())};
   for (const TensorSpec& spec : plan) summary.n_params += spec.n_elements();
   summary.file_bytes = PlannedFileBytes(gguf.get());
+  if (o.dry_run) return summary;
 
   const std::string tmp_path = o.output_path + ".tmp";
   std::unique_ptr<FILE, FileCloser> f(std::fopen(tmp_path.c_str(), "wb"));

@@ -25,6 +25,7 @@ struct SynthOptions {
   ggml_type weight_type = GGML_TYPE_Q8_0;  // F32, F16, Q8_0 or Q4_0
   uint64_t seed = 0;
   std::string vocab_dir;    // empty: DefaultVocabDir()
+  bool dry_run = false;     // fill the summary (sizes included), write nothing
   // Called after each tensor with bytes written so far and the total.
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
 };

@@ -176,6 +176,19 @@ TEST_F(SynthModelTest, AllWeightTypesWrite) {
   }
 }
 
+TEST_F(SynthModelTest, DryRunPredictsTheSizeAndWritesNothing) {
+  SynthOptions o = Options("tiny-gemma3", "dry.gguf", GGML_TYPE_Q4_0);
+  o.dry_run = true;
+  auto planned = WriteSynthModel(o);
+  ASSERT_TRUE(planned.ok());
+  EXPECT_FALSE(fs::exists(o.output_path));
+  o.dry_run = false;
+  auto written = WriteSynthModel(o);
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(planned->file_bytes, fs::file_size(o.output_path));
+  EXPECT_EQ(planned->n_params, written->n_params);
+}
+
 TEST_F(SynthModelTest, BadInputsGiveClearErrors) {
   auto unknown = WriteSynthModel(Options("llama-9000", "x.gguf"));
   ASSERT_FALSE(unknown.ok());
