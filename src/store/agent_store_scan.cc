@@ -304,6 +304,8 @@ Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::strin
     }
     if (total <= options_.disk_budget_bytes || victim == nullptr) return Status::OK();
     std::string id = *victim;
+    AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(victim_ns).WithContext("disk budget"));
+    if (!victim_ns->agents.count(id)) continue;  // the rescan changed the picture
     AKV_LOG_INFO("store: disk budget: evicting agent %s/%s", victim_ns->name.c_str(), id.c_str());
     AGENTKV_RETURN_IF_ERROR(DeleteAgentLocked(victim_ns, id).WithContext("disk budget"));
     ++*evicted;
