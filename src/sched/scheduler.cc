@@ -69,7 +69,7 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Status::Unavailable("submit: shutting down");
-    if (n_waiting_.load() + incoming_.size() >= options_.max_queue) {
+    if (n_waiting_.load() >= options_.max_queue) {
       return Status::ResourceExhausted("submit: queue full (" + std::to_string(options_.max_queue) + " waiting)");
     }
     // Warm agents: start reading the disk now, overlapping other agents' compute.
@@ -78,6 +78,7 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
       prefetch = true;
     }
     incoming_.push_back(std::move(w));
+    ++n_waiting_;  // submitted, not yet admitted or refused
   }
   if (prefetch) {
     io_.Post([this, key] {

@@ -50,6 +50,7 @@ void Scheduler::Loop() {
   RunTasks();
   for (auto& w : waiting_) w->sink->OnError(Status::Unavailable("server shutting down"));
   waiting_.clear();
+  n_waiting_ = 0;
   for (auto& a : active_) {
     if (!a->done) Finish(*a, api::FinishReason::kCancelled);
   }

@@ -37,11 +37,11 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // (Re)starts a server stack over the same cache directory.
-  void Boot(int slots = 4, size_t pool_bytes = 64u << 20) {
+  void Boot(int slots = 4, size_t pool_bytes = 64u << 20, SchedulerOptions opt = {}, int slot_ctx = 1024) {
     Shutdown();
     engine::ContextOptions o;
     o.n_slots = slots;
-    o.slot_ctx = 1024;
+    o.slot_ctx = slot_ctx;
     o.n_threads = 2;
     ctx_ = std::move(engine::Context::Create(*model_, o)).value();
     AgentStoreOptions so;
@@ -53,7 +53,6 @@ class SchedulerTest : public ::testing::Test {
     po.budget_bytes = pool_bytes;
     po.persist = [this](const AgentKey& k, const std::vector<PoolBlock>& b) { return persist_(k, b); };
     pool_ = std::make_unique<BlockPool>(po);
-    SchedulerOptions opt;
     opt.model_id = "test";
     sched_ = std::make_unique<Scheduler>(*model_, *ctx_, *pool_, store_.get(), opt);
     persist_ = [s = sched_.get()](const AgentKey& k, const std::vector<PoolBlock>& b) {
@@ -212,6 +211,49 @@ TEST_F(SchedulerTest, DeleteErasesAndEvictOnlyKeepsTheDiskCopy) {
   EXPECT_EQ(sched_->GetAgent("default", "del").status().code(), StatusCode::kNotFound);
   EXPECT_FALSE(store_->GetSummary("default", "del").ok());
   EXPECT_EQ(sched_->DeleteAgent("default", "del", false).code(), StatusCode::kNotFound);
+}
+
+// Chunked, interleaved prefill: while agent A's long prompt is prefilled in
+// 64-token chunks, agent B (already decoding) gets one token per iteration,
+// so B finishes long before A's first token. Asserted on ordering, not time.
+TEST_F(SchedulerTest, LongPrefillDoesNotStallOtherStreams) {
+  SchedulerOptions opt;
+  opt.prefill_chunk = 64;
+  Boot(2, 64u << 20, opt, 2048);
+  auto b = Send("b", Prompt(0), 12);
+  b->WaitForDeltas(1);  // B is decoding
+  const std::string long_prompt = engine::testing::SampleText(7000);
+  auto a = Send("a", long_prompt, 4);
+  b->Wait();
+  // A needs > 20 chunks of 64 tokens; B needs 12 iterations.
+  EXPECT_FALSE(a->text().size() > 0 && a->usage().ttft_ms > 0) << "A produced output before B finished";
+  a->Wait();
+  EXPECT_GT(a->usage().tokens_prefilled, 20 * 64);
+  EXPECT_TRUE(a->error().ok()) << a->error().ToString();
+  EXPECT_EQ(b->reason(), api::FinishReason::kLength);
+}
+
+// Bounded queue: with one slot busy, max_queue requests wait, the next is
+// refused with ResourceExhausted (HTTP 429).
+TEST_F(SchedulerTest, QueueBoundRefusesWithResourceExhausted) {
+  SchedulerOptions opt;
+  opt.max_queue = 2;
+  Boot(1, 64u << 20, opt);
+  api::CancellationToken cancel;
+  auto busy = Send("busy", Prompt(1), 200, {}, cancel);
+  busy->WaitForDeltas(1);  // admitted: the queue is empty, the slot is taken
+  auto w1 = Send("w1", Prompt(2), 2);
+  auto w2 = Send("w2", Prompt(2), 2);
+  api::GenerationRequest r;
+  r.namespace_id = "default";
+  r.agent_id = "w3";
+  r.kind = api::RequestKind::kCompletion;
+  r.prompt = "x";
+  EXPECT_EQ(sched_->Submit(r, std::make_shared<RecordingSink>()).code(), StatusCode::kResourceExhausted);
+  cancel.Cancel();
+  w1->Wait();
+  w2->Wait();
+  EXPECT_TRUE(w1->error().ok() && w2->error().ok());
 }
 
 }  // namespace

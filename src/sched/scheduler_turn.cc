@@ -145,21 +145,23 @@ void Scheduler::Admit() {
       w.sink->OnError(Status::Cancelled("request cancelled while queued"));
       metrics_.CountRequest("cancelled");
       it = waiting_.erase(it);
+      --n_waiting_;
       continue;
     }
     if (waited_ms > static_cast<double>(options_.queue_timeout_ms)) {
       w.sink->OnError(Status::FailedPrecondition("timed out waiting for the agent or a free slot"));
       metrics_.CountRequest("error");
       it = waiting_.erase(it);
+      --n_waiting_;
       continue;
     }
     if (TryAdmit(w)) {
       it = waiting_.erase(it);
+      --n_waiting_;
     } else {
       ++it;
     }
   }
-  n_waiting_ = waiting_.size();
 }
 
 bool Scheduler::TryAdmit(Waiting& w) {
