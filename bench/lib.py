@@ -1,0 +1,609 @@
+"""Shared plumbing for the agentkv benchmark driver (stdlib only; matplotlib optional for plots).
+
+Servers (agentkv and llama.cpp's llama-server) are started as child processes and stopped by their own
+PID only. All HTTP is loopback; streaming requests measure the client-side time to the first SSE chunk.
+"""
+import csv
+import ctypes
+import ctypes.util
+import datetime
+import hashlib
+import http.client
+import json
+import mmap
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_BIN = os.path.join(ROOT, "build", "agentkv")
+DEFAULT_MODEL = os.path.join(ROOT, "models", "tiny-llama-brown-16m-q8_0.gguf")
+DEFAULT_TEXT = os.path.join(ROOT, "models", "brown_test.txt")
+DEFAULT_LLAMA_SERVER = os.path.join(ROOT, "build-srv", "bin", "llama-server")
+TRAINED_CTX = {"tiny-llama-brown-16m-q8_0.gguf": 2048}
+
+
+def log(*a):
+    print("[bench %s]" % time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- statistics
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def summarize(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def ratio(a, b):
+    return (a / b) if (a is not None and b not in (None, 0)) else None
+
+
+# ---------------------------------------------------------------- machine / provenance
+
+def _read(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def machine_info():
+    cpu = ""
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = None
+    m = re.search(r"MemTotal:\s+(\d+) kB", _read("/proc/meminfo"))
+    if m:
+        mem = int(m.group(1)) * 1024
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return {"cpu_model": cpu or platform.processor(), "logical_cpus": os.cpu_count(), "usable_cpus": usable,
+            "ram_bytes": mem, "kernel": platform.release(), "python": platform.python_version(),
+            "hostname": socket.gethostname(), "loadavg_start": _read("/proc/loadavg").strip()}
+
+
+def git_info():
+    def g(*args):
+        try:
+            return subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True,
+                                  timeout=20).stdout.strip()
+        except Exception:
+            return ""
+    return {"commit": g("rev-parse", "HEAD"), "dirty": bool(g("status", "--porcelain", "--", "src", "bench"))}
+
+
+def file_identity(path):
+    if not path or not os.path.exists(path):
+        return {"path": path, "exists": False}
+    st = os.stat(path)
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read(1 << 20))  # first MiB: cheap identity even for multi-GB models
+    return {"path": os.path.abspath(path), "bytes": st.st_size, "mtime": int(st.st_mtime),
+            "sha256_first_mib": h.hexdigest()[:16]}
+
+
+def make_meta(args, sub):
+    return {"subcommand": sub, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command_line": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+            "quick": bool(getattr(args, "quick", False)), "machine": machine_info(), "git": git_info(),
+            "agentkv_bin": file_identity(args.bin), "model": file_identity(args.model_path),
+            "model_label": args.model_label, "threads": args.threads}
+
+
+# ---------------------------------------------------------------- outputs
+
+def out_dir(args, sub):
+    d = os.path.join(args.out, sub)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def write_csv(path, rows, cols=None):
+    if cols is None:
+        cols = []
+        for r in rows:
+            for k in r:
+                if k not in cols:
+                    cols.append(k)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: fmt_cell(r.get(k), csvmode=True) for k in cols})
+
+
+def fmt_cell(v, csvmode=False):
+    if v is None:
+        return "" if csvmode else "—"
+    if isinstance(v, float):
+        if csvmode:
+            return "%.6g" % v
+        if abs(v) >= 100:
+            return "%.0f" % v
+        if abs(v) >= 10:
+            return "%.1f" % v
+        return "%.2f" % v
+    return str(v)
+
+
+def md_table(rows, cols, headers=None):
+    headers = headers or cols
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(cols)) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(fmt_cell(r.get(c)) for c in cols) + " |")
+    return "\n".join(out)
+
+
+def md_meta(meta):
+    m = meta["machine"]
+    lines = ["- date: %s" % meta["date"],
+             "- command: `%s`" % meta["command_line"],
+             "- git: %s%s" % (meta["git"].get("commit", "")[:12], " (dirty)" if meta["git"].get("dirty") else ""),
+             "- machine: %s, %s usable / %s logical CPUs, %.1f GiB RAM, kernel %s, load at start %s" % (
+                 m["cpu_model"], m["usable_cpus"], m["logical_cpus"], (m["ram_bytes"] or 0) / 2**30, m["kernel"],
+                 m["loadavg_start"]),
+             "- model: %s (%s bytes), threads %s%s" % (meta["model_label"], meta["model"].get("bytes"),
+                                                      meta["threads"], ", QUICK mode" if meta["quick"] else "")]
+    return "\n".join(lines)
+
+
+def write_outputs(d, name, meta, result, csv_rows, md_body, csv_cols=None):
+    """result: dict merged with meta into <name>.json; csv_rows -> <name>.csv; md_body -> <name>.md."""
+    doc = {"meta": meta}
+    doc.update(result)
+    doc["meta"]["loadavg_end"] = _read("/proc/loadavg").strip()
+    with open(os.path.join(d, name + ".json"), "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    write_csv(os.path.join(d, name + ".csv"), csv_rows, csv_cols)
+    with open(os.path.join(d, name + ".md"), "w") as f:
+        f.write("# %s\n\n%s\n\n%s\n" % (name, md_meta(meta), md_body))
+    log("wrote %s/%s.{json,csv,md}" % (d, name))
+
+
+def plt():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as p
+        return p
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------- page cache / bandwidth
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+POSIX_FADV_DONTNEED = 4
+
+
+def _fadvise_dontneed(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd) if os.access(path, os.W_OK) else None
+        return os.posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) if hasattr(os, "posix_fadvise") else None
+    finally:
+        os.close(fd)
+
+
+def resident_fraction(paths):
+    """Fraction of the files' pages that are in the page cache (mincore); None if unknown."""
+    try:
+        mincore = _libc.mincore
+        mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+    except AttributeError:
+        return None
+    page = mmap.PAGESIZE
+    tot = res = 0
+    for p in paths:
+        try:
+            size = os.path.getsize(p)
+            if size == 0:
+                continue
+            with open(p, "rb") as f:
+                mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+            try:
+                n = (size + page - 1) // page
+                vec = (ctypes.c_ubyte * n)()
+                # address of the mapping: via a ctypes array view of the mmap object
+                arr = (ctypes.c_char * size).from_buffer(mm)
+                rc = mincore(ctypes.addressof(arr), size, vec)
+                del arr
+                if rc != 0:
+                    return None
+                tot += n
+                res += sum(1 for b in vec if b & 1)
+            finally:
+                mm.close()
+        except (OSError, ValueError, BufferError):
+            return None
+    return (res / tot) if tot else 0.0
+
+
+def files_under(d):
+    out = []
+    for dp, _, fns in os.walk(d):
+        for fn in fns:
+            out.append(os.path.join(dp, fn))
+    return out
+
+
+def drop_page_cache(paths, method="fadvise"):
+    """Evict the given files from the page cache. Returns a label dict: method used and the resident fraction
+    measured afterwards (mincore). 'page cache' means the files may still be cached."""
+    paths = [p for p in paths if os.path.isfile(p)]
+    used = None
+    if method == "drop_caches":
+        try:
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1\n")
+            used = "drop_caches"
+        except OSError:
+            used = None
+    if used is None and method != "none":
+        ok = True
+        for p in paths:
+            try:
+                _fadvise_dontneed(p)
+            except OSError:
+                ok = False
+        used = "fadvise" if ok else None
+    frac = resident_fraction(paths) if paths else 0.0
+    dropped = used is not None and frac is not None and frac < 0.05
+    return {"method": used or "none", "resident_after": frac, "label": "disk (page cache dropped)" if dropped
+            else "page cache"}
+
+
+def measure_read_bandwidth(d, size_bytes, method="fadvise"):
+    """Sequential read bandwidth of the file system under d: cold (page cache dropped) and cached."""
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "bw-probe.bin")
+    chunk = os.urandom(1 << 22)
+    t0 = time.perf_counter()
+    with open(path, "wb") as f:
+        left = size_bytes
+        while left > 0:
+            f.write(chunk[:min(left, len(chunk))])
+            left -= len(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    write_s = time.perf_counter() - t0
+
+    def rd():
+        t = time.perf_counter()
+        with open(path, "rb", buffering=0) as f:
+            while f.read(1 << 22):
+                pass
+        return time.perf_counter() - t
+    drop = drop_page_cache([path], method)
+    cold_s = rd()
+    warm_s = min(rd(), rd())
+    os.unlink(path)
+    return {"probe_bytes": size_bytes, "write_MBps": size_bytes / write_s / 1e6,
+            "cold_read_MBps": size_bytes / cold_s / 1e6, "cached_read_MBps": size_bytes / warm_s / 1e6,
+            "cold_label": drop["label"], "drop": drop}
+
+
+# ---------------------------------------------------------------- HTTP
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def http_json(port, method, path, body=None, headers=None, timeout=3600):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    t0 = time.perf_counter()
+    c.request(method, path, json.dumps(body) if body is not None else None, h)
+    r = c.getresponse()
+    data = r.read()
+    wall = (time.perf_counter() - t0) * 1000.0
+    c.close()
+    try:
+        j = json.loads(data) if data else None
+    except ValueError:
+        j = {"raw": data.decode("utf-8", "replace")}
+    return r.status, j, wall
+
+
+def http_text(port, path, timeout=60):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("GET", path)
+    r = c.getresponse()
+    t = r.read().decode("utf-8", "replace")
+    c.close()
+    return r.status, t
+
+
+def stream_request(port, path, body, headers=None, timeout=3600):
+    """POST a streaming request; returns dict with client_ttft_ms (first chunk carrying content, else first
+    chunk), total_ms, text, chunks (list of parsed JSON), status."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    t0 = time.perf_counter()
+    c.request("POST", path, json.dumps(body), h)
+    r = c.getresponse()
+    res = {"status": r.status, "client_ttft_ms": None, "client_first_chunk_ms": None, "text": "", "chunks": []}
+    if r.status != 200:
+        res["error"] = r.read().decode("utf-8", "replace")[:2000]
+        res["total_ms"] = (time.perf_counter() - t0) * 1000.0
+        c.close()
+        return res
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        d = line[5:].strip()
+        if d == b"[DONE]":
+            break
+        now = (time.perf_counter() - t0) * 1000.0
+        try:
+            j = json.loads(d)
+        except ValueError:
+            continue
+        res["chunks"].append(j)
+        if res["client_first_chunk_ms"] is None and not (j.get("choices") == [] and j.get("usage")):
+            res["client_first_chunk_ms"] = now
+        piece = None
+        if "choices" in j and j["choices"]:
+            ch = j["choices"][0]
+            piece = ch.get("text") if "text" in ch else (ch.get("delta") or {}).get("content")
+        elif "content" in j:  # llama-server /completion
+            piece = j.get("content")
+        if piece:
+            if res["client_ttft_ms"] is None:
+                res["client_ttft_ms"] = now
+            res["text"] += piece
+        if j.get("error"):
+            res["error"] = j["error"]
+    res["total_ms"] = (time.perf_counter() - t0) * 1000.0
+    if res["client_ttft_ms"] is None:  # e.g. the only token was EOS or an incomplete UTF-8 piece
+        res["client_ttft_ms"] = res["client_first_chunk_ms"]
+    c.close()
+    return res
+
+
+# ---------------------------------------------------------------- servers
+
+class Proc:
+    """A child server process; stopped by its own PID only."""
+
+    def __init__(self, cmd, log_path, port, env=None):
+        self.cmd, self.log_path, self.port, self.env = cmd, log_path, port, env
+        self.p = None
+
+    def start(self, timeout=600):
+        logf = open(self.log_path, "ab")
+        logf.write(("\n$ %s\n" % " ".join(self.cmd)).encode())
+        logf.flush()
+        t0 = time.perf_counter()
+        self.p = subprocess.Popen(self.cmd, stdout=logf, stderr=subprocess.STDOUT, env=self.env)
+        logf.close()
+        while True:
+            try:
+                st, j, _ = http_json(self.port, "GET", "/health", timeout=2)
+                if st == 200:
+                    break
+            except (OSError, http.client.HTTPException):
+                pass
+            if self.p.poll() is not None:
+                raise RuntimeError("server exited with %s; see %s" % (self.p.returncode, self.log_path))
+            if time.perf_counter() - t0 > timeout:
+                self.stop()
+                raise RuntimeError("server not ready after %ss; see %s" % (timeout, self.log_path))
+            time.sleep(0.05)
+        self.startup_ms = (time.perf_counter() - t0) * 1000.0
+        return self.startup_ms
+
+    def stop(self, timeout=120):
+        if self.p is None or self.p.poll() is not None:
+            return None
+        t0 = time.perf_counter()
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        return (time.perf_counter() - t0) * 1000.0
+
+    def log_text(self):
+        return _read(self.log_path)
+
+    @property
+    def pid(self):
+        return self.p.pid if self.p else None
+
+
+class Agentkv(Proc):
+    def __init__(self, args, workdir, name="agentkv", slots=1, ctx=2048, kv="q4_0", cache_ram=None, extra=None,
+                 cache_dir=None):
+        self.args = args
+        port = free_port()
+        self.cache_dir = cache_dir or os.path.join(workdir, name + "-cache")
+        cmd = [args.bin, "serve", "-m", args.model_path, "--port", str(port), "--cache-dir", self.cache_dir,
+               "--slots", str(slots), "-c", str(ctx), "--kv", kv, "-t", str(args.threads)]
+        if cache_ram is not None:
+            cmd += ["--cache-ram", str(int(cache_ram))]
+        cmd += list(extra or [])
+        Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port)
+
+    def wipe(self):
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    def complete(self, agent, prompt, max_tokens=1, extra=None):
+        body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "seed": 42, "stream": True,
+                "stream_options": {"include_usage": True}}
+        body.update(extra or {})
+        r = stream_request(self.port, "/v1/completions", body, {"X-Agent-Id": agent})
+        usage = None
+        for j in r["chunks"]:
+            if j.get("usage"):
+                usage = j["usage"]
+        r["usage"] = usage
+        del r["chunks"]
+        if r["status"] != 200 or usage is None:
+            raise RuntimeError("agentkv request for %s failed: %s %s" % (agent, r["status"], r.get("error")))
+        ak = usage.get("agentkv") or {}
+        return {"agent": agent, "prompt_tokens": usage.get("prompt_tokens"),
+                "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
+                "completion_tokens": usage.get("completion_tokens"), "state": ak.get("cache_state"),
+                "match": ak.get("match"), "tokens_prefilled": ak.get("tokens_prefilled"),
+                "server_ttft_ms": ak.get("ttft_ms"), "client_ttft_ms": r["client_ttft_ms"],
+                "client_total_ms": r["total_ms"], "text": r["text"]}
+
+    def agent(self, agent):
+        st, j, _ = http_json(self.port, "GET", "/v1/agents/" + agent)
+        return j if st == 200 else None
+
+    def agents(self):
+        st, j, _ = http_json(self.port, "GET", "/v1/agents")
+        return (j or {}).get("data", []) if st == 200 else []
+
+    def evict(self, agent):
+        st, j, _ = http_json(self.port, "DELETE", "/v1/agents/%s?evict_only=true" % agent)
+        return st, j
+
+    def erase(self, agent):
+        st, j, _ = http_json(self.port, "DELETE", "/v1/agents/" + agent)
+        return st, j
+
+    def metrics(self):
+        st, t = http_text(self.port, "/metrics")
+        return parse_prom(t) if st == 200 else {}
+
+    def bytes_per_token_spec(self):
+        m = re.findall(r"kv (\w+) \((\d+) B/token\)", self.log_text())
+        return int(m[-1][1]) if m else None
+
+
+def parse_prom(text):
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        try:
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+        except ValueError:
+            pass
+    return out
+
+
+def prom_sum(m, name):
+    return sum(v for k, v in m.items() if k == name or k.startswith(name + "{"))
+
+
+class LlamaServer(Proc):
+    def __init__(self, args, workdir, ctx, kv="q4_0", name="llama-server"):
+        port = free_port()
+        self.slot_dir = os.path.join(workdir, name + "-slots")
+        os.makedirs(self.slot_dir, exist_ok=True)
+        cmd = [args.llama_server, "-m", args.model_path, "--host", "127.0.0.1", "--port", str(port), "-np", "1",
+               "-c", str(ctx), "-t", str(args.threads), "-tb", str(args.threads), "-fa", "on", "-ctk", kv, "-ctv", kv,
+               "--slot-save-path", self.slot_dir, "--cache-ram", "0", "--no-webui"]
+        Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port)
+
+    def complete(self, prompt, n_predict=1):
+        body = {"prompt": prompt, "n_predict": n_predict, "id_slot": 0, "cache_prompt": True, "temperature": 0,
+                "seed": 42, "stream": True}
+        r = stream_request(self.port, "/completion", body)
+        if r["status"] != 200:
+            raise RuntimeError("llama-server request failed: %s %s" % (r["status"], r.get("error")))
+        t = {}
+        for j in r["chunks"]:
+            if j.get("timings"):
+                t = j["timings"]
+        return {"prompt_tokens": t.get("prompt_n"), "prompt_ms": t.get("prompt_ms"),
+                "client_ttft_ms": r["client_ttft_ms"], "client_total_ms": r["total_ms"],
+                "tokens_cached": t.get("cache_n")}
+
+    def slot(self, action, filename=None):
+        body = {"filename": filename} if filename else {}
+        st, j, wall = http_json(self.port, "POST", "/slots/0?action=" + action, body)
+        if st != 200:
+            raise RuntimeError("llama-server slot %s: %s %s" % (action, st, j))
+        return j, wall
+
+
+# ---------------------------------------------------------------- text and models
+
+class Corpus:
+    """Held-out text with a chars-per-token estimate (calibrated against the server's own tokenizer)."""
+
+    def __init__(self, path):
+        with open(path, encoding="utf-8") as f:
+            self.text = f.read()
+        self.cpt = 4.0
+
+    def calibrate(self, srv, agent="calib"):
+        sample = self.text[:4000]
+        r = srv.complete(agent, sample, 1)
+        srv.erase(agent)
+        self.cpt = len(sample) / max(1, r["prompt_tokens"])
+        self.prefill_tps = r["prompt_tokens"] / max(1e-3, (r["server_ttft_ms"] or 1) / 1000.0)
+        return self.cpt
+
+    def slice(self, offset_tokens, n_tokens):
+        """About n_tokens of text starting about offset_tokens in (wraps around); starts at a word boundary."""
+        a = int(offset_tokens * self.cpt) % max(1, len(self.text) - 10)
+        n = int(n_tokens * self.cpt)
+        t = self.text
+        while len(t) - a < n:  # wrap
+            t = t + "\n" + self.text
+        s = t[a:a + n]
+        i = s.find(" ")
+        return s[i + 1:] if 0 <= i < 40 else s
+
+
+def resolve_model(args):
+    """--model: a GGUF path, or a synth-model preset name (generated once under bench/out/models/)."""
+    m = args.model
+    if m is None:
+        args.model_path, args.model_label = DEFAULT_MODEL, os.path.basename(DEFAULT_MODEL)
+        return
+    if os.path.exists(m):
+        args.model_path, args.model_label = os.path.abspath(m), os.path.basename(m)
+        return
+    d = os.path.join(args.out, "models")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "%s-%s.gguf" % (m, args.synth_type))
+    if not os.path.exists(path):
+        log("generating synthetic model %s (%s) -> %s" % (m, args.synth_type, path))
+        subprocess.run([args.bin, "synth-model", "--preset", m, "-o", path + ".tmp", "--type", args.synth_type],
+                       check=True)
+        os.rename(path + ".tmp", path)
+    args.model_path, args.model_label = path, "synthetic %s (%s, random weights: timing only)" % (m, args.synth_type)
+
+
+def trained_ctx(args):
+    return TRAINED_CTX.get(os.path.basename(args.model_path))
