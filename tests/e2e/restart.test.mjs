@@ -1,0 +1,113 @@
+// 3. Restart: after SIGTERM, and separately after kill -9 once a turn has
+// completed and been saved, the next turn is `warm`, prefills only the new
+// text and gives the same greedy output as a cold agent.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Server, makeTemp, rmTemp, chatReq, rawRequest, waitForDisk, waitForManifest, LONG_SYSTEM } from './lib/server.mjs';
+
+let dir, cacheDir;
+const servers = [];
+before(async () => {
+  dir = await makeTemp('restart');
+  cacheDir = `${dir}/cache`;
+});
+after(async () => {
+  for (const s of servers) await s.kill('SIGKILL').catch(() => {});
+  await rmTemp(dir);
+});
+
+async function start() {
+  const s = await Server.start({ cacheDir });
+  servers.push(s);
+  return s;
+}
+
+async function turn(server, id, messages, max_tokens = 12) {
+  const r = await server.client().chat.completions.create(chatReq(messages, { max_tokens }),
+    { headers: { 'X-Agent-Id': id } });
+  return { reply: r.choices[0].message.content, usage: r.usage };
+}
+
+// Two turns on the first server, restart (how: `stopHow`), third turn on the
+// second server, compared with a cold agent there.
+async function restartScenario(id, stopHow) {
+  const msgs = [
+    { role: 'system', content: LONG_SYSTEM },
+    { role: 'user', content: 'Who kept the roses by the platform?' },
+  ];
+  let s1 = await start();
+  const t1 = await turn(s1, id, msgs);
+  msgs.push({ role: 'assistant', content: t1.reply }, { role: 'user', content: 'And who kept the mill?' });
+  const t2 = await turn(s1, id, msgs);
+  assert.equal(t2.usage.agentkv.match, 'extend', JSON.stringify(t2.usage));
+  msgs.push({ role: 'assistant', content: t2.reply }, { role: 'user', content: 'What floods in spring?' });
+
+  let info;
+  if (stopHow === 'SIGTERM') {
+    info = await s1.stop();
+    assert.equal(info.code, 0, `SIGTERM exit ${JSON.stringify(info)}\n${s1.log}`);
+  } else {
+    // The response does not wait for the save (write-behind): wait until
+    // the agent reports its bytes on disk, then kill -9.
+    const a = await waitForDisk(s1, id);
+    assert.equal(a.tokens, t2.usage.prompt_tokens + t2.usage.completion_tokens - 1,
+      `the saved agent should hold the whole turn: ${JSON.stringify(a)}`);
+    // The manifest on disk holds the whole second turn (the commit point).
+    await waitForManifest(cacheDir, id, a.tokens);
+    info = await s1.kill('SIGKILL');
+    assert.equal(info.signal, 'SIGKILL');
+  }
+
+  const s2 = await start();
+  // The index of warm agents was loaded from disk.
+  const before = await rawRequest(s2, 'GET', `/v1/agents/${id}`);
+  assert.equal(before.status, 200, `agent ${id} unknown after restart: ${before.text}`);
+  assert.equal(before.json.tier, 'warm');
+  assert.equal(before.json.tokens, t2.usage.prompt_tokens + t2.usage.completion_tokens - 1);
+
+  const t3 = await turn(s2, id, msgs);
+  const u = t3.usage;
+  assert.equal(u.agentkv.cache_state, 'warm', `after ${stopHow}: ${JSON.stringify(u)}`);
+  assert.equal(u.agentkv.match, 'extend', JSON.stringify(u));
+  assert.ok(u.prompt_tokens_details.cached_tokens >= t2.usage.prompt_tokens + t2.usage.completion_tokens - 1,
+    `after ${stopHow}: previous turn not fully reused: ${JSON.stringify(u)}`);
+  assert.ok(u.agentkv.tokens_prefilled < 40, `after ${stopHow}: prefilled ${u.agentkv.tokens_prefilled}`);
+
+  const cold = await turn(s2, `${id}-cold`, msgs);
+  assert.equal(cold.usage.agentkv.cache_state, 'cold');
+  assert.equal(cold.usage.prompt_tokens, u.prompt_tokens);
+  assert.equal(t3.reply, cold.reply, `after ${stopHow}: warm reply differs from a cold prefill`);
+
+  // And the turn after that, now from RAM, still matches.
+  msgs.push({ role: 'assistant', content: t3.reply }, { role: 'user', content: 'Thank you.' });
+  const t4 = await turn(s2, id, msgs);
+  assert.notEqual(t4.usage.agentkv.cache_state, 'cold');
+  const cold4 = await turn(s2, `${id}-cold4`, msgs);
+  assert.equal(t4.reply, cold4.reply);
+
+  const ex = await s2.stop();
+  assert.equal(ex.code, 0, s2.log);
+}
+
+test('SIGTERM, restart on the same cache dir: next turn is warm, same output as cold', async () => {
+  await restartScenario('restart-term', 'SIGTERM');
+});
+
+test('kill -9 after a saved turn, restart: next turn is warm, same output as cold', async () => {
+  await restartScenario('restart-kill', 'SIGKILL');
+});
+
+test('SIGTERM right after a response (no waiting): the save is flushed, next turn warm', async () => {
+  // Graceful shutdown must flush the pending write-behind save.
+  const msgs = [{ role: 'system', content: LONG_SYSTEM }, { role: 'user', content: 'Who rang the bell?' }];
+  const s1 = await start();
+  const t1 = await turn(s1, 'restart-flush', msgs);
+  const info = await s1.stop();
+  assert.equal(info.code, 0, s1.log);
+  msgs.push({ role: 'assistant', content: t1.reply }, { role: 'user', content: 'When?' });
+  const s2 = await start();
+  const t2 = await turn(s2, 'restart-flush', msgs);
+  assert.equal(t2.usage.agentkv.cache_state, 'warm', JSON.stringify(t2.usage));
+  assert.ok(t2.usage.agentkv.tokens_prefilled < 40, JSON.stringify(t2.usage));
+  await s2.stop();
+});
