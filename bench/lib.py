@@ -146,11 +146,13 @@ def fmt_cell(v, csvmode=False):
     return str(v)
 
 
-def md_table(rows, cols, headers=None):
+def md_table(rows, cols, headers=None, fmt=None):
     headers = headers or cols
+    fmt = fmt or {}
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(cols)) + "|"]
     for r in rows:
-        out.append("| " + " | ".join(fmt_cell(r.get(c)) for c in cols) + " |")
+        out.append("| " + " | ".join((fmt[c] % r.get(c)) if (c in fmt and r.get(c) is not None) else
+                                     fmt_cell(r.get(c)) for c in cols) + " |")
     return "\n".join(out)
 
 
@@ -564,13 +566,15 @@ class Corpus:
         with open(path, encoding="utf-8") as f:
             self.text = f.read()
         self.cpt = 4.0
+        self.calibrated = False
 
     def calibrate(self, srv, agent="calib"):
-        sample = self.text[:4000]
+        sample = self.text[:1500]
         r = srv.complete(agent, sample, 1)
         srv.erase(agent)
         self.cpt = len(sample) / max(1, r["prompt_tokens"])
         self.prefill_tps = r["prompt_tokens"] / max(1e-3, (r["server_ttft_ms"] or 1) / 1000.0)
+        self.calibrated = True
         return self.cpt
 
     def slice(self, offset_tokens, n_tokens):

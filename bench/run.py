@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 from lib import log, summarize, ratio, med  # noqa: E402
@@ -377,8 +378,8 @@ def bench_capacity(args):
     kvs = ["q4_0", "q8_0", "f16"]
     budget = parse_size(args.budget)
     contexts = ints(args.contexts or ("256,512" if args.quick else "4096,8192,16384,32768"))
-    verify = ints(args.verify_contexts or ("256,512" if args.quick else "4096,8192"))
-    fit_q4 = args.verify_agents or (3 if args.quick else 4)
+    verify = ints(args.verify_contexts or ("256" if args.quick else "4096,8192"))
+    fit_q4 = args.verify_agents or (5 if args.quick else 8)
     verified, bpt = [], {}
     for kv in kvs:
         for n in verify:
@@ -387,7 +388,7 @@ def bench_capacity(args):
                               cache_ram=1 << 30)
             srv.start()
             spec = srv.bytes_per_token_spec()
-            if kv == "q4_0" or "q4_0" not in bpt:
+            if not corpus.calibrated:
                 corpus.calibrate(srv)
             srv.stop()
             q4_spec = bpt.get("q4_0", {}).get("spec") or spec
@@ -401,23 +402,32 @@ def bench_capacity(args):
             limit = int(vbudget / (n * spec)) + 3
             for i in range(limit):
                 r = srv.complete("cap-%d" % i, corpus.slice(2000 + i * (n + 300), n), 1)
-                a = srv.agent("cap-%d" % i) or {}
-                if a.get("tokens"):
-                    agent_bytes.append((a.get("bytes"), a.get("tokens")))
+                if i > 0:  # the previous agent has left the slot: its pool bytes are its RAM footprint
+                    a = srv.agent("cap-%d" % (i - 1)) or {}
+                    if a.get("tier") == "hot" and a.get("tokens"):
+                        agent_bytes.append((a.get("ram_bytes"), a.get("tokens")))
                 m = srv.metrics()
-                ev = lib.prom_sum(m, "agentkv_evictions_total")
+                # evictions from the RAM pool (from="slot" only means an agent left its engine slot)
+                ev = sum(v for k, v in m.items() if k.startswith("agentkv_evictions_total") and 'from="slot"' not in k)
+                # the metric (so far) counts only slot evictions: also detect a pool eviction directly, as an
+                # earlier agent that is now on disk only
+                warm = [x["id"] for x in srv.agents() if x.get("tier") == "warm" and x["id"].startswith("cap-")]
+                ev_seen = ev > 0 or bool(warm)
                 hot = m.get('agentkv_tier_agents{tier="hot"}', 0)
-                if hot > max_hot:
+                if hot > max_hot and not ev_seen:
                     max_hot, hot_bytes_at_max = int(hot), m.get('agentkv_tier_bytes{tier="hot"}', 0)
-                rows.append({"i": i, "prompt_tokens": r["prompt_tokens"], "evictions": ev, "hot_agents": hot})
-                if ev > 0 and first_evict_at is None:
+                rows.append({"i": i, "prompt_tokens": r["prompt_tokens"], "pool_evictions_metric": ev,
+                             "warm_agents": warm, "hot_agents": hot,
+                             "hot_bytes": m.get('agentkv_tier_bytes{tier="hot"}', 0)})
+                if ev_seen:
                     first_evict_at = i + 1
                     break
             srv.stop()
             srv.wipe()
             b_tok = [b / t for b, t in agent_bytes if b and t]
-            measured_bpt = med(b_tok)
-            tokens = med([t for _, t in agent_bytes])
+            measured_bpt = med(b_tok) or ((hot_bytes_at_max / max_hot / med([r["prompt_tokens"] for r in rows[:max_hot]]))
+                                          if max_hot else None)
+            tokens = med([r["prompt_tokens"] for r in rows])
             bpt[kv] = {"spec": spec, "measured": measured_bpt}
             computed = int(vbudget // (tokens * measured_bpt)) if tokens and measured_bpt else None
             verified.append({"kv": kv, "context": n, "tokens": tokens, "budget_bytes": vbudget,
@@ -441,9 +451,13 @@ def bench_capacity(args):
     md = ("## Agents that fit in %s of RAM pool (computed from measured bytes/token)\n\n" % args.budget +
           lib.md_table(table, cols) + "\n\n## Verified by filling the pool (--slots 1, --cache-ram = budget)\n\n" +
           lib.md_table(verified, vcols) +
-          "\n\n- measured_fit = the most agents in the hot tier before the first eviction "
-          "(agentkv_evictions_total > 0); computed_fit = budget // (tokens x measured bytes/token)\n"
-          "- bytes/token: spec = the server's ModelCacheSpec (startup log), measured = /v1/agents bytes / tokens\n")
+          "\n\n- measured_fit = the most agents held by the RAM pool (agentkv_tier_agents{tier=\"hot\"}, the slot's "
+          "agent included) before the first pool eviction (an earlier agent found on disk only, or "
+          "agentkv_evictions_total{from!=\"slot\"} > 0); computed_fit = budget // (tokens x measured bytes/token)\n"
+          "- bytes/token: spec = the server's ModelCacheSpec (startup log); measured = ram_bytes / tokens of "
+          "agents in the hot tier (/v1/agents): pool bytes including per-block overhead\n"
+          "- the verification budget is (verify_agents + 0.5) q4_0 agents of that context, so q8_0 / f16 fit "
+          "proportionally fewer; every agent has distinct text (the pool shares identical blocks)\n")
     lib.write_outputs(d, "capacity", meta, {"budget_bytes": budget, "table": table, "verified": verified,
                                             "bytes_per_token": bpt}, table, md, cols)
     lib.write_csv(os.path.join(d, "capacity_verified.csv"), verified, vcols)
@@ -470,7 +484,7 @@ def bench_ppl(args):
         lib.write_outputs(d, "ppl", meta, {"status": "not available", "reason": msg, "rows": [],
                                            "reference": reference}, reference,
                           "**not available**: %s\n\nReference (llama-perplexity):\n\n%s" % (
-                              msg, lib.md_table(reference, ["source", "kv", "ctx", "ppl"])))
+                              msg, lib.md_table(reference, ["source", "kv", "ctx", "ppl"], fmt={"ppl": "%.4f"})))
         return []
     if "tiny-llama-brown" not in os.path.basename(args.model_path):
         log("ppl: perplexity is only meaningful on the trained model; running anyway on %s" % args.model_label)
@@ -499,8 +513,8 @@ def bench_ppl(args):
         r["delta_pct_vs_f16"] = (100.0 * (r["ppl"] / base["ppl"] - 1)) if (r.get("ppl") and base and base.get("ppl")) \
             else None
     cols = ["ctx", "stride", "kv", "ppl", "delta_pct_vs_f16", "tokens_scored", "wall_s", "rc"]
-    md = lib.md_table(rows, cols) + "\n\nReference (llama-perplexity, README of the model):\n\n" + \
-        lib.md_table(reference, ["source", "kv", "ctx", "ppl"])
+    md = lib.md_table(rows, cols, fmt={"ppl": "%.4f", "delta_pct_vs_f16": "%+.3f%%"}) + "\n\nReference (llama-perplexity, README of the model):\n\n" + \
+        lib.md_table(reference, ["source", "kv", "ctx", "ppl"], fmt={"ppl": "%.4f"})
     status = "ok" if all(r.get("ppl") for r in rows) else "error"
     lib.write_outputs(d, "ppl", meta, {"status": status, "rows": rows, "reference": reference}, rows, md, cols)
     return rows
