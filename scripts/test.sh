@@ -10,4 +10,5 @@ ctest --test-dir "$BUILD" --output-on-failure -j "${AGENTKV_TEST_JOBS:-2}"
 if [ -f tests/e2e/package.json ]; then
   (cd tests/e2e && npm ci --silent --no-audit --no-fund && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
+/usr/bin/python3 bench/run.py all --quick --bin "$BUILD/agentkv"; /usr/bin/python3 bench/check_quick.py  # benchmark smoke run (bench/README.md)
 echo "test: all tests passed in $(( $(date +%s) - start )) s"
