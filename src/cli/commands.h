@@ -11,5 +11,9 @@ int CmdServe(int argc, char** argv);       // cmd_serve.cc
 int CmdRun(int argc, char** argv);         // cmd_run.cc
 int CmdDemo(int argc, char** argv);        // cmd_demo.cc
 int CmdCache(int argc, char** argv);       // cmd_cache.cc
+int CmdPpl(int argc, char** argv);         // cmd_ppl.cc
+int CmdBench(int argc, char** argv);       // cmd_bench.cc: store | kvtypes | ppl
+int CmdBenchStore(int argc, char** argv);  // cmd_bench_store.cc
+int CmdBenchKvTypes(int argc, char** argv);  // cmd_bench_kvtypes.cc
 
 }  // namespace agentkv::cli

@@ -19,6 +19,8 @@ constexpr Command kCommands[] = {
     {"run", agentkv::cli::CmdRun, "one agent turn without a server (restore, extend, generate, persist)"},
     {"cache", agentkv::cli::CmdCache, "inspect, verify or delete cached agents on disk"},
     {"synth-model", agentkv::cli::CmdSynthModel, "write a random-weight GGUF at a real model's shapes"},
+    {"ppl", agentkv::cli::CmdPpl, "perplexity of a text per KV type (llama-perplexity compatible)"},
+    {"bench", agentkv::cli::CmdBench, "measurements: bench store | kvtypes | ppl"},
 };
 
 void PrintUsage() {

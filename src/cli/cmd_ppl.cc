@@ -1,0 +1,179 @@
+// agentkv ppl: perplexity of a text file for one or more KV cache types,
+// scored like llama.cpp's llama-perplexity (bench/perplexity.h).
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/perplexity.h"
+#include "bench/stats.h"
+#include "cli/bench_json.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "engine/context.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+namespace agentkv::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: agentkv ppl -m MODEL -f TEXT [-c 512] [--stride S] [--kv q4_0|q8_0|f16|all]\n"
+    "                   [--chunks N] [-b 512] [-t THREADS] [--json OUT|-]\n"
+    "Tokenizes TEXT with BOS and scores windows of c tokens, first token of each\n"
+    "replaced by BOS, log-softmax in double precision:\n"
+    "  default     llama-perplexity's chunks: n_tokens / c non-overlapping windows,\n"
+    "              the second half of each scored (c/2 - 1 tokens per window);\n"
+    "              numbers comparable with `llama-perplexity -c C -fa on`\n"
+    "  --stride S  sliding windows of c tokens every S tokens (0 < S < c), the last S\n"
+    "              tokens of each scored: every token from c-S on, once, with\n"
+    "              >= c-S-1 tokens of context (e.g. -c 1024 --stride 512)\n"
+    "--chunks N limits the number of windows; -b is the decode batch (<= c);\n"
+    "--kv all runs f16, q8_0, q4_0 in one process and reports delta vs f16.\n"
+    "--json - (or a bare --json) prints the JSON as the last line of stdout.\n";
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "agentkv ppl: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+Result<std::string> ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::NotFound("read text: " + path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct TypeResult {
+  engine::KvType kv;
+  bench::PplResult r;
+};
+
+}  // namespace
+
+int CmdPpl(int argc, char** argv) {
+  std::vector<std::string> arg_storage;
+  std::vector<char*> args = NormalizeJsonFlag(argc, argv, &arg_storage);
+  Flags flags(static_cast<int>(args.size()), args.data(), {"help"});
+  if (flags.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  auto unknown = flags.Unknown({"m", "model", "f", "file", "c", "ctx", "stride", "kv", "chunks", "b", "batch", "t",
+                                "threads", "json"});
+  const auto model_path = flags.Get("model", "m");
+  const auto text_path = flags.Get("file", "f");
+  long long n_ctx = 0, stride = 0, chunks = 0, batch = 0, threads = 0;
+  std::string err;
+  if (!unknown.empty()) err = "unknown flag --" + unknown[0];
+  if (err.empty() && (!model_path || !text_path)) err = "-m and -f are required";
+  if (err.empty()) {
+    (void)(flags.GetInt("ctx", "c", 512, &n_ctx, &err) && flags.GetInt("stride", "", 0, &stride, &err) &&
+           flags.GetInt("chunks", "", 0, &chunks, &err) && flags.GetInt("batch", "b", 512, &batch, &err) &&
+           flags.GetInt("threads", "t", 0, &threads, &err));
+  }
+  std::vector<engine::KvType> types;
+  const std::string kv_flag = flags.GetOr("kv", "", "q4_0");
+  if (kv_flag == "all") {
+    types = {engine::KvType::kF16, engine::KvType::kQ8_0, engine::KvType::kQ4_0};
+  } else if (auto kv = engine::ParseKvType(kv_flag); kv.ok()) {
+    types = {*kv};
+  } else if (err.empty()) {
+    err = kv.status().message();
+  }
+  if (err.empty() && (n_ctx < 4 || n_ctx > 1 << 20)) err = "-c must be 4..1048576";
+  if (err.empty() && (batch < 1)) err = "-b must be >= 1";
+  if (!err.empty()) {
+    std::fprintf(stderr, "agentkv ppl: %s\n%s", err.c_str(), kUsage);
+    return 2;
+  }
+  const bench::PplOptions options{static_cast<int>(n_ctx), static_cast<int>(stride), static_cast<int>(chunks)};
+
+  auto model = engine::Model::Load(*model_path);
+  if (!model.ok()) return Fail(model.status());
+  auto text = ReadText(*text_path);
+  if (!text.ok()) return Fail(text.status());
+  engine::Tokenizer tokenizer(**model);
+  const std::vector<int32_t> tokens = tokenizer.Tokenize(*text, true).tokens;
+  if (tokenizer.Bos() < 0) return Fail(Status::Unsupported("ppl: the model has no BOS token"));
+  auto plan = bench::PlanPerplexity(static_cast<int64_t>(tokens.size()), options);
+  if (!plan.ok()) return Fail(plan.status());
+  std::fprintf(stderr, "ppl: %s, %zu tokens (with BOS), c=%lld, %s, %d windows x %d scored tokens\n",
+               (*model)->info().name.c_str(), tokens.size(), n_ctx,
+               stride == 0 ? "llama-perplexity chunks" : ("stride " + std::to_string(stride)).c_str(),
+               plan->n_windows, plan->scored_per_window);
+
+  std::vector<TypeResult> results;
+  for (engine::KvType kv : types) {
+    engine::ContextOptions co;
+    co.n_slots = 1;
+    co.slot_ctx = static_cast<int>(n_ctx);
+    co.n_batch = static_cast<int>(std::min(batch, n_ctx));
+    co.type_k = co.type_v = kv;
+    co.n_threads = static_cast<int>(threads);
+    auto ctx = engine::Context::Create(**model, co);
+    if (!ctx.ok()) return Fail(ctx.status());
+    std::fprintf(stderr, "kv %s:", engine::KvTypeName(kv));
+    auto progress = [](int w, const bench::NllAccumulator& acc) {
+      std::fprintf(stderr, " [%d]%.4f", w + 1, acc.Ppl());
+    };
+    auto r = bench::EvaluatePerplexity(**ctx, tokens, tokenizer.Bos(), options, progress);
+    std::fputs("\n", stderr);
+    if (!r.ok()) return Fail(r.status());
+    std::printf("kv %-5s PPL = %.4f +/- %.5f  (%lld tokens scored in %d windows, %.1f s, %.0f tok/s)\n",
+                engine::KvTypeName(kv), r->ppl, r->ppl_error, static_cast<long long>(r->n_scored),
+                r->plan.n_windows, r->eval_ms / 1000, r->n_evaluated * 1000.0 / r->eval_ms);
+    std::fflush(stdout);
+    results.push_back({kv, *r});
+  }
+
+  const TypeResult* f16 = nullptr;
+  for (const auto& t : results) {
+    if (t.kv == engine::KvType::kF16) f16 = &t;
+  }
+  std::vector<std::vector<std::string>> rows;
+  nlohmann::json jr = nlohmann::json::array();
+  for (const auto& t : results) {
+    const double delta = f16 ? 100.0 * (t.r.ppl / f16->r.ppl - 1.0) : 0.0;
+    rows.push_back({engine::KvTypeName(t.kv), bench::Format("%.4f", t.r.ppl), bench::Format("%.4f", t.r.ppl_error),
+                    f16 ? bench::Format("%+.3f%%", delta) : "-", std::to_string(t.r.n_scored),
+                    bench::Format("%.1f", t.r.eval_ms / 1000),
+                    bench::Format("%.0f", t.r.n_evaluated * 1000.0 / t.r.eval_ms)});
+    nlohmann::json j = {{"kv", engine::KvTypeName(t.kv)}, {"ppl", t.r.ppl},         {"ppl_error", t.r.ppl_error},
+                        {"mean_nll", t.r.mean_nll},       {"n_scored", t.r.n_scored}, {"n_windows", t.r.plan.n_windows},
+                        {"eval_s", t.r.eval_ms / 1000},   {"tokens_evaluated", t.r.n_evaluated}};
+    if (f16) j["delta_vs_f16_pct"] = delta;
+    jr.push_back(j);
+  }
+  std::printf("\n%s", bench::MarkdownTable({"KV", "PPL", "+/-", "vs f16", "scored tokens", "seconds", "eval tok/s"},
+                                           rows)
+                          .c_str());
+
+  if (auto out = flags.Get("json")) {
+    nlohmann::json j = {{"benchmark", "ppl"},
+                        {"model", (*model)->info().name},
+                        {"model_identity", (*model)->info().identity_hash},
+                        {"text", *text_path},
+                        {"text_bytes", text->size()},
+                        {"n_tokens", tokens.size()},
+                        {"ctx", n_ctx},
+                        {"stride", stride},
+                        {"mode", stride == 0 ? "llama-perplexity-chunks" : "sliding"},
+                        {"batch", std::min(batch, n_ctx)},
+                        {"threads", threads},
+                        {"flash_attn", true},
+                        {"results", jr}};
+    if (results.size() == 1) {  // flat fields for drivers that run one type per call
+      j["kv"] = engine::KvTypeName(results[0].kv);
+      j["ppl"] = results[0].r.ppl;
+      j["ppl_error"] = results[0].r.ppl_error;
+      j["tokens_scored"] = results[0].r.n_scored;
+    }
+    if (Status s = WriteJson(j, *out); !s.ok()) return Fail(s);
+  }
+  return 0;
+}
+
+}  // namespace agentkv::cli
