@@ -136,6 +136,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   po.persist = [raw](const AgentKey& key, const std::vector<PoolBlock>& blocks) {
     return raw->scheduler_->PersistAgent(key, blocks);
   };
+  po.on_evict = [raw](const EvictionEvent& e) { raw->scheduler_->OnPoolEviction(e); };
   stack->pool_ = std::make_unique<BlockPool>(po);
 
   sched::SchedulerOptions opt;

@@ -1,13 +1,19 @@
 #include "sched/metrics.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace agentkv::sched {
 namespace {
 
+// Integers (counters, byte gauges) exactly; fractions with 6 significant digits.
 std::string Num(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
+  if (v == std::floor(v) && std::fabs(v) < 9e15) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+  }
   return buf;
 }
 
@@ -108,11 +114,11 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_queue_length", "gauge", "Requests waiting for a slot.", double(g.queue_length));
   scalar("agentkv_active_requests", "gauge", "Requests in prefill or decode.", double(g.active_requests));
   scalar("agentkv_io_pending", "gauge", "Disk jobs queued or running.", double(g.io_pending));
-  out += "# HELP agentkv_tier_agents Agents per tier.\n# TYPE agentkv_tier_agents gauge\n";
+  out += "# HELP agentkv_tier_agents Agents with a copy of their cache in each tier (an agent can be in several).\n# TYPE agentkv_tier_agents gauge\n";
   out += "agentkv_tier_agents{tier=\"resident\"} " + std::to_string(g.resident_agents) + "\n";
   out += "agentkv_tier_agents{tier=\"hot\"} " + std::to_string(g.hot_agents) + "\n";
   out += "agentkv_tier_agents{tier=\"warm\"} " + std::to_string(g.warm_agents) + "\n";
-  out += "# HELP agentkv_tier_bytes KV bytes per tier.\n# TYPE agentkv_tier_bytes gauge\n";
+  out += "# HELP agentkv_tier_bytes KV bytes held by each tier (copies counted in every tier that holds them).\n# TYPE agentkv_tier_bytes gauge\n";
   out += "agentkv_tier_bytes{tier=\"resident\"} " + std::to_string(g.resident_bytes) + "\n";
   out += "agentkv_tier_bytes{tier=\"hot\"} " + std::to_string(g.hot_bytes) + "\n";
   out += "agentkv_tier_bytes{tier=\"warm\"} " + std::to_string(g.warm_bytes) + "\n";

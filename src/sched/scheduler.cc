@@ -192,6 +192,15 @@ Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id
   return result;
 }
 
+void Scheduler::OnPoolEviction(const EvictionEvent& event) {
+  if (event.status.ok()) {
+    metrics_.CountEviction("pool");
+  } else {
+    AKV_LOG_WARN("could not persist agent %s before eviction: %s", event.agent.agent_id.c_str(),
+                 event.status.ToString().c_str());
+  }
+}
+
 std::string Scheduler::MetricsText() const {
   SchedulerMetrics::Gauges g;
   g.queue_length = n_waiting_.load();

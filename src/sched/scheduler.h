@@ -82,6 +82,9 @@ class Scheduler : public api::Backend {
   // with these blocks to the store. Any thread.
   Status PersistAgent(const AgentKey& key, const std::vector<PoolBlock>& blocks);
 
+  // The RAM pool's eviction observer: counts evictions and persist failures.
+  void OnPoolEviction(const EvictionEvent& event);
+
   // Blocks until every save posted so far is on disk (tests, shutdown).
   void FlushSaves() { io_.Flush(); }
 

@@ -366,7 +366,6 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
   auto pool_info = pool_.Info(a.key);
   if (a.slot >= 0) {
     info.tier = api::CacheState::kResident;
-    info.ram_bytes = info.tokens * static_cast<int64_t>(bpt);
   } else if (pool_info.ok()) {
     info.tier = api::CacheState::kHot;
   } else if (a.on_disk) {
@@ -374,7 +373,13 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
   } else {
     info.tier = api::CacheState::kCold;
   }
-  if (pool_info.ok()) info.ram_bytes += static_cast<int64_t>(pool_info->bytes);
+  // The size of the agent's Q4 cache in RAM: its pool copy, or its slot when
+  // it has no pool copy (not both: they hold the same positions).
+  if (pool_info.ok()) {
+    info.ram_bytes = static_cast<int64_t>(pool_info->bytes);
+  } else if (a.slot >= 0) {
+    info.ram_bytes = info.tokens * static_cast<int64_t>(bpt);
+  }
   if (store_ != nullptr) {
     if (auto s = const_cast<AgentStore*>(store_)->GetSummary(a.key.ns, a.key.agent_id); s.ok()) {
       info.disk_bytes = static_cast<int64_t>(s->block_bytes);
