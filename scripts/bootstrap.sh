@@ -10,12 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-APT_PACKAGES=(cmake ninja-build g++ ccache git openssl ca-certificates libgtest-dev libgmock-dev nodejs npm
+APT_PACKAGES=(cmake ninja-build g++ ccache git openssl ca-certificates libgtest-dev libgmock-dev
               python3 python3-matplotlib)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# node/npm may come from Debian or from NodeSource (whose nodejs bundles npm
+# and conflicts with Debian's npm): only install what is absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
