@@ -21,8 +21,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: agentkv ppl -m MODEL -f TEXT [-c 512] [--stride S] [--kv q4_0|q8_0|f16|all]\n"
     "                   [--chunks N] [-b 512] [-t THREADS] [--json OUT|-]\n"
-    "Tokenizes TEXT with BOS and scores windows of c tokens, first token of each\n"
-    "replaced by BOS, log-softmax in double precision:\n"
+    "Tokenizes TEXT (minus one trailing newline, as llama.cpp's -f) with BOS and\n"
+    "scores windows of c tokens, the first token of each replaced by BOS,\n"
+    "log-softmax accumulated in double precision:\n"
     "  default     llama-perplexity's chunks: n_tokens / c non-overlapping windows,\n"
     "              the second half of each scored (c/2 - 1 tokens per window);\n"
     "              numbers comparable with `llama-perplexity -c C -fa on`\n"
@@ -35,7 +36,7 @@ constexpr const char* kUsage =
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "agentkv ppl: %s\n", s.ToString().c_str());
-  return 1;
+  return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
 }
 
 Result<std::string> ReadText(const std::string& path) {
@@ -43,7 +44,10 @@ Result<std::string> ReadText(const std::string& path) {
   if (!f) return Status::NotFound("read text: " + path + ": cannot open");
   std::stringstream ss;
   ss << f.rdbuf();
-  return ss.str();
+  std::string text = ss.str();
+  // llama.cpp's -f drops one trailing newline; so do we, for equal token counts.
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
 }
 
 struct TypeResult {
@@ -85,6 +89,8 @@ int CmdPpl(int argc, char** argv) {
   }
   if (err.empty() && (n_ctx < 4 || n_ctx > 1 << 20)) err = "-c must be 4..1048576";
   if (err.empty() && (batch < 1)) err = "-b must be >= 1";
+  if (err.empty() && (stride < 0 || stride >= n_ctx)) err = "--stride must be 0 (chunks) or 1..c-1";
+  if (err.empty() && chunks < 0) err = "--chunks must be >= 0";
   if (!err.empty()) {
     std::fprintf(stderr, "agentkv ppl: %s\n%s", err.c_str(), kUsage);
     return 2;
