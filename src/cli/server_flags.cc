@@ -1,5 +1,6 @@
 #include "cli/server_flags.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -23,7 +24,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
                                     "cache-ram", "cache-disk", "api-key", "api-key-file", "t", "threads",
-                                    "prefill-chunk", "help"};
+                                    "prefill-chunk", "gpu-layers", "ngl", "help"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
     *error = "unknown flag --" + unknown[0];
@@ -34,11 +35,12 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     *error = "-m MODEL is required";
     return false;
   }
-  long long port, ctx, slots, threads, chunk;
+  long long port, ctx, slots, threads, chunk, ngl;
   if (!flags.GetInt("port", "", config->port, &port, error) || !flags.GetInt("ctx", "c", 0, &ctx, error) ||
       !flags.GetInt("slots", "", config->n_slots, &slots, error) ||
       !flags.GetInt("threads", "t", 0, &threads, error) ||
-      !flags.GetInt("prefill-chunk", "", config->prefill_chunk, &chunk, error)) {
+      !flags.GetInt("prefill-chunk", "", config->prefill_chunk, &chunk, error) ||
+      !flags.GetInt("gpu-layers", "ngl", -1, &ngl, error)) {
     return false;
   }
   if (port < 0 || port > 65535 || ctx < 0 || slots < 1 || slots > 256 || threads < 0 || chunk < 1 || chunk > 8192) {
@@ -50,6 +52,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   config->n_slots = static_cast<int>(slots);
   config->n_threads = static_cast<int>(threads);
   config->prefill_chunk = static_cast<int>(chunk);
+  config->n_gpu_layers = static_cast<int>(std::max(-1LL, ngl));
   config->host = flags.GetOr("host", "", config->host);
   auto kv = engine::ParseKvType(flags.GetOr("kv", "", "q4_0"));
   if (!kv.ok()) {

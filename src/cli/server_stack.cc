@@ -113,7 +113,9 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   }
 
   if (!config.quiet) AKV_LOG_INFO("loading %s", config.model_path.c_str());
-  AGENTKV_ASSIGN_OR_RETURN(stack->model_, engine::Model::Load(config.model_path));
+  engine::ModelOptions mo;
+  mo.n_gpu_layers = config.n_gpu_layers;
+  AGENTKV_ASSIGN_OR_RETURN(stack->model_, engine::Model::Load(config.model_path, mo));
   engine::ContextOptions co;
   co.n_slots = config.n_slots;
   co.slot_ctx = config.slot_ctx > 0 ? config.slot_ctx : std::min(stack->model_->info().n_ctx_train, 8192);

@@ -30,6 +30,7 @@ struct ServerConfig {
   int n_slots = 4;
   engine::KvType kv_type = engine::KvType::kQ4_0;
   int n_threads = 0;
+  int n_gpu_layers = -1;           // -1: all layers on the GPU if one is available
   int prefill_chunk = 512;
   std::string cache_dir;           // empty: DefaultCacheDir()
   uint64_t cache_ram_bytes = 0;    // 0: DefaultCacheRamBytes()

@@ -152,7 +152,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
   AGENTKV_ASSIGN_OR_RETURN(model->info_.identity_hash, IdentityHash(path, g, file_bytes));
 
   llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = options.n_gpu_layers;
+  mp.n_gpu_layers = options.n_gpu_layers >= 0 ? options.n_gpu_layers : (llama_supports_gpu_offload() ? 999 : 0);
   t_last_llama_error.clear();
   model->model_ = llama_model_load_from_file(path.c_str(), mp);
   if (model->model_ == nullptr) {

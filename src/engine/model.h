@@ -18,7 +18,9 @@ struct llama_vocab;
 namespace agentkv::engine {
 
 struct ModelOptions {
-  int n_gpu_layers = 0;  // >0 offloads layers when a GPU backend is built
+  // Layers to offload to a GPU. -1: all of them when a GPU backend is built
+  // and finds a device (llama_supports_gpu_offload), none otherwise.
+  int n_gpu_layers = -1;
 };
 
 struct ModelInfo {
