@@ -88,6 +88,11 @@ class Context {
   llama_context* ctx_ = nullptr;
   ModelCacheSpec spec_;
   std::vector<int32_t> last_logit_rows_;  // item index -> batch row with logits
+  // Reused staging buffer for state export/import (hundreds of MB for long
+  // contexts: allocating and faulting it in per restore costs more than the copy).
+  std::span<uint8_t> StateBuffer(size_t size) const;
+  mutable std::unique_ptr<uint8_t[]> state_buf_;
+  mutable size_t state_buf_size_ = 0;
 };
 
 }  // namespace agentkv::engine

@@ -33,20 +33,6 @@ class Reader {
   size_t pos_ = 0;
 };
 
-class Writer {
- public:
-  explicit Writer(std::vector<uint8_t>* out) : out_(out) {}
-  template <typename T>
-  void Put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    out_->insert(out_->end(), p, p + sizeof(T));
-  }
-  void Append(const uint8_t* p, size_t n) { out_->insert(out_->end(), p, p + n); }
-
- private:
-  std::vector<uint8_t>* out_;
-};
-
 Status Bad(const std::string& what) { return Status::Corruption("kv state: " + what); }
 
 // Parses one section. With `learn`, fills *shape from the bytes (has_v as
@@ -308,48 +294,78 @@ uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const State
   return n;
 }
 
-Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
-                                           const StateShape& shape, uint32_t n_tokens,
-                                           uint32_t n_stream) {
+uint64_t StateBytesForBlocks(const StateShape& shape, uint32_t n_tokens, uint32_t n_stream) {
+  uint64_t size = 8;  // magic + seq id
+  for (const auto& s : shape.sections) {
+    auto [lo, hi] = RequiredRange(s, n_tokens);
+    const uint64_t cells = hi - lo;
+    size += 8 + cells * 12 + 8;  // n_stream + cell_count, cells, v_trans + n_layer
+    for (uint32_t l = 0; l < s.n_layer; ++l) {
+      size += 12 + cells * s.k_row_bytes[l];
+      if (s.has_v) size += 12 + cells * s.v_row_bytes[l];
+    }
+    size += 4ull * (n_stream - 1);
+  }
+  return size;
+}
+
+Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
+                        uint32_t n_stream, std::span<uint8_t> dst) {
   if (n_tokens == 0) return Status::InvalidArgument("kv state: empty sequence");
+  if (dst.size() != StateBytesForBlocks(shape, n_tokens, n_stream)) {
+    return Status::InvalidArgument("kv state: destination buffer has the wrong size");
+  }
   if (RestorablePrefix(blocks, shape, n_tokens) < n_tokens) {
     return Status::InvalidArgument("kv state: blocks do not cover " + std::to_string(n_tokens) + " positions");
   }
-  std::vector<uint8_t> out;
-  Writer w(&out);
-  w.Put<uint32_t>(kLlamaSeqStateMagic);
-  w.Put<int32_t>(0);  // source seq id: ignored by the reader
+  uint8_t* w = dst.data();
+  auto put = [&w](auto v) {
+    std::memcpy(w, &v, sizeof(v));
+    w += sizeof(v);
+  };
+  put(kLlamaSeqStateMagic);
+  put(int32_t{0});  // source seq id: ignored by the reader
   for (size_t si = 0; si < shape.sections.size(); ++si) {
     const SectionShape& s = shape.sections[si];
     auto [lo, hi] = RequiredRange(s, n_tokens);
-    const uint32_t cells = hi - lo;
-    w.Put<uint32_t>(n_stream);
-    w.Put<uint32_t>(cells);
+    put(n_stream);
+    put(hi - lo);
     for (uint32_t p = lo; p < hi; ++p) {
-      w.Put<int32_t>(static_cast<int32_t>(p));
-      w.Put<uint32_t>(1);
-      w.Put<int32_t>(0);  // seq id: ignored by the reader, which uses the destination's
+      put(static_cast<int32_t>(p));
+      put(uint32_t{1});
+      put(int32_t{0});  // seq id: ignored by the reader, which uses the destination's
     }
-    w.Put<uint32_t>(0);  // v_trans
-    w.Put<uint32_t>(s.n_layer);
+    put(uint32_t{0});  // v_trans
+    put(s.n_layer);
     for (int kv = 0; kv < (s.has_v ? 2 : 1); ++kv) {
       const bool is_k = kv == 0;
       for (uint32_t l = 0; l < s.n_layer; ++l) {
         const uint64_t rb = is_k ? s.k_row_bytes[l] : s.v_row_bytes[l];
-        w.Put<int32_t>(is_k ? s.k_type[l] : s.v_type[l]);
-        w.Put<uint64_t>(rb);
+        put(is_k ? s.k_type[l] : s.v_type[l]);
+        put(rb);
         const std::string name = TensorName(si, l, is_k);
         for (uint32_t p = lo; p < hi;) {
           const KvBlock& b = *blocks[p / kBlockTokens];
           const KvTensor* t = FindTensor(b, name);  // present: RestorablePrefix checked
           const uint32_t run_end = std::min(hi, t->first_pos + t->n_rows);
-          w.Append(t->data.data() + (p - t->first_pos) * rb, (run_end - p) * rb);
+          const uint64_t n = (run_end - p) * rb;
+          std::memcpy(w, t->data.data() + (p - t->first_pos) * rb, n);
+          w += n;
           p = run_end;
         }
       }
     }
-    for (uint32_t st = 1; st < n_stream; ++st) w.Put<uint32_t>(0);
+    for (uint32_t st = 1; st < n_stream; ++st) put(uint32_t{0});
   }
+  if (w != dst.data() + dst.size()) return Status::Internal("kv state: size accounting mismatch");
+  return Status::OK();
+}
+
+Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
+                                           const StateShape& shape, uint32_t n_tokens,
+                                           uint32_t n_stream) {
+  std::vector<uint8_t> out(StateBytesForBlocks(shape, n_tokens, n_stream));
+  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, shape, n_tokens, n_stream, out));
   return out;
 }
 

@@ -88,6 +88,14 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
 uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const StateShape& shape,
                           uint32_t n_tokens);
 
+// Exact size of the state WriteBlocksState writes.
+uint64_t StateBytesForBlocks(const StateShape& shape, uint32_t n_tokens, uint32_t n_stream);
+// Writes llama.cpp state bytes for positions [0, n_tokens) of `blocks` into
+// dst (REQUIRES dst.size() == StateBytesForBlocks(...)); no allocation, so a
+// caller can reuse one buffer for every restore.
+Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
+                        uint32_t n_stream, std::span<uint8_t> dst);
+
 // Builds llama.cpp state bytes for positions [0, n_tokens) of `blocks`, for a
 // context with n_stream streams per section. REQUIRES n_tokens <=
 // RestorablePrefix(blocks, shape, n_tokens); otherwise InvalidArgument.

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Scheduler benchmarks (issue #5): aggregate decode throughput with N concurrent
+agents, staggered arrivals (interleaved vs serial prefill), and prefetch of a warm
+agent during another agent's decode.
+
+  /usr/bin/python3 bench/sched_bench.py [throughput|staggered|prefetch|all] [--quick]
+
+Writes bench/out/sched/<name>.{json,csv,md}. Uses the bundled model by default.
+"""
+import argparse
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+
+
+def concurrent(fns):
+    """Runs the callables in threads; returns their results in order and the wall time in ms."""
+    out = [None] * len(fns)
+
+    def run(i, f):
+        out[i] = f()
+
+    ts = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(fns)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out, (time.perf_counter() - t0) * 1000.0
+
+
+def bench_throughput(args, corpus, work):
+    rows = []
+    gen = 32 if args.quick else 64
+    for n in ([1, 2] if args.quick else [1, 2, 4, 8]):
+        srv = lib.Agentkv(args, work, name="tp%d" % n, slots=8, ctx=1024)
+        srv.start()
+        try:
+            samples = []
+            for rep in range(args.reps + 1):
+                fns = [lambda i=i, rep=rep: srv.complete("tp-%d-%d-%d" % (n, rep, i), corpus.slice(200 * i + 37 * rep, 64),
+                                                          gen) for i in range(n)]
+                res, wall = concurrent(fns)
+                toks = sum(r["completion_tokens"] for r in res)
+                if rep > 0:  # first round is the warm-up
+                    samples.append(toks / (wall / 1000.0))
+            s = lib.summarize(samples)
+            rows.append({"agents": n, "gen_tokens_each": gen, "tok_s": s["median"], "tok_s_min": s["min"],
+                         "tok_s_max": s["max"], "n": s["n"]})
+        finally:
+            srv.stop()
+    base = rows[0]["tok_s"]
+    for r in rows:
+        r["vs_one_agent"] = r["tok_s"] / base
+    return rows
+
+
+def bench_staggered(args, corpus, work):
+    n_a = 1024 if args.quick else 4096
+    rows = []
+    for mode, chunk in (("interleaved", 512), ("serial", 8192)):
+        srv = lib.Agentkv(args, work, name="stag-" + mode, slots=2, ctx=n_a + 1024, extra=["--prefill-chunk", str(chunk)])
+        srv.start()
+        try:
+            samples = []
+            for rep in range(args.reps):
+                a_prompt = corpus.slice(5000 + 97 * rep, n_a)
+                b_prompt = corpus.slice(90000 + 31 * rep, 200)
+
+                def a():
+                    return srv.complete("A-%s-%d" % (mode, rep), a_prompt, 16)
+
+                def b():
+                    time.sleep(2.0)
+                    t0 = time.perf_counter()
+                    r = srv.complete("B-%s-%d" % (mode, rep), b_prompt, 16)
+                    r["b_wall_ms"] = (time.perf_counter() - t0) * 1000.0
+                    return r
+
+                (ra, rb), wall = concurrent([a, b])
+                samples.append((ra["server_ttft_ms"], rb["server_ttft_ms"], wall, ra["prompt_tokens"], rb["prompt_tokens"]))
+            rows.append({"mode": mode, "prefill_chunk": chunk, "a_tokens": samples[0][3], "b_tokens": samples[0][4],
+                         "a_ttft_ms": lib.med([s[0] for s in samples]), "b_ttft_ms": lib.med([s[1] for s in samples]),
+                         "b_ttft_min": min(s[1] for s in samples), "b_ttft_max": max(s[1] for s in samples),
+                         "total_wall_ms": lib.med([s[2] for s in samples]), "n": len(samples)})
+        finally:
+            srv.stop()
+    return rows
+
+
+def bench_prefetch(args, corpus, work):
+    n_b = 512 if args.quick else 2048
+    cache = os.path.join(work, "prefetch-cache")
+    rows = []
+    b_prompt = corpus.slice(30000, n_b)
+    a_prompt = corpus.slice(70000, 64)
+    srv = lib.Agentkv(args, work, name="pf", slots=2, ctx=n_b + 512, cache_dir=cache)
+    srv.start()
+    srv.complete("B", b_prompt, 1)
+    hot = []
+    for rep in range(args.reps):  # hot: B in the RAM pool, two other agents took both slots
+        srv.complete("push1-%d" % rep, "Hello there.", 1)
+        srv.complete("push2-%d" % rep, "Hello again.", 1)
+        hot.append(srv.complete("B", b_prompt, 1)["server_ttft_ms"])
+    srv.stop()
+    during, alone = [], []
+    for rep in range(args.reps):
+        for mode in ("alone", "during"):
+            srv = lib.Agentkv(args, work, name="pf-%s-%d" % (mode, rep), slots=2, ctx=n_b + 512, cache_dir=cache)
+            srv.start()
+            lib.drop_page_cache(lib.files_under(cache), args.drop)
+            try:
+                if mode == "alone":
+                    r = srv.complete("B", b_prompt, 1)
+                    alone.append(r["server_ttft_ms"])
+                else:
+                    def a():
+                        return srv.complete("A-%d" % rep, a_prompt, 96)
+
+                    def b():
+                        time.sleep(0.5)  # A is decoding
+                        return srv.complete("B", b_prompt, 1)
+
+                    (ra, rb), _ = concurrent([a, b])
+                    during.append(rb["server_ttft_ms"])
+                    assert rb["state"] == "warm", rb["state"]
+            finally:
+                srv.stop()
+    h = lib.summarize(hot)
+    for name, xs in (("hot (RAM pool)", hot), ("warm, alone (read on demand)", alone),
+                     ("warm, during another agent's decode (prefetched)", during)):
+        s = lib.summarize(xs)
+        rows.append({"case": name, "b_tokens": n_b, "ttft_ms": s["median"], "min": s["min"], "max": s["max"],
+                     "n": s["n"], "vs_hot": s["median"] / h["median"]})
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", nargs="?", default="all", choices=["throughput", "staggered", "prefetch", "all"])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--bin", default=lib.DEFAULT_BIN)
+    ap.add_argument("--model")
+    ap.add_argument("--synth-type", default="q4_0")
+    ap.add_argument("--text", default=lib.DEFAULT_TEXT)
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--reps", type=int)
+    ap.add_argument("--drop", default="fadvise", choices=["fadvise", "drop_caches", "none"])
+    ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
+    args = ap.parse_args()
+    args.reps = args.reps or (1 if args.quick else 3)
+    lib.resolve_model(args)
+    d = os.path.join(args.out, "sched")
+    work = os.path.join(d, "work")
+    os.makedirs(work, exist_ok=True)
+    corpus = lib.Corpus(args.text)
+    calib = lib.Agentkv(args, work, name="calib", slots=1, ctx=2048)
+    calib.start()
+    corpus.calibrate(calib)
+    calib.stop()
+    meta = lib.make_meta(args, "sched")
+    todo = ["throughput", "staggered", "prefetch"] if args.what == "all" else [args.what]
+    for name in todo:
+        t0 = time.perf_counter()
+        rows = {"throughput": bench_throughput, "staggered": bench_staggered, "prefetch": bench_prefetch}[name](
+            args, corpus, work)
+        cols = list(rows[0].keys())
+        lib.write_outputs(d, name, meta, {"rows": rows}, rows, lib.md_table(rows, cols), cols)
+        lib.log("%s took %.1f s" % (name, time.perf_counter() - t0))
+        print(lib.md_table(rows, cols))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
