@@ -1,6 +1,7 @@
 // Scheduler, inference thread: the loop and one iteration (batch build,
 // decode, sampling, streaming, finishing).
 #include <algorithm>
+#include <map>
 
 #include "sched/scheduler.h"
 #include "sched/scheduler_types.h"
@@ -70,11 +71,34 @@ Status Scheduler::Step() {
     items.push_back({a.slot, a.next_token, static_cast<int32_t>(a.agent->seq.tokens.size()), true});
     decoders.push_back(&a);
   }
+  // Prefill budget: shortest remaining prompt first, so a short prompt that
+  // arrives during a long prefill gets its first token after one iteration
+  // instead of after the whole long prefill. The oldest prefill is first
+  // guaranteed a share (a quarter of the chunk), so it cannot starve.
   int budget = std::min(options_.prefill_chunk, n_batch - static_cast<int>(items.size()));
+  std::vector<Active*> order;
   for (auto& up : active_) {
+    if (!up->done && !up->decoding) order.push_back(up.get());
+  }
+  std::map<Active*, size_t> grant;
+  auto remaining = [](const Active* a) { return a->pending.size() - a->n_fed; };
+  if (!order.empty() && budget > 0) {
+    const size_t reserve = std::min<size_t>(remaining(order.front()), std::max(1, budget / 4));
+    grant[order.front()] = reserve;
+    budget -= static_cast<int>(reserve);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](const Active* x, const Active* y) { return remaining(x) < remaining(y); });
+  for (Active* a : order) {
+    if (budget <= 0) break;
+    const size_t extra = std::min<size_t>(static_cast<size_t>(budget), remaining(a) - grant[a]);
+    grant[a] += extra;
+    budget -= static_cast<int>(extra);
+  }
+  for (auto& up : active_) {  // batch rows in admission order
     Active& a = *up;
-    if (a.done || a.decoding || budget <= 0) continue;
-    const size_t take = std::min<size_t>(static_cast<size_t>(budget), a.pending.size() - a.n_fed);
+    auto it = grant.find(&a);
+    if (it == grant.end() || it->second == 0) continue;
+    const size_t take = it->second;
     const int32_t pos0 = static_cast<int32_t>(a.agent->seq.tokens.size());
     for (size_t i = 0; i < take; ++i) {
       const bool last = a.n_fed + i + 1 == a.pending.size();
@@ -82,7 +106,6 @@ Status Scheduler::Step() {
       items.push_back({a.slot, a.pending[a.n_fed + i], pos0 + static_cast<int32_t>(i), last});
     }
     a.batch_fed = take;
-    budget -= static_cast<int>(take);
     prefillers.push_back(&a);
   }
   if (items.empty()) return Status::OK();

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "engine/test_support.h"
 #include "sched/test_sink.h"
@@ -254,6 +255,25 @@ TEST_F(SchedulerTest, QueueBoundRefusesWithResourceExhausted) {
   w1->Wait();
   w2->Wait();
   EXPECT_TRUE(w1->error().ok() && w2->error().ok());
+}
+
+// A short prompt that arrives during a long prefill is served first (shortest
+// remaining prefill first): its first token comes long before the long
+// prompt's. Asserted on ordering, not time.
+TEST_F(SchedulerTest, ShortPromptOvertakesALongPrefill) {
+  SchedulerOptions opt;
+  opt.prefill_chunk = 64;
+  Boot(2, 64u << 20, opt, 2048);
+  auto a = Send("long", engine::testing::SampleText(7000), 2);
+  while (sched_->MetricsText().find("agentkv_active_requests 1") == std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto b = Send("short", Prompt(0).substr(0, 200), 2);
+  b->Wait();
+  EXPECT_TRUE(b->error().ok());
+  EXPECT_EQ(a->text(), "") << "the long prompt finished first";
+  a->Wait();
+  EXPECT_GT(a->usage().ttft_ms, b->usage().ttft_ms);
 }
 
 }  // namespace
