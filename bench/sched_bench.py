@@ -38,6 +38,7 @@ def bench_throughput(args, corpus, work):
     gen = 32 if args.quick else 64
     for n in ([1, 2] if args.quick else [1, 2, 4, 8]):
         srv = lib.Agentkv(args, work, name="tp%d" % n, slots=8, ctx=1024)
+        srv.wipe()  # every request is a cold agent
         srv.start()
         try:
             samples = []
@@ -64,6 +65,7 @@ def bench_staggered(args, corpus, work):
     rows = []
     for mode, chunk in (("interleaved", 512), ("serial", 8192)):
         srv = lib.Agentkv(args, work, name="stag-" + mode, slots=2, ctx=n_a + 1024, extra=["--prefill-chunk", str(chunk)])
+        srv.wipe()  # A and B start cold
         srv.start()
         try:
             samples = []
@@ -99,6 +101,7 @@ def bench_prefetch(args, corpus, work):
     b_prompt = corpus.slice(30000, n_b)
     a_prompt = corpus.slice(70000, 64)
     srv = lib.Agentkv(args, work, name="pf", slots=2, ctx=n_b + 512, cache_dir=cache)
+    srv.wipe()
     srv.start()
     srv.complete("B", b_prompt, 1)
     hot = []
