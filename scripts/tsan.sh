@@ -13,7 +13,7 @@ if [ ! -f "$B/build.ninja" ]; then
     -DAGENTKV_LAYERS="util;store;prefix;engine;kv;sched;api"
 fi
 ninja -C "$B" -j "${AGENTKV_JOBS:-$(nproc)}" sched_test kv_test api_test
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}"
 "$B/src/kv/kv_test" --gtest_brief=1
 "$B/src/api/api_test" --gtest_brief=1
 "$B/src/sched/sched_test" --gtest_brief=1
