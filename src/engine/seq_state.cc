@@ -117,7 +117,7 @@ uint64_t StateShape::RowBytesPerToken() const {
 }
 
 // Reads the u32 magic + i32 seq id that precede the sections.
-Status ReadHeader(Reader& r) {
+static Status ReadHeader(Reader& r) {
   uint32_t magic = 0;
   int32_t seq = 0;
   if (!r.Read(&magic) || magic != kLlamaSeqStateMagic || !r.Read(&seq)) return Bad("bad magic");
