@@ -17,6 +17,7 @@ constexpr BenchCommand kBenchCommands[] = {
     {"ppl", CmdPpl, "perplexity per KV type, llama-perplexity compatible (same as `agentkv ppl`)"},
     {"store", CmdBenchStore, "disk tier save/load MB/s vs plain write+fsync and read of the same bytes"},
     {"kvtypes", CmdBenchKvTypes, "prefill and decode tok/s with q4_0, q8_0, f16 KV side by side"},
+    {"restore", CmdBenchRestore, "restore/export path GB/s by stage (blocks <-> llama state <-> KV tensors)"},
 };
 
 void PrintUsage(FILE* out) {

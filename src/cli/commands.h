@@ -15,5 +15,6 @@ int CmdPpl(int argc, char** argv);         // cmd_ppl.cc
 int CmdBench(int argc, char** argv);       // cmd_bench.cc: store | kvtypes | ppl
 int CmdBenchStore(int argc, char** argv);  // cmd_bench_store.cc
 int CmdBenchKvTypes(int argc, char** argv);  // cmd_bench_kvtypes.cc
+int CmdBenchRestore(int argc, char** argv);  // cmd_bench_restore.cc
 
 }  // namespace agentkv::cli

@@ -36,6 +36,13 @@ struct ModelCacheSpec {
   // Bytes per token per layer i.
   uint64_t LayerBytesPerToken(uint32_t i, KvType k, KvType v) const;
   std::string KvTypesString() const;  // e.g. "k=q4_0,v=q4_0"
+  // Whether some layers keep only a sliding window of positions.
+  bool HasSlidingWindow() const {
+    for (const auto& l : layers) {
+      if (l.swa_window != 0) return true;
+    }
+    return false;
+  }
 };
 
 // Builds the spec from a learned state shape. `identity_hash` is ModelInfo's.

@@ -158,22 +158,14 @@ Status Context::ImportSlotState(int slot, std::span<const uint8_t> state) {
   return Status::OK();
 }
 
-std::span<uint8_t> Context::StateBuffer(size_t size) const {
-  if (size > state_buf_size_) {
-    state_buf_.reset(new uint8_t[size]);  // uninitialized on purpose
-    state_buf_size_ = size;
-  }
-  return {state_buf_.get(), size};
-}
-
-Result<std::vector<KvBlock>> Context::ExportSlotBlocks(int slot) const {
+Result<std::vector<KvBlock>> Context::ExportSlotBlocks(int slot, uint32_t first_block) const {
   const int32_t n = SlotLength(slot);
   if (n == 0) return std::vector<KvBlock>{};
   const size_t size = llama_state_seq_get_size_ext(ctx_, slot, 0);
-  std::span<uint8_t> buf = StateBuffer(size);
+  std::span<uint8_t> buf = staging_.Get(size);
   const size_t written = llama_state_seq_get_data_ext(ctx_, buf.data(), size, slot, 0);
   if (written != size) return Status::Internal("export slot: wrote " + std::to_string(written) + " of " + std::to_string(size));
-  return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n));
+  return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n), first_block);
 }
 
 Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens) {
@@ -181,7 +173,7 @@ Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& bl
     return Status::ResourceExhausted("import slot: " + std::to_string(n_tokens) + " positions > slot size");
   }
   const auto n_stream = static_cast<uint32_t>(options_.n_slots);
-  std::span<uint8_t> buf = StateBuffer(StateBytesForBlocks(spec_.shape, n_tokens, n_stream));
+  std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(spec_.shape, n_tokens, n_stream));
   AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, spec_.shape, n_tokens, n_stream, buf));
   return ImportSlotState(slot, buf);
 }

@@ -16,6 +16,7 @@
 #include "engine/kv_type.h"
 #include "engine/model.h"
 #include "engine/seq_state.h"
+#include "engine/staging_buffer.h"
 #include "store/kv_block.h"
 #include "util/status.h"
 
@@ -72,15 +73,20 @@ class Context {
   Result<std::vector<uint8_t>> ExportSlotState(int slot) const;
   Status ImportSlotState(int slot, std::span<const uint8_t> state);
 
-  // The slot's KV as position-ordered blocks (engine/seq_state.h), and back:
-  // imports positions [0, n_tokens) of `blocks` into `slot` (cleared first).
-  Result<std::vector<KvBlock>> ExportSlotBlocks(int slot) const;
+  // The slot's KV as position-ordered blocks (engine/seq_state.h), from block
+  // first_block on (earlier blocks are skipped: an unchanged prefix the caller
+  // already holds), and back: imports positions [0, n_tokens) of `blocks`
+  // into `slot` (cleared first).
+  Result<std::vector<KvBlock>> ExportSlotBlocks(int slot, uint32_t first_block = 0) const;
   Status ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens);
 
   llama_context* raw() const { return ctx_; }
+  // Whether state transfers go through page-locked memory (GPU models).
+  bool staging_pinned() const { return staging_.pinned(); }
 
  private:
-  Context(const Model& model, const ContextOptions& options) : model_(model), options_(options) {}
+  Context(const Model& model, const ContextOptions& options)
+      : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}
   Status Probe();
 
   const Model& model_;
@@ -88,11 +94,9 @@ class Context {
   llama_context* ctx_ = nullptr;
   ModelCacheSpec spec_;
   std::vector<int32_t> last_logit_rows_;  // item index -> batch row with logits
-  // Reused staging buffer for state export/import (hundreds of MB for long
-  // contexts: allocating and faulting it in per restore costs more than the copy).
-  std::span<uint8_t> StateBuffer(size_t size) const;
-  mutable std::unique_ptr<uint8_t[]> state_buf_;
-  mutable size_t state_buf_size_ = 0;
+  // Reused for every state export/import (engine/staging_buffer.h):
+  // allocating and faulting in hundreds of MB per restore costs more than the copy.
+  mutable StagingBuffer staging_;
 };
 
 }  // namespace agentkv::engine

@@ -178,6 +178,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
   info.n_ctx_train = llama_model_n_ctx_train(m);
   info.n_swa = llama_model_n_swa(m);
   info.n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
+  info.n_gpu_layers = mp.n_gpu_layers;
   info.has_chat_template = llama_model_chat_template(m, nullptr) != nullptr;
   return model;
 }

@@ -36,6 +36,7 @@ struct ModelInfo {
   int32_t n_ctx_train = 0;
   int32_t n_swa = 0;         // sliding window (0 = none)
   int32_t n_vocab = 0;
+  int32_t n_gpu_layers = 0;  // layers llama.cpp was asked to offload (0: CPU only)
   bool has_chat_template = false;
   // sha256 over the GGUF metadata (all keys and values, tokenizer arrays
   // included) and sampled weight bytes; see docs/fingerprint in model.cc.

@@ -165,13 +165,14 @@ Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, co
 }
 
 Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
-                                           uint32_t n_tokens) {
+                                           uint32_t n_tokens, uint32_t first_block) {
   AGENTKV_ASSIGN_OR_RETURN(auto parsed, ParseState(state, shape));
   const uint32_t n_blocks = (n_tokens + kBlockTokens - 1) / kBlockTokens;
-  std::vector<KvBlock> blocks(n_blocks);
-  for (uint32_t b = 0; b < n_blocks; ++b) {
-    blocks[b].index = b;
-    blocks[b].n_tokens = std::min(kBlockTokens, n_tokens - b * kBlockTokens);
+  first_block = std::min(first_block, n_blocks);
+  std::vector<KvBlock> blocks(n_blocks - first_block);
+  for (uint32_t b = first_block; b < n_blocks; ++b) {
+    blocks[b - first_block].index = b;
+    blocks[b - first_block].n_tokens = std::min(kBlockTokens, n_tokens - b * kBlockTokens);
   }
   for (size_t si = 0; si < parsed.size(); ++si) {
     const SectionShape& s = shape.sections[si];
@@ -209,8 +210,13 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
           t.first_pos = lo;
           t.n_rows = end - lo;
           t.data.resize(rb * t.n_rows);
-          for (uint32_t p = lo; p < end; ++p) {
-            std::memcpy(t.data.data() + (p - lo) * rb, base + cell_of[p] * rb, rb);
+          // One memcpy per run of consecutive cells (the usual layout: a
+          // slot's cells are allocated in position order).
+          for (uint32_t p = lo; p < end;) {
+            uint32_t q = p + 1;
+            while (q < end && cell_of[q] == cell_of[q - 1] + 1) ++q;
+            std::memcpy(t.data.data() + (p - lo) * rb, base + cell_of[p] * rb, (q - p) * rb);
+            p = q;
           }
           block.tensors.push_back(std::move(t));
         }

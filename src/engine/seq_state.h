@@ -79,8 +79,11 @@ Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, co
 // Converts a parsed state of a sequence of n_tokens positions [0, n_tokens)
 // into ceil(n_tokens / 256) blocks. Tensor names: "c<section>.l<layer>.k|v".
 // Fails if a non-windowed section does not hold exactly positions [0, n_tokens).
+// With first_block > 0 only blocks [first_block, ceil(n_tokens / 256)) are
+// built (the caller already holds the earlier ones); the whole state is
+// still validated.
 Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
-                                           uint32_t n_tokens);
+                                           uint32_t n_tokens, uint32_t first_block = 0);
 
 // The longest prefix n <= n_tokens of `blocks` that can be restored: every
 // non-windowed section has rows for [0, n) and every windowed section has rows

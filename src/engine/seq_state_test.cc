@@ -114,6 +114,16 @@ TEST(SeqStateTest, DenseRoundTripIsBitExact) {
   ASSERT_TRUE(pblocks.ok());
   EXPECT_EQ((*pblocks)[0], (*blocks)[0]);
   EXPECT_EQ((*pblocks)[1].n_tokens, 44u);
+
+  // Exporting only the tail (the prefix blocks are held already) gives the
+  // same blocks as the full export, and still validates the whole state.
+  auto tail = StateToBlocks(state, *shape, n, 2);
+  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  ASSERT_EQ(tail->size(), 2u);
+  EXPECT_EQ((*tail)[0], (*blocks)[2]);
+  EXPECT_EQ((*tail)[1], (*blocks)[3]);
+  EXPECT_TRUE(StateToBlocks(state, *shape, n, 9)->empty());
+  EXPECT_FALSE(StateToBlocks(std::span(state.data(), state.size() - 1), *shape, n, 3).ok());
 }
 
 TEST(SeqStateTest, MlaWithoutVIsInferred) {

@@ -305,15 +305,25 @@ void Scheduler::CommitTurn(Agent& agent) {
     agent.seq.text.clear();
   }
   if (agent.seq.tokens.empty()) return;
-  auto exported = ctx_.ExportSlotBlocks(agent.slot);
+  const auto ids = ComputeBlockIds(ctx_.spec().fingerprint, agent.seq.tokens);
+  // Blocks the pool already holds under the same ids are the same KV (ids
+  // chain the model fingerprint and every token up to the block's end), so
+  // only the blocks after them are copied out of the slot: a turn costs
+  // O(new tokens) in copies, not O(context).
+  // Not on sliding-window models: their blocks' window rows depend on where
+  // the sequence ended when they were exported.
+  std::vector<PoolBlock> refs;
+  if (auto held = pool_.Get(agent.key); held.ok() && !ctx_.spec().HasSlidingWindow()) {
+    refs = std::move(held->blocks);
+    refs.resize(MatchingBlocks(refs, ids));
+  }
+  auto exported = ctx_.ExportSlotBlocks(agent.slot, static_cast<uint32_t>(refs.size()));
   if (!exported.ok()) {
     AKV_LOG_ERROR("export of agent %s failed: %s", agent.key.agent_id.c_str(), exported.status().ToString().c_str());
     return;
   }
-  const auto ids = ComputeBlockIds(ctx_.spec().fingerprint, agent.seq.tokens);
-  std::vector<PoolBlock> refs;
-  for (size_t i = 0; i < exported->size() && i < ids.size(); ++i) {
-    refs.push_back({ids[i], std::make_shared<KvBlock>(std::move((*exported)[i]))});
+  for (size_t i = 0; i < exported->size() && refs.size() < ids.size(); ++i) {
+    refs.push_back({ids[refs.size()], std::make_shared<KvBlock>(std::move((*exported)[i]))});
   }
   AgentRecord record = ToRecord(agent.key, agent.seq, ctx_.spec());
   {
