@@ -27,7 +27,12 @@ DEFAULT_BIN = os.path.join(ROOT, "build", "agentkv")
 DEFAULT_MODEL = os.path.join(ROOT, "models", "tiny-llama-brown-16m-q8_0.gguf")
 DEFAULT_TEXT = os.path.join(ROOT, "models", "brown_test.txt")
 DEFAULT_LLAMA_SERVER = os.path.join(ROOT, "build-srv", "bin", "llama-server")
+# Training context and GGUF architecture of models whose slots we run beyond
+# training: llama-server caps its slots at the training context, so the
+# comparison lifts that cap with --override-kv ARCH.context_length (RoPE is
+# computed the same way either side; only the cap changes).
 TRAINED_CTX = {"tiny-llama-brown-16m-q8_0.gguf": 2048}
+MODEL_ARCH = {"tiny-llama-brown-16m-q8_0.gguf": "llama"}
 
 
 def log(*a):
@@ -396,6 +401,15 @@ def stream_request(port, path, body, headers=None, timeout=3600):
 
 # ---------------------------------------------------------------- servers
 
+_LIVE = set()  # started and not yet stopped
+
+
+def stop_all():
+    """Stops every server still running (a benchmark that raised leaves them behind)."""
+    for p in list(_LIVE):
+        p.stop()
+
+
 class Proc:
     """A child server process; stopped by its own PID only."""
 
@@ -409,6 +423,7 @@ class Proc:
         logf.flush()
         t0 = time.perf_counter()
         self.p = subprocess.Popen(self.cmd, stdout=logf, stderr=subprocess.STDOUT, env=self.env)
+        _LIVE.add(self)
         logf.close()
         while True:
             try:
@@ -427,6 +442,7 @@ class Proc:
         return self.startup_ms
 
     def stop(self, timeout=120):
+        _LIVE.discard(self)
         if self.p is None or self.p.poll() is not None:
             return None
         t0 = time.perf_counter()
@@ -533,6 +549,9 @@ class LlamaServer(Proc):
         cmd = [args.llama_server, "-m", args.model_path, "--host", "127.0.0.1", "--port", str(port), "-np", "1",
                "-c", str(ctx), "-t", str(args.threads), "-tb", str(args.threads), "-fa", "on", "-ctk", kv, "-ctv", kv,
                "--slot-save-path", self.slot_dir, "--cache-ram", "0", "--no-webui"]
+        base = os.path.basename(args.model_path)
+        if TRAINED_CTX.get(base) and ctx > TRAINED_CTX[base] and MODEL_ARCH.get(base):
+            cmd += ["--override-kv", "%s.context_length=int:%d" % (MODEL_ARCH[base], ctx)]
         Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port)
 
     def complete(self, prompt, n_predict=1):

@@ -359,6 +359,10 @@ def bench_vs_llama(args):
              "(warm from disk; startup excluded)",
              "same model file, KV %s both sides, llama-server -fa on -np 1 --cache-ram 0, %d threads" % (
                  args.kv, args.threads)]
+    if lib.trained_ctx(args) and slot_ctx > lib.trained_ctx(args):
+        notes.append("llama-server caps a slot at the model's training context (%d); it ran with --override-kv "
+                     "%s.context_length=int:%d to lift only that cap (both servers compute RoPE identically)" % (
+                         lib.trained_ctx(args), lib.MODEL_ARCH.get(os.path.basename(args.model_path)), slot_ctx))
     for s in skipped:
         notes.append("skipped context %d: %s" % (s["context"], s["reason"]))
     md = lib.md_table(summary, cols) + "\n\n" + "\n".join("- " + x for x in notes if x)
@@ -778,6 +782,8 @@ def main(argv=None):
             import traceback
             traceback.print_exc()
             failed.append("%s: %s" % (fn.__name__, e))
+        finally:
+            lib.stop_all()
         log("%s took %.1f s" % (fn.__name__, time.perf_counter() - t1))
     log("done in %.1f s%s" % (time.perf_counter() - t0, "; FAILED: " + "; ".join(failed) if failed else ""))
     return 1 if failed else 0

@@ -51,7 +51,7 @@ Result<RestoreBenchResult> RunRestoreBench(engine::Context& ctx, uint32_t n_toke
   RestoreBenchResult result;
   result.n_tokens = n_tokens;
   for (const auto& b : blocks) result.kv_bytes += b.payload_bytes();
-  result.state_bytes = engine::StateBytesForBlocks(shape, n_tokens, n_stream);
+  result.state_bytes = engine::StateBytesForBlocks(ptrs, shape, n_tokens, n_stream);
   // Separate buffer for the staged measurements, faulted in before timing.
   std::unique_ptr<uint8_t[]> buf(new uint8_t[result.state_bytes]());
   const std::span<uint8_t> state(buf.get(), result.state_bytes);

@@ -128,9 +128,15 @@ Status Context::TruncateSlot(int slot, int32_t n) {
     return Status::OK();
   }
   for (const auto& s : spec_.shape.sections) {
-    if (s.swa_window != 0 && SlotLength(slot) - n > 0) {
-      // The windowed cache no longer holds the positions before the old window.
-      return Status::FailedPrecondition("truncate: sliding-window layers cannot drop a suffix");
+    if (s.swa_window == 0) continue;
+    // Going on from n tokens needs the window positions [n - W + 1, n) (see
+    // seq_state.cc). The windowed cache drops its oldest cells lazily, so it
+    // holds a contiguous run of positions from seq_pos_min on: enough when
+    // that run starts early enough (a cut of one token always is).
+    const int32_t need_lo = std::max<int32_t>(0, n + 1 - static_cast<int32_t>(s.swa_window));
+    if (llama_memory_seq_pos_min(llama_get_memory(ctx_), slot) > need_lo) {
+      return Status::FailedPrecondition("truncate: the sliding-window layers no longer hold the window before position " +
+                                        std::to_string(n));
     }
   }
   if (!llama_memory_seq_rm(llama_get_memory(ctx_), slot, n, -1)) {
@@ -173,7 +179,7 @@ Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& bl
     return Status::ResourceExhausted("import slot: " + std::to_string(n_tokens) + " positions > slot size");
   }
   const auto n_stream = static_cast<uint32_t>(options_.n_slots);
-  std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(spec_.shape, n_tokens, n_stream));
+  std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(blocks, spec_.shape, n_tokens, n_stream));
   AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, spec_.shape, n_tokens, n_stream, buf));
   return ImportSlotState(slot, buf);
 }

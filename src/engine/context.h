@@ -66,7 +66,8 @@ class Context {
   int32_t SlotLength(int slot) const;  // number of positions held (0 if empty)
   void ClearSlot(int slot);
   // Keeps positions [0, n). Fails (slot unchanged or cleared, see message) when
-  // llama.cpp cannot drop a suffix (e.g. pruned sliding-window cells).
+  // llama.cpp cannot drop a suffix, or when sliding-window layers have already
+  // dropped cells the window ending at n needs (cuts of one token always work).
   Status TruncateSlot(int slot, int32_t n);
 
   // Raw llama.cpp state of one slot, and back into any (empty) slot.

@@ -202,9 +202,7 @@ TEST_F(EngineTest, RestoredPrefixMatchesColdPrefill) {
   ctx->ClearSlot(0);
   auto cold = Prefill(*ctx, 0, std::vector<int32_t>(t.tokens.begin(), t.tokens.begin() + 400));
   ASSERT_TRUE(restored.ok() && cold.ok());
-  float max_diff = 0;
-  for (size_t i = 0; i < cold->size(); ++i) max_diff = std::max(max_diff, std::abs((*cold)[i] - (*restored)[i]));
-  EXPECT_LT(max_diff, 0.05f);
+  EXPECT_LT(testing::MaxAbsDiff(*cold, *restored), 0.05f);
   auto gc = GreedyDecode(*ctx, 0, *cold, 16);
   auto gr = GreedyDecode(*ctx, 1, *restored, 16);
   ASSERT_TRUE(gc.ok() && gr.ok());

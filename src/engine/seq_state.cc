@@ -98,10 +98,15 @@ std::string TensorName(size_t section, uint32_t layer, bool is_k) {
   return "c" + std::to_string(section) + ".l" + std::to_string(layer) + (is_k ? ".k" : ".v");
 }
 
-// Positions a section must hold to restore a sequence of n tokens.
+// Positions a section must hold to restore a sequence of n tokens and go on
+// from it: the next token (position n) attends, in a window of W, to
+// positions p with n - p < W (llama.cpp's standard sliding window, masked
+// when p1 - p0 >= n_swa), i.e. [n - W + 1, n). An export of n tokens holds
+// [n - W, n), one more: enough to restore n - 1 tokens and re-feed the last
+// one (EXACT matches, and extends whose last token re-tokenizes).
 std::pair<uint32_t, uint32_t> RequiredRange(const SectionShape& s, uint32_t n) {
-  if (s.swa_window == 0 || n <= s.swa_window) return {0, n};
-  return {n - s.swa_window, n};
+  if (s.swa_window == 0 || n + 1 <= s.swa_window) return {0, n};
+  return {n + 1 - s.swa_window, n};
 }
 
 }  // namespace
@@ -255,6 +260,25 @@ std::pair<uint32_t, uint32_t> BlockRange(const KvBlock& b, const SectionShape& s
 
 }  // namespace
 
+namespace {
+
+// Positions of section si written for a restore of n tokens: the required
+// range, widened by the one window position an export of n tokens also holds
+// when the blocks have it, so that a restored slot re-exports like the
+// original and can still be cut by one token.
+std::pair<uint32_t, uint32_t> WriteRange(const std::vector<const KvBlock*>& blocks, const SectionShape& s, size_t si,
+                                         uint32_t n) {
+  auto [lo, hi] = RequiredRange(s, n);
+  if (s.swa_window == 0 || lo == 0 || (lo - 1) / kBlockTokens >= blocks.size()) return {lo, hi};
+  const KvBlock& b = *blocks[(lo - 1) / kBlockTokens];
+  if (b.index != (lo - 1) / kBlockTokens) return {lo, hi};
+  auto [have_lo, have_hi] = BlockRange(b, s, si);  // rows every layer has
+  if (have_lo <= lo - 1 && lo - 1 < have_hi) --lo;
+  return {lo, hi};
+}
+
+}  // namespace
+
 uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const StateShape& shape,
                           uint32_t n_tokens) {
   // Consecutive blocks from 0 with the right sizes.
@@ -300,10 +324,12 @@ uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const State
   return n;
 }
 
-uint64_t StateBytesForBlocks(const StateShape& shape, uint32_t n_tokens, uint32_t n_stream) {
+uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
+                            uint32_t n_stream) {
   uint64_t size = 8;  // magic + seq id
-  for (const auto& s : shape.sections) {
-    auto [lo, hi] = RequiredRange(s, n_tokens);
+  for (size_t si = 0; si < shape.sections.size(); ++si) {
+    const SectionShape& s = shape.sections[si];
+    auto [lo, hi] = WriteRange(blocks, s, si, n_tokens);
     const uint64_t cells = hi - lo;
     size += 8 + cells * 12 + 8;  // n_stream + cell_count, cells, v_trans + n_layer
     for (uint32_t l = 0; l < s.n_layer; ++l) {
@@ -318,7 +344,7 @@ uint64_t StateBytesForBlocks(const StateShape& shape, uint32_t n_tokens, uint32_
 Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
                         uint32_t n_stream, std::span<uint8_t> dst) {
   if (n_tokens == 0) return Status::InvalidArgument("kv state: empty sequence");
-  if (dst.size() != StateBytesForBlocks(shape, n_tokens, n_stream)) {
+  if (dst.size() != StateBytesForBlocks(blocks, shape, n_tokens, n_stream)) {
     return Status::InvalidArgument("kv state: destination buffer has the wrong size");
   }
   if (RestorablePrefix(blocks, shape, n_tokens) < n_tokens) {
@@ -333,7 +359,7 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
   put(int32_t{0});  // source seq id: ignored by the reader
   for (size_t si = 0; si < shape.sections.size(); ++si) {
     const SectionShape& s = shape.sections[si];
-    auto [lo, hi] = RequiredRange(s, n_tokens);
+    auto [lo, hi] = WriteRange(blocks, s, si, n_tokens);
     put(n_stream);
     put(hi - lo);
     for (uint32_t p = lo; p < hi; ++p) {
@@ -370,7 +396,7 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
 Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
                                            const StateShape& shape, uint32_t n_tokens,
                                            uint32_t n_stream) {
-  std::vector<uint8_t> out(StateBytesForBlocks(shape, n_tokens, n_stream));
+  std::vector<uint8_t> out(StateBytesForBlocks(blocks, shape, n_tokens, n_stream));
   AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, shape, n_tokens, n_stream, out));
   return out;
 }

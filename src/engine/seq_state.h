@@ -87,12 +87,14 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
 
 // The longest prefix n <= n_tokens of `blocks` that can be restored: every
 // non-windowed section has rows for [0, n) and every windowed section has rows
-// for the window ending at n-1. Blocks must be consecutive from index 0.
+// for [n - W + 1, n), the window position n attends to (an export of n tokens
+// holds one more, so n - 1 is restorable too). Blocks must be consecutive from index 0.
 uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const StateShape& shape,
                           uint32_t n_tokens);
 
-// Exact size of the state WriteBlocksState writes.
-uint64_t StateBytesForBlocks(const StateShape& shape, uint32_t n_tokens, uint32_t n_stream);
+// Exact size of the state WriteBlocksState writes for these blocks.
+uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
+                            uint32_t n_stream);
 // Writes llama.cpp state bytes for positions [0, n_tokens) of `blocks` into
 // dst (REQUIRES dst.size() == StateBytesForBlocks(...)); no allocation, so a
 // caller can reuse one buffer for every restore.

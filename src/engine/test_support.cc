@@ -1,5 +1,8 @@
 #include "engine/test_support.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <fstream>
 #include <sstream>
 
@@ -41,6 +44,16 @@ Result<std::vector<int32_t>> GreedyDecode(Context& ctx, int slot, std::vector<fl
     logits.assign(row.begin(), row.end());
   }
   return out;
+}
+
+float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+int32_t Argmax(const std::vector<float>& logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
 }  // namespace agentkv::engine::testing

@@ -18,5 +18,8 @@ std::string SampleText(size_t bytes);
 Result<std::vector<float>> Prefill(Context& ctx, int slot, const std::vector<int32_t>& tokens);
 // Greedy-decodes n tokens in `slot` starting from `logits`; returns the tokens.
 Result<std::vector<int32_t>> GreedyDecode(Context& ctx, int slot, std::vector<float> logits, int n);
+// Largest |a[i] - b[i]| (REQUIRES equal sizes), and the index of the largest value.
+float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b);
+int32_t Argmax(const std::vector<float>& logits);
 
 }  // namespace agentkv::engine::testing
