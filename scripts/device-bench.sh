@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# GPU benchmark runs on the H200 device machine (bench/RESULTS.md), in steps
+# that each fit one device call (10 minutes). Every step leaves its outputs in
+# $OUT/<step>.tgz (the device returns at most 8 files).
+#   scripts/device-bench.sh setup            CUDA build (+ llama-server), synthetic models, bench restore
+#   scripts/device-bench.sh ttft PRESET CTXS ttft on a synthetic preset (or "bundled"), contexts CTXS
+#   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset
+#   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
+# Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}
+MODELS=${MODELS:-$HOME/m}
+REPS=${REPS:-5}
+B=build-cuda
+mkdir -p "$OUT" "$MODELS"
+T=${STEP_TIMEOUT:-540}
+BENCH=(/usr/bin/env python3 bench/run.py --bin $B/agentkv --llama-server $B/bin/llama-server --threads 16)
+
+model_path() {  # preset name -> GGUF path
+  if [ "$1" = bundled ]; then echo "$PWD/models/tiny-llama-brown-16m-q8_0.gguf"; else echo "$MODELS/$1-q4_0.gguf"; fi
+}
+pack() {  # pack DIR NAME: whatever the step wrote, minus caches and models
+  (cd "$1" && tar czf "$OUT/$2.tgz" --exclude='*-cache' --exclude='*-slots' --exclude='*.gguf' --exclude='*.bin' .)
+}
+
+case "${1:-}" in
+  setup)
+    export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=$PWD/.device/ccache
+    scripts/fetch-llama.sh
+    command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+    start=$(date +%s)
+    cmake -S . -B $B -G Ninja -DAGENTKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DAGENTKV_LLAMA_SERVER=ON \
+      -DAGENTKV_LLAMA_DIR="$AGENTKV_CACHE/llama.cpp" -DAGENTKV_NATIVE=ON >/dev/null
+    ninja -C $B -j "$(nproc)" agentkv llama-server engine_arch_test > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+    echo "build: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
+    $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
+    for p in llama-3.1-8b gemma-3-12b deepseek-v2-lite; do
+      [ -f "$(model_path $p)" ] || $B/agentkv synth-model --preset $p --type q4_0 -o "$(model_path $p)" > "$MODELS/$p.log" 2>&1 &
+    done
+    wait
+    ls -la "$MODELS" | tee -a "$OUT/gpu.txt"
+    mkdir -p /tmp/restore
+    for p in bundled llama-3.1-8b gemma-3-12b deepseek-v2-lite; do
+      timeout 120 $B/agentkv bench restore -m "$(model_path $p)" --tokens 1024,4096,16384,32768 --reps 5 -t 16 \
+        --json /tmp/restore/restore_$p.json > /tmp/restore/restore_$p.md 2>/tmp/restore/restore_$p.log
+      cat /tmp/restore/restore_$p.md
+    done
+    pack /tmp/restore restore
+    ;;
+  ttft)
+    out=/tmp/b/ttft-$2
+    timeout $T "${BENCH[@]}" ttft --model "$(model_path $2)" --contexts "$3" --reps $REPS --out $out 2>&1 | tail -15
+    pack $out ttft-$2
+    ;;
+  vs)
+    out=/tmp/b/vs-$2
+    timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS --out $out 2>&1 | tail -15
+    pack $out vs-$2
+    ;;
+  capacity)
+    out=/tmp/b/capacity
+    timeout $T "${BENCH[@]}" capacity --verify-contexts "$2" --out $out 2>&1 | tail -15
+    pack $out capacity
+    ;;
+  *) sed -n 2,9p "$0"; exit 2 ;;
+esac
