@@ -389,7 +389,7 @@ def bench_capacity(args):
     for kv in kvs:
         for n in verify:
             # a budget that fits about fit_q4 q4_0 agents of this context (fewer at q8_0 / f16)
-            srv = lib.Agentkv(args, wd, name="cap-%s-%d" % (kv, n), slots=1, ctx=round_up(n + 256), kv=kv,
+            srv = lib.Agentkv(args, wd, name="cap-%s-%d" % (kv, n), slots=1, ctx=round_up(int(n * 1.25) + 256), kv=kv,
                               cache_ram=1 << 30)
             srv.start()
             spec = srv.bytes_per_token_spec()

@@ -35,14 +35,17 @@ case "${1:-}" in
       -DAGENTKV_LLAMA_DIR="$AGENTKV_CACHE/llama.cpp" -DAGENTKV_NATIVE=ON >/dev/null
     ninja -C $B -j "$(nproc)" agentkv llama-server engine_arch_test > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
     echo "build: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
-    $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
+    AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
+    "$0" models
+    ;;
+  models)
     for p in llama-3.1-8b gemma-3-12b deepseek-v2-lite; do
-      [ -f "$(model_path $p)" ] || $B/agentkv synth-model --preset $p --type q4_0 -o "$(model_path $p)" > "$MODELS/$p.log" 2>&1 &
+      [ -f "$(model_path $p)" ] || $B/agentkv synth-model --preset $p --type q4_0 --vocab-dir .device/llama.cpp/models -o "$(model_path $p)" > "$MODELS/$p.log" 2>&1 &
     done
     wait
     ls -la "$MODELS" | tee -a "$OUT/gpu.txt"
     mkdir -p /tmp/restore
-    for p in bundled llama-3.1-8b gemma-3-12b deepseek-v2-lite; do
+    for p in ${RESTORE_MODELS:-bundled llama-3.1-8b gemma-3-12b deepseek-v2-lite}; do
       timeout 120 $B/agentkv bench restore -m "$(model_path $p)" --tokens 1024,4096,16384,32768 --reps 5 -t 16 \
         --json /tmp/restore/restore_$p.json > /tmp/restore/restore_$p.md 2>/tmp/restore/restore_$p.log
       cat /tmp/restore/restore_$p.md

@@ -21,7 +21,8 @@ constexpr const char* kUsage =
     "Times the path a hot restore takes (blocks -> llama.cpp state -> KV tensors, on the\n"
     "GPU when the model is offloaded) and the export after a turn, stage by stage, with\n"
     "no prefill: the KV rows are a one-token probe's rows replicated to --tokens.\n"
-    "GB/s = KV payload bytes / time (10^9). median [min-max] over --reps after a warm-up.\n";
+    "GB/s = bytes of the llama.cpp state moved (the KV rows restored: sliding-window layers\n"
+    "only their window) / time (10^9). median [min-max] over --reps after a warm-up.\n";
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "agentkv bench restore: %s\n", s.ToString().c_str());
@@ -105,8 +106,8 @@ int CmdBenchRestore(int argc, char** argv) {
       std::vector<double> ms;
       for (const auto& rep : r->reps) ms.push_back(rep.*(st.field));
       const auto s = bench::Summarize(ms);
-      const double gbps = s.median > 0 ? r->kv_bytes / 1e6 / s.median : 0;
-      rows.push_back({std::to_string(n), bench::Format("%.1f", r->kv_bytes / 1e6), st.name,
+      const double gbps = s.median > 0 ? r->state_bytes / 1e6 / s.median : 0;
+      rows.push_back({std::to_string(n), bench::Format("%.1f", r->state_bytes / 1e6), st.name,
                       bench::Format("%.2f [%.2f-%.2f]", s.median, s.min, s.max), bench::Format("%.2f", gbps)});
       stages[st.name] = {{"median_ms", s.median}, {"min_ms", s.min}, {"max_ms", s.max}, {"GBps", gbps},
                          {"samples_ms", ms}};
@@ -116,7 +117,7 @@ int CmdBenchRestore(int argc, char** argv) {
   // The single stages use a plain heap buffer; "import/export (as served)"
   // use the context's staging buffer, page-locked when the model is on a GPU.
   const char* staging = (*ctx)->staging_pinned() ? "page-locked (GPU host buffer)" : "heap";
-  std::printf("%s", bench::MarkdownTable({"tokens", "KV MB", "stage", "ms median [min-max]", "GB/s"}, rows).c_str());
+  std::printf("%s", bench::MarkdownTable({"tokens", "state MB", "stage", "ms median [min-max]", "GB/s"}, rows).c_str());
   std::printf("\nstages: heap buffer; as served: the context's staging buffer (%s)\n", staging);
   if (auto out = flags.Get("json")) {
     nlohmann::json j = {{"benchmark", "restore"}, {"model", (*model)->info().name}, {"kv", engine::KvTypeName(*kv)},

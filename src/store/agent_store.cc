@@ -3,6 +3,8 @@
 #include "store/agent_store.h"
 
 #include <algorithm>
+#include <deque>
+#include <future>
 
 #include "store/block_file.h"
 #include "store/durable_io.h"
@@ -121,7 +123,22 @@ Result<AgentRecord> AgentStore::GetRecord(std::string_view ns_name, std::string_
   return ReadRecordLocked(ns, std::string(agent_id));
 }
 
-Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i) {
+namespace {
+
+// The block file at `path`, read and decoded. A read failure keeps its own
+// status (NotFound / I/O); a decode failure is Corruption.
+Result<DecodedBlock> ReadAndDecode(FileSystem* fs, const std::string& path) {
+  auto bytes = fs->ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  auto dec = DecodeBlockFile(*bytes);
+  if (!dec.ok() && dec.status().code() != StatusCode::kCorruption) return Status::Corruption(dec.status().message());
+  return dec;
+}
+
+}  // namespace
+
+Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i,
+                                            std::optional<Result<DecodedBlock>> read) {
   const BlockRef& ref = rec.blocks[i];
   const std::string where = "block " + std::to_string(i) + " (" + ref.id + ")";
   auto bit = ns->blocks.find(ref.id);
@@ -130,15 +147,14 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
     return Status::NotFound(where + ": missing");
   }
   const std::string path = BlockPath(*ns, ref.id);
-  auto bytes = fs_->ReadFile(path);
-  if (!bytes.ok()) {
-    if (bytes.status().code() == StatusCode::kNotFound) {
+  Result<DecodedBlock> dec = read ? std::move(*read) : ReadAndDecode(fs_, path);
+  if (!dec.ok() && dec.status().code() != StatusCode::kCorruption) {
+    if (dec.status().code() == StatusCode::kNotFound) {
       ++stats_.missing_blocks;
       ns->blocks.erase(bit);
     }
-    return bytes.status().WithContext(where);  // an I/O error is not the block's fault: keep it
+    return dec.status().WithContext(where);  // an I/O error is not the block's fault: keep it
   }
-  auto dec = DecodeBlockFile(*bytes);
   Status st = dec.ok() ? Status::OK() : dec.status();
   if (st.ok()) {
     const BlockMeta& m = dec->meta;
@@ -175,8 +191,26 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   LoadedAgent out;
   uint32_t i = std::min<uint32_t>(first_block, static_cast<uint32_t>(rec.blocks.size()));
   for (uint32_t j = 0; j < i; ++j) out.valid_tokens += rec.blocks[j].n_tokens;
+  // Read-ahead: up to kReadAhead block files are read and decoded on other
+  // threads (disk queue depth, parallel copies) while this thread checks and
+  // collects them in order; bookkeeping stays here, under the lock.
+  constexpr uint32_t kReadAhead = 4;
+  std::deque<std::future<Result<DecodedBlock>>> ahead;
+  uint32_t next_read = i;
+  auto launch = [&]() {
+    while (fs_->ConcurrentReads() && next_read < rec.blocks.size() && ahead.size() < kReadAhead) {
+      std::string path = BlockPath(*ns, rec.blocks[next_read++].id);
+      ahead.push_back(std::async(std::launch::async, [fs = fs_, path = std::move(path)] { return ReadAndDecode(fs, path); }));
+    }
+  };
   for (; i < rec.blocks.size(); ++i) {
-    auto block = ReadBlockLocked(ns, rec, i);
+    launch();
+    std::optional<Result<DecodedBlock>> read;
+    if (!ahead.empty()) {
+      read = ahead.front().get();
+      ahead.pop_front();
+    }
+    auto block = ReadBlockLocked(ns, rec, i, std::move(read));
     if (!block.ok()) {
       out.stop_reason = block.status();
       break;

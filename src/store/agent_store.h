@@ -34,11 +34,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "store/agent_record.h"
+#include "store/block_file.h"
 #include "store/file_system.h"
 #include "store/kv_block.h"
 #include "util/status.h"
@@ -237,7 +239,11 @@ class AgentStore {
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
   // Reads and verifies block `i` of `rec`; bad files are quarantined.
-  Result<KvBlock> ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i);
+  // Reads and decodes block i of `rec` and checks it belongs there; a
+  // corrupt file is quarantined. `read` is the block file already read and
+  // decoded by a read-ahead task, or empty to do it here.
+  Result<KvBlock> ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i,
+                                  std::optional<Result<DecodedBlock>> read = std::nullopt);
   AgentSummary SummaryLocked(const NamespaceState& ns, const std::string& id, const AgentState& a) const;
   int64_t NowMs() const;
   std::string AgentsDir(const NamespaceState& ns) const { return ns.dir + "/agents"; }

@@ -358,5 +358,42 @@ TEST(AgentStorePosixTest, RoundTripOnDisk) {
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
+// On a file system with concurrent reads, LoadBlocks reads block files ahead
+// on other threads; the result must be the same: blocks in order, and a
+// corrupt block in the middle stops the load there (the blocks before it are
+// returned, the bad file is quarantined), with read-ahead tasks still running.
+TEST(AgentStorePosixTest, ReadAheadKeepsOrderAndStopsAtCorruption) {
+  std::string dir = ::testing::TempDir() + "/agentkv_store_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  PosixFileSystem fs;
+  ASSERT_TRUE(fs.ConcurrentReads());
+  auto tokens = MakeTokens(12 * kBlockTokens + 17, 9);
+  auto store = AgentStore::Open(Options(&fs, dir));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE(Save(store->get(), "ns", "a", tokens).ok());
+  EXPECT_TRUE(LoadsExactly(store->get(), "ns", "a", tokens));
+
+  const std::string bad = dir + "/" + kFp + "/" + NameHash("ns") + "/blocks/" + ComputeBlockIds(kFp, tokens)[6] +
+                          ".safetensors";
+  auto bytes = fs.ReadFile(bad);
+  ASSERT_TRUE(bytes.ok());
+  (*bytes)[bytes->size() - 3] ^= 0x5a;  // a flipped byte in the tensor data
+  {
+    auto f = fs.NewWritableFile(bad);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Append(*bytes).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  auto r = (*store)->LoadBlocks("ns", "a");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->complete);
+  EXPECT_EQ(r->stop_reason.code(), StatusCode::kCorruption);
+  ASSERT_EQ(r->blocks.size(), 6u);
+  for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(r->blocks[i], MakeBlock(tokens, i));
+  EXPECT_EQ(r->valid_tokens, 6 * kBlockTokens);
+  EXPECT_FALSE(fs.Exists(bad));  // quarantined
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
 }  // namespace
 }  // namespace agentkv

@@ -71,6 +71,10 @@ class FileSystem {
   virtual Status RemoveDir(const std::string& dir) = 0;
   // Makes the directory's entries (creations, renames, removals) durable.
   virtual Status SyncDir(const std::string& dir) = 0;
+  // Whether ReadFile may be called from several threads at once (the store
+  // then reads block files ahead in parallel). Test file systems that count
+  // or order operations keep the default: one thread, deterministic order.
+  virtual bool ConcurrentReads() const { return false; }
 };
 
 // A process-wide PosixFileSystem (stateless, so sharing it is harmless).

@@ -10,6 +10,7 @@ class PosixFileSystem final : public FileSystem {
  public:
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   Result<std::string> ReadFile(const std::string& path) override;
+  bool ConcurrentReads() const override { return true; }  // plain syscalls, no shared state
   Result<std::string> ReadRange(const std::string& path, uint64_t offset, size_t n) override;
   Result<uint64_t> FileSize(const std::string& path) override;
   bool Exists(const std::string& path) override;
