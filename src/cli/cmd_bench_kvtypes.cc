@@ -59,13 +59,10 @@ int CmdBenchKvTypes(int argc, char** argv) {
            flags.GetInt("batch", "b", 512, &batch, &err) && flags.GetInt("seed", "", 1, &seed, &err));
   }
   std::vector<engine::KvType> types;
-  const std::string kv_list = flags.GetOr("kv", "", "q4_0,q8_0,f16");
-  for (size_t b = 0; err.empty() && b <= kv_list.size();) {
-    const size_t e = std::min(kv_list.find(',', b), kv_list.size());
-    auto kv = engine::ParseKvType(kv_list.substr(b, e - b));
-    if (!kv.ok()) err = kv.status().message();
-    else types.push_back(*kv);
-    b = e + 1;
+  for (const std::string& item : SplitCommaList(flags.GetOr("kv", "", "q4_0,q8_0,f16"))) {
+    auto kv = engine::ParseKvType(item);
+    if (!kv.ok() && err.empty()) err = kv.status().message();
+    if (kv.ok()) types.push_back(*kv);
   }
   if (err.empty() && (n_ctx < 1 || n_gen < 0 || reps < 1 || batch < 1)) err = "need --ctx >= 1, --gen >= 0, --reps >= 1, -b >= 1";
   if (!err.empty()) {

@@ -64,13 +64,10 @@ int CmdBenchRestore(int argc, char** argv) {
            flags.GetInt("threads", "t", 0, &threads, &err) && flags.GetInt("gpu-layers", "", -1, &gpu_layers, &err));
   }
   std::vector<uint32_t> sizes;
-  const std::string list = flags.GetOr("tokens", "", "1024,4096,8192");
-  for (size_t b = 0; err.empty() && b <= list.size();) {
-    const size_t e = std::min(list.find(',', b), list.size());
-    const long long n = std::atoll(list.substr(b, e - b).c_str());
-    if (n < 1 || n > (1 << 20)) err = "bad --tokens entry '" + list.substr(b, e - b) + "'";
-    else sizes.push_back(static_cast<uint32_t>(n));
-    b = e + 1;
+  for (const std::string& item : SplitCommaList(flags.GetOr("tokens", "", "1024,4096,8192"))) {
+    const long long n = std::atoll(item.c_str());
+    if ((n < 1 || n > (1 << 20)) && err.empty()) err = "bad --tokens entry '" + item + "'";
+    if (n >= 1 && n <= (1 << 20)) sizes.push_back(static_cast<uint32_t>(n));
   }
   auto kv = engine::ParseKvType(flags.GetOr("kv", "", "q4_0"));
   if (err.empty() && !kv.ok()) err = kv.status().message();

@@ -83,4 +83,14 @@ std::vector<std::string> Flags::Unknown(const std::vector<std::string>& known) c
   return out;
 }
 
+std::vector<std::string> SplitCommaList(const std::string& value) {
+  std::vector<std::string> items;
+  for (size_t b = 0; b <= value.size();) {
+    const size_t e = std::min(value.find(',', b), value.size());
+    items.push_back(value.substr(b, e - b));
+    b = e + 1;
+  }
+  return items;
+}
+
 }  // namespace agentkv::cli

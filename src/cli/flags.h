@@ -33,4 +33,8 @@ class Flags {
   std::vector<std::string> positional_;
 };
 
+// "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma-separated flag value
+// (empty items kept, so a caller can reject them).
+std::vector<std::string> SplitCommaList(const std::string& value);
+
 }  // namespace agentkv::cli

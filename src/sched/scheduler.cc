@@ -49,8 +49,27 @@ std::string Scheduler::RenderPrompt(const api::GenerationRequest& r) const {
   return tokenizer_.ApplyChatTemplate(msgs);
 }
 
+namespace {
+
+// The API layer counts a request's prompt tokens (its 413 check) and submits
+// it right after, on the same thread: the tokenization is kept here so Submit
+// reuses it instead of tokenizing a long prompt twice. Matched by request id
+// and the rendered text; anything else tokenizes afresh.
+struct LastTokenized {
+  std::string request_id;
+  std::string prompt;
+  engine::TokenizedText tokens;
+};
+thread_local LastTokenized t_last_tokenized;
+
+}  // namespace
+
 Result<int64_t> Scheduler::CountPromptTokens(const api::GenerationRequest& request) const {
-  return static_cast<int64_t>(tokenizer_.Tokenize(RenderPrompt(request), true).tokens.size());
+  LastTokenized& last = t_last_tokenized;
+  last.request_id = request.request_id;
+  last.prompt = RenderPrompt(request);
+  last.tokens = tokenizer_.Tokenize(last.prompt, true);
+  return static_cast<int64_t>(last.tokens.tokens.size());
 }
 
 Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
@@ -62,6 +81,14 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   auto w = std::make_unique<Waiting>();
   w->received = Clock::now();
   w->prompt = RenderPrompt(request);
+  // Tokenized here, on the caller's thread, not on the inference thread.
+  LastTokenized& last = t_last_tokenized;
+  if (!request.request_id.empty() && last.request_id == request.request_id && last.prompt == w->prompt) {
+    w->fresh = std::move(last.tokens);
+  } else {
+    w->fresh = tokenizer_.Tokenize(w->prompt, true);
+  }
+  last = LastTokenized{};
   w->req = std::move(request);
   w->sink = std::move(sink);
   const AgentKey key{w->req.namespace_id, w->req.agent_id};

@@ -120,6 +120,42 @@ TEST_F(SchedulerTest, ConcurrentAgentsMatchSerialRuns) {
   }
 }
 
+// Submit reuses the tokenization CountPromptTokens made for the same request
+// on the same thread, and only that one: a request with the same id but a
+// different prompt (or a different id) is tokenized afresh.
+TEST_F(SchedulerTest, SubmitReusesTheCountedTokenizationOfTheSameRequestOnly) {
+  Boot(2);
+  const std::string reference = Run("ref", Prompt(2), 8)->text();
+  api::GenerationRequest counted;
+  counted.namespace_id = "default";
+  counted.agent_id = "reuse";
+  counted.request_id = "req-1";
+  counted.kind = api::RequestKind::kCompletion;
+  counted.prompt = Prompt(1);
+  counted.sampling.temperature = 0;
+  counted.sampling.max_tokens = 8;
+  auto n1 = sched_->CountPromptTokens(counted);
+  ASSERT_TRUE(n1.ok());
+  api::GenerationRequest other = counted;  // same id, other prompt: must not reuse
+  other.prompt = Prompt(2);
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched_->Submit(other, sink).ok());
+  sink->Wait();
+  ASSERT_TRUE(sink->error().ok());
+  EXPECT_EQ(sink->text(), reference);
+  EXPECT_EQ(sink->usage().prompt_tokens, *sched_->CountPromptTokens(other));
+
+  counted.agent_id = "reuse2";
+  counted.request_id = "req-2";
+  ASSERT_TRUE(sched_->CountPromptTokens(counted).ok());
+  auto same = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched_->Submit(counted, same).ok());  // reused tokenization: same result as a fresh one
+  same->Wait();
+  ASSERT_TRUE(same->error().ok());
+  EXPECT_EQ(same->usage().prompt_tokens, *n1);
+  EXPECT_EQ(same->text(), Run("fresh", Prompt(1), 8)->text());
+}
+
 TEST_F(SchedulerTest, TurnsExtendTheCacheAndMatchAColdPrefill) {
   Boot(2);
   std::string conversation = Prompt(0);

@@ -238,7 +238,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a) {
     }
   }
 
-  TurnPlan plan = PlanTurn(tokenizer_, agent.seq, w.prompt, available, {options_.diverge_ratio});
+  TurnPlan plan = PlanTurn(w.fresh, agent.seq, w.prompt, available, {options_.diverge_ratio});
   if (plan.n_keep > 0) {
     Status restored;
     if (state == api::CacheState::kResident) {
@@ -254,7 +254,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a) {
     if (!restored.ok()) {
       AKV_LOG_WARN("restore of agent %s failed (%s); prefilling cold", agent.key.agent_id.c_str(),
                    restored.ToString().c_str());
-      plan = PlanTurn(tokenizer_, agent.seq, w.prompt, 0);
+      plan = PlanTurn(w.fresh, agent.seq, w.prompt, 0);
     }
   }
   if (plan.n_keep == 0) {

@@ -32,6 +32,7 @@ struct Scheduler::Waiting {
   std::shared_ptr<api::GenerationSink> sink;
   Clock::time_point received;
   std::string prompt;  // rendered (chat template applied)
+  engine::TokenizedText fresh;  // prompt tokenized with BOS (on the submitting thread)
 };
 
 struct Scheduler::Active {

@@ -19,8 +19,12 @@ std::vector<TokenSpan> MatchableSpans(const std::vector<engine::TokenSpan>& span
 
 TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const CachedSequence& cached, std::string_view prompt,
                   uint32_t max_reusable, const MatchOptions& options) {
+  return PlanTurn(tokenizer.Tokenize(prompt, /*add_bos=*/true), cached, prompt, max_reusable, options);
+}
+
+TurnPlan PlanTurn(const engine::TokenizedText& fresh, const CachedSequence& cached, std::string_view prompt,
+                  uint32_t max_reusable, const MatchOptions& options) {
   TurnPlan plan;
-  engine::TokenizedText fresh = tokenizer.Tokenize(prompt, /*add_bos=*/true);
   auto cold = [&]() {
     plan.match = MatchType::kMiss;
     plan.n_keep = 0;

@@ -37,8 +37,13 @@ struct TurnPlan {
   std::vector<engine::TokenSpan> new_spans;    // into the prompt
 };
 
-// Plans a turn. `max_reusable` caps n_keep (what the cache source can restore,
-// e.g. RestorablePrefix); the result's n_keep <= max_reusable.
+// Plans a turn. `fresh` is the prompt tokenized with BOS (done off the
+// inference thread, see Scheduler::Submit). `max_reusable` caps n_keep (what
+// the cache source can restore, e.g. RestorablePrefix); the result's n_keep <=
+// max_reusable.
+TurnPlan PlanTurn(const engine::TokenizedText& fresh, const CachedSequence& cached, std::string_view prompt,
+                  uint32_t max_reusable, const MatchOptions& options = {});
+// The same, tokenizing the prompt itself.
 TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const CachedSequence& cached, std::string_view prompt,
                   uint32_t max_reusable, const MatchOptions& options = {});
 
