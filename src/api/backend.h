@@ -12,6 +12,7 @@
 // must be thread-safe. Sink callbacks come from the backend's own thread(s).
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -69,6 +70,9 @@ struct GenerationRequest {
   bool stream = false;         // informational: output arrives by deltas anyway
   bool include_usage = false;  // informational
   CancellationToken cancel;    // set when the client disconnects
+  // When the HTTP request arrived (before parsing and token counting): where
+  // usage.ttft_ms starts. Default (epoch): the backend's own receipt time.
+  std::chrono::steady_clock::time_point received{};
 };
 
 // Where the agent's cache was found when the request started.

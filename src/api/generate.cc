@@ -3,6 +3,8 @@
 // Both paths read the same GenerationChannel events through the same
 // Utf8Splitter, so streamed and non-streamed text are equal by construction.
 
+#include <chrono>
+
 #include "api/generation_channel.h"
 #include "api/openai_json.h"
 #include "api/router.h"
@@ -85,6 +87,7 @@ int64_t NowUnixSeconds() {
 }  // namespace
 
 HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, RequestKind kind) {
+  const auto received = std::chrono::steady_clock::now();
   if (req.body.size() > options_.max_body_bytes) {
     ApiError e = InvalidRequest("The request body exceeds " + std::to_string(options_.max_body_bytes) +
                                     " bytes.",
@@ -107,6 +110,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
   if (error) return ErrorResponse(*error);
   gen.namespace_id = ns;
   gen.request_id = NextRequestId(kind);
+  gen.received = received;
 
   const char* prompt_param = kind == RequestKind::kChat ? "messages" : "prompt";
   Result<int64_t> n_prompt = backend_->CountPromptTokens(gen);

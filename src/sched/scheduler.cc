@@ -79,7 +79,7 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   }
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", request.namespace_id));
   auto w = std::make_unique<Waiting>();
-  w->received = Clock::now();
+  w->received = request.received != Clock::time_point{} ? request.received : Clock::now();
   w->prompt = RenderPrompt(request);
   // Tokenized here, on the caller's thread, not on the inference thread.
   LastTokenized& last = t_last_tokenized;
