@@ -42,6 +42,12 @@ def round_up(x, m=256):
     return ((x + m - 1) // m) * m
 
 
+def slot_for(n_tokens, extra=256, headroom=1.12):
+    """A slot size for prompts cut to ~n_tokens by Corpus.slice: its chars-per-token estimate overshoots by a
+    few % (more when it was calibrated on another server's start-up), so leave headroom, plus `extra`."""
+    return round_up(int(n_tokens * headroom) + extra)
+
+
 def workdir(args, sub):
     d = os.path.join(lib.out_dir(args, sub), "work")
     shutil.rmtree(d, ignore_errors=True)
@@ -106,8 +112,7 @@ def bench_ttft(args):
     reps = args.reps or (2 if args.quick else 5)
     warmup = 1
     ext_tokens = 32
-    # Prompts are cut by a chars-per-token estimate that can be off by a few %: 12% headroom.
-    slot_ctx = round_up(int(max(contexts) * 1.12) + ext_tokens * (reps + warmup + 2) * 2 + 128)
+    slot_ctx = slot_for(max(contexts), extra=ext_tokens * (reps + warmup + 2) * 2 + 128)
     srv = lib.Agentkv(args, wd, slots=1, ctx=slot_ctx, kv=args.kv)
     srv.start()
     spec_bpt = srv.bytes_per_token_spec()
@@ -265,7 +270,7 @@ def bench_vs_llama(args):
     corpus = lib.Corpus(args.text)
     contexts = ints(args.contexts or ("256,512" if args.quick else "1024,2048,4096,8192,16384,32768"))
     reps = args.reps or (2 if args.quick else 5)
-    slot_ctx = round_up(int(max(contexts) * 1.12) + 256)  # headroom for the chars-per-token estimate
+    slot_ctx = slot_for(max(contexts))
     samples = []
 
     def add(sysname, what, n, i, r):
@@ -389,7 +394,7 @@ def bench_capacity(args):
     for kv in kvs:
         for n in verify:
             # a budget that fits about fit_q4 q4_0 agents of this context (fewer at q8_0 / f16)
-            srv = lib.Agentkv(args, wd, name="cap-%s-%d" % (kv, n), slots=1, ctx=round_up(int(n * 1.25) + 256), kv=kv,
+            srv = lib.Agentkv(args, wd, name="cap-%s-%d" % (kv, n), slots=1, ctx=slot_for(n, headroom=1.25), kv=kv,
                               cache_ram=1 << 30)
             srv.start()
             spec = srv.bytes_per_token_spec()

@@ -1,10 +1,12 @@
 #include "bench/restore_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
 #include "bench/stats.h"
 #include "engine/seq_state.h"
+#include "engine/tokenizer.h"
 
 namespace agentkv::bench {
 
@@ -35,9 +37,10 @@ Result<RestoreBenchResult> RunRestoreBench(engine::Context& ctx, uint32_t n_toke
   if (n_tokens == 0 || n_tokens >= static_cast<uint32_t>(ctx.options().slot_ctx)) {
     return Status::InvalidArgument("restore bench: need 1 <= tokens < slot context");
   }
-  const int32_t bos = 1;
+  // Any token does: only the layout of its rows matters.
+  const int32_t probe_token = std::max(0, engine::Tokenizer(ctx.model()).Bos());
   ctx.ClearSlot(0);
-  engine::BatchItem item{0, bos, 0, false};
+  engine::BatchItem item{0, probe_token, 0, false};
   AGENTKV_RETURN_IF_ERROR(ctx.Decode({&item, 1}));
   AGENTKV_ASSIGN_OR_RETURN(auto probe, ctx.ExportSlotBlocks(0));
   ctx.ClearSlot(0);

@@ -11,6 +11,7 @@
 #include "bench/stats.h"
 #include "cli/bench_json.h"
 #include "cli/commands.h"
+#include "cli/measure_command.h"
 #include "cli/flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
@@ -26,11 +27,6 @@ constexpr const char* kUsage =
     "Types are interleaved within each repetition after one untimed warm-up each;\n"
     "median [min-max] over --reps. -t 0: all hardware threads.\n";
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "agentkv bench kvtypes: %s\n", s.ToString().c_str());
-  return 1;
-}
-
 std::string Cell(const bench::Summary& s) { return bench::Format("%.1f [%.1f-%.1f]", s.median, s.min, s.max); }
 
 nlohmann::json ToJson(const bench::Summary& s) {
@@ -40,13 +36,9 @@ nlohmann::json ToJson(const bench::Summary& s) {
 }  // namespace
 
 int CmdBenchKvTypes(int argc, char** argv) {
-  std::vector<std::string> arg_storage;
-  std::vector<char*> args = NormalizeJsonFlag(argc, argv, &arg_storage);
-  Flags flags(static_cast<int>(args.size()), args.data(), {"help"});
-  if (flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  const MeasureCommand cmd("bench kvtypes", kUsage, argc, argv);
+  if (cmd.Help()) return 0;
+  const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"m", "model", "ctx", "gen", "reps", "t", "threads", "kv", "b", "batch", "seed", "json"});
   const auto model_path = flags.Get("model", "m");
   long long n_ctx = 0, n_gen = 0, reps = 0, threads = 0, batch = 0, seed = 0;
@@ -66,14 +58,13 @@ int CmdBenchKvTypes(int argc, char** argv) {
   }
   if (err.empty() && (n_ctx < 1 || n_gen < 0 || reps < 1 || batch < 1)) err = "need --ctx >= 1, --gen >= 0, --reps >= 1, -b >= 1";
   if (!err.empty()) {
-    std::fprintf(stderr, "agentkv bench kvtypes: %s\n%s", err.c_str(), kUsage);
-    return 2;
+    return cmd.UsageError(err);
   }
   const int n_threads = threads > 0 ? static_cast<int>(threads)
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   auto model = engine::Model::Load(*model_path);
-  if (!model.ok()) return Fail(model.status());
+  if (!model.ok()) return cmd.Fail(model.status());
   std::vector<std::unique_ptr<engine::Context>> contexts;
   for (engine::KvType kv : types) {
     engine::ContextOptions co;
@@ -83,7 +74,7 @@ int CmdBenchKvTypes(int argc, char** argv) {
     co.type_k = co.type_v = kv;
     co.n_threads = n_threads;
     auto ctx = engine::Context::Create(**model, co);
-    if (!ctx.ok()) return Fail(ctx.status());
+    if (!ctx.ok()) return cmd.Fail(ctx.status());
     contexts.push_back(std::move(ctx).value());
   }
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
@@ -96,7 +87,7 @@ int CmdBenchKvTypes(int argc, char** argv) {
   const std::span<const int32_t> warm_prompt(prompt.data(), std::min<size_t>(prompt.size(), 512));
   for (size_t i = 0; i < types.size(); ++i) {
     if (auto w = bench::MeasureKvSpeed(*contexts[i], warm_prompt, static_cast<int>(std::min(n_gen, 4LL))); !w.ok()) {
-      return Fail(w.status());
+      return cmd.Fail(w.status());
     }
   }
   std::vector<std::vector<double>> prefill(types.size()), decode(types.size());
@@ -104,7 +95,7 @@ int CmdBenchKvTypes(int argc, char** argv) {
   for (long long rep = 0; rep < reps; ++rep) {
     for (size_t i = 0; i < types.size(); ++i) {
       auto s = bench::MeasureKvSpeed(*contexts[i], prompt, static_cast<int>(n_gen));
-      if (!s.ok()) return Fail(s.status());
+      if (!s.ok()) return cmd.Fail(s.status());
       prefill[i].push_back(s->PrefillTokPerS());
       if (n_gen > 0) decode[i].push_back(s->DecodeTokPerS());
       std::fprintf(stderr, "rep %lld %-5s prefill %.1f ms (%.1f tok/s), decode %.1f ms (%.1f tok/s)\n", rep + 1,
@@ -146,7 +137,7 @@ int CmdBenchKvTypes(int argc, char** argv) {
                         {"gen", n_gen},           {"batch", batch},                 {"threads", n_threads},
                         {"reps", reps},           {"flash_attn", true},             {"results", jr},
                         {"samples", samples}};
-    if (Status s = WriteJson(j, *out); !s.ok()) return Fail(s);
+    if (Status s = WriteJson(j, *out); !s.ok()) return cmd.Fail(s);
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "bench/stats.h"
 #include "cli/bench_json.h"
 #include "cli/commands.h"
+#include "cli/measure_command.h"
 #include "cli/flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
@@ -23,11 +24,6 @@ constexpr const char* kUsage =
     "no prefill: the KV rows are a one-token probe's rows replicated to --tokens.\n"
     "GB/s = bytes of the llama.cpp state moved (the KV rows restored: sliding-window layers\n"
     "only their window) / time (10^9). median [min-max] over --reps after a warm-up.\n";
-
-int Fail(const Status& s) {
-  std::fprintf(stderr, "agentkv bench restore: %s\n", s.ToString().c_str());
-  return 1;
-}
 
 struct Stage {
   const char* name;
@@ -46,13 +42,9 @@ constexpr Stage kStages[] = {
 }  // namespace
 
 int CmdBenchRestore(int argc, char** argv) {
-  std::vector<std::string> arg_storage;
-  std::vector<char*> args = NormalizeJsonFlag(argc, argv, &arg_storage);
-  Flags flags(static_cast<int>(args.size()), args.data(), {"help"});
-  if (flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  const MeasureCommand cmd("bench restore", kUsage, argc, argv);
+  if (cmd.Help()) return 0;
+  const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"m", "model", "tokens", "reps", "slots", "kv", "t", "threads", "gpu-layers", "json"});
   const auto model_path = flags.Get("model", "m");
   long long reps = 0, slots = 0, threads = 0, gpu_layers = 0;
@@ -73,14 +65,13 @@ int CmdBenchRestore(int argc, char** argv) {
   if (err.empty() && !kv.ok()) err = kv.status().message();
   if (err.empty() && (reps < 1 || slots < 1)) err = "need --reps >= 1, --slots >= 1";
   if (!err.empty()) {
-    std::fprintf(stderr, "agentkv bench restore: %s\n%s", err.c_str(), kUsage);
-    return 2;
+    return cmd.UsageError(err);
   }
 
   engine::ModelOptions mo;
   mo.n_gpu_layers = static_cast<int>(gpu_layers);
   auto model = engine::Model::Load(*model_path, mo);
-  if (!model.ok()) return Fail(model.status());
+  if (!model.ok()) return cmd.Fail(model.status());
   uint32_t max_tokens = 0;
   for (auto n : sizes) max_tokens = std::max(max_tokens, n);
   engine::ContextOptions co;
@@ -89,7 +80,7 @@ int CmdBenchRestore(int argc, char** argv) {
   co.type_k = co.type_v = *kv;
   co.n_threads = static_cast<int>(threads);
   auto ctx = engine::Context::Create(**model, co);
-  if (!ctx.ok()) return Fail(ctx.status());
+  if (!ctx.ok()) return cmd.Fail(ctx.status());
   std::fprintf(stderr, "bench restore: %s, %s KV, %lld slots, %lld reps, %d GPU layers\n",
                (*model)->info().name.c_str(), engine::KvTypeName(*kv), slots, reps, (*model)->info().n_gpu_layers);
 
@@ -97,7 +88,7 @@ int CmdBenchRestore(int argc, char** argv) {
   nlohmann::json jr = nlohmann::json::array();
   for (uint32_t n : sizes) {
     auto r = bench::RunRestoreBench(**ctx, n, static_cast<int>(reps));
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) return cmd.Fail(r.status());
     nlohmann::json stages = nlohmann::json::object();
     for (const auto& st : kStages) {
       std::vector<double> ms;
@@ -120,7 +111,7 @@ int CmdBenchRestore(int argc, char** argv) {
     nlohmann::json j = {{"benchmark", "restore"}, {"model", (*model)->info().name}, {"kv", engine::KvTypeName(*kv)},
                         {"slots", slots}, {"reps", reps},
                         {"gpu_layers", (*model)->info().n_gpu_layers}, {"staging", staging}, {"results", jr}};
-    if (Status s = WriteJson(j, *out); !s.ok()) return Fail(s);
+    if (Status s = WriteJson(j, *out); !s.ok()) return cmd.Fail(s);
   }
   return 0;
 }

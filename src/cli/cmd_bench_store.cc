@@ -8,6 +8,7 @@
 #include "bench/store_bench.h"
 #include "cli/bench_json.h"
 #include "cli/commands.h"
+#include "cli/measure_command.h"
 #include "cli/flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
@@ -24,11 +25,6 @@ constexpr const char* kUsage =
     "write+fsync and read() of one plain file of the same bytes in DIR.\n"
     "KV: with -m, a q4_0 prefill of random tokens on MODEL; without, random bytes in the\n"
     "bundled model's q4_0 layout (1152 bytes/token). MB = 10^6 bytes.\n";
-
-int Fail(const Status& s) {
-  std::fprintf(stderr, "agentkv bench store: %s\n", s.ToString().c_str());
-  return 1;
-}
 
 struct Row {
   const char* name;
@@ -49,13 +45,9 @@ constexpr Row kRows[] = {
 }  // namespace
 
 int CmdBenchStore(int argc, char** argv) {
-  std::vector<std::string> arg_storage;
-  std::vector<char*> args = NormalizeJsonFlag(argc, argv, &arg_storage);
-  Flags flags(static_cast<int>(args.size()), args.data(), {"help"});
-  if (flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  const MeasureCommand cmd("bench store", kUsage, argc, argv);
+  if (cmd.Help()) return 0;
+  const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"cache-dir", "tokens", "m", "model", "reps", "t", "threads", "seed", "json"});
   const auto cache_dir = flags.Get("cache-dir");
   const auto model_path = flags.Get("model", "m");
@@ -69,22 +61,21 @@ int CmdBenchStore(int argc, char** argv) {
   }
   if (err.empty() && (n_tokens < 1 || n_tokens > 1 << 20 || reps < 1)) err = "need 1 <= --tokens <= 1048576, --reps >= 1";
   if (!err.empty()) {
-    std::fprintf(stderr, "agentkv bench store: %s\n%s", err.c_str(), kUsage);
-    return 2;
+    return cmd.UsageError(err);
   }
 
   bench::StoreBenchInput input;
   if (model_path) {
     auto model = engine::Model::Load(*model_path);
-    if (!model.ok()) return Fail(model.status());
+    if (!model.ok()) return cmd.Fail(model.status());
     engine::ContextOptions co;
     co.n_slots = 1;
     co.slot_ctx = static_cast<int>(n_tokens);
     co.n_threads = static_cast<int>(threads);
     auto ctx = engine::Context::Create(**model, co);
-    if (!ctx.ok()) return Fail(ctx.status());
+    if (!ctx.ok()) return cmd.Fail(ctx.status());
     auto in = bench::InputFromModel(**ctx, static_cast<int>(n_tokens), static_cast<uint64_t>(seed));
-    if (!in.ok()) return Fail(in.status());
+    if (!in.ok()) return cmd.Fail(in.status());
     input = std::move(in).value();
   } else {
     input = bench::SyntheticInput(static_cast<int>(n_tokens), static_cast<uint64_t>(seed));
@@ -96,7 +87,7 @@ int CmdBenchStore(int argc, char** argv) {
   options.reps = static_cast<int>(reps);
   options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   auto result = bench::RunStoreBench(input, options);
-  if (!result.ok()) return Fail(result.status());
+  if (!result.ok()) return cmd.Fail(result.status());
   const auto& r = *result;
 
   std::vector<double> store_resident, plain_resident;
@@ -151,7 +142,7 @@ int CmdBenchStore(int argc, char** argv) {
                         {"store_resident_after_drop", store_resident},
                         {"plain_resident_after_drop", plain_resident},
                         {"results", jr}};
-    if (Status s = WriteJson(j, *out); !s.ok()) return Fail(s);
+    if (Status s = WriteJson(j, *out); !s.ok()) return cmd.Fail(s);
   }
   return 0;
 }

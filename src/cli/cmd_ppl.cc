@@ -10,6 +10,7 @@
 #include "bench/stats.h"
 #include "cli/bench_json.h"
 #include "cli/commands.h"
+#include "cli/measure_command.h"
 #include "cli/flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
@@ -34,9 +35,11 @@ constexpr const char* kUsage =
     "--kv all runs f16, q8_0, q4_0 in one process and reports delta vs f16.\n"
     "--json - (or a bare --json) prints the JSON as the last line of stdout.\n";
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "agentkv ppl: %s\n", s.ToString().c_str());
-  return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+// Like MeasureCommand::Fail, but an invalid argument found after parsing
+// (e.g. a window larger than the model's context) exits 2, like a usage error.
+int Fail(const MeasureCommand& cmd, const Status& s) {
+  const int rc = cmd.Fail(s);
+  return s.code() == StatusCode::kInvalidArgument ? 2 : rc;
 }
 
 Result<std::string> ReadText(const std::string& path) {
@@ -58,13 +61,9 @@ struct TypeResult {
 }  // namespace
 
 int CmdPpl(int argc, char** argv) {
-  std::vector<std::string> arg_storage;
-  std::vector<char*> args = NormalizeJsonFlag(argc, argv, &arg_storage);
-  Flags flags(static_cast<int>(args.size()), args.data(), {"help"});
-  if (flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  const MeasureCommand cmd("ppl", kUsage, argc, argv);
+  if (cmd.Help()) return 0;
+  const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"m", "model", "f", "file", "c", "ctx", "stride", "kv", "chunks", "b", "batch", "t",
                                 "threads", "json"});
   const auto model_path = flags.Get("model", "m");
@@ -92,20 +91,19 @@ int CmdPpl(int argc, char** argv) {
   if (err.empty() && (stride < 0 || stride >= n_ctx)) err = "--stride must be 0 (chunks) or 1..c-1";
   if (err.empty() && chunks < 0) err = "--chunks must be >= 0";
   if (!err.empty()) {
-    std::fprintf(stderr, "agentkv ppl: %s\n%s", err.c_str(), kUsage);
-    return 2;
+    return cmd.UsageError(err);
   }
   const bench::PplOptions options{static_cast<int>(n_ctx), static_cast<int>(stride), static_cast<int>(chunks)};
 
   auto model = engine::Model::Load(*model_path);
-  if (!model.ok()) return Fail(model.status());
+  if (!model.ok()) return Fail(cmd, model.status());
   auto text = ReadText(*text_path);
-  if (!text.ok()) return Fail(text.status());
+  if (!text.ok()) return Fail(cmd, text.status());
   engine::Tokenizer tokenizer(**model);
   const std::vector<int32_t> tokens = tokenizer.Tokenize(*text, true).tokens;
-  if (tokenizer.Bos() < 0) return Fail(Status::Unsupported("ppl: the model has no BOS token"));
+  if (tokenizer.Bos() < 0) return Fail(cmd, Status::Unsupported("ppl: the model has no BOS token"));
   auto plan = bench::PlanPerplexity(static_cast<int64_t>(tokens.size()), options);
-  if (!plan.ok()) return Fail(plan.status());
+  if (!plan.ok()) return Fail(cmd, plan.status());
   std::fprintf(stderr, "ppl: %s, %zu tokens (with BOS), c=%lld, %s, %d windows x %d scored tokens\n",
                (*model)->info().name.c_str(), tokens.size(), n_ctx,
                stride == 0 ? "llama-perplexity chunks" : ("stride " + std::to_string(stride)).c_str(),
@@ -120,14 +118,14 @@ int CmdPpl(int argc, char** argv) {
     co.type_k = co.type_v = kv;
     co.n_threads = static_cast<int>(threads);
     auto ctx = engine::Context::Create(**model, co);
-    if (!ctx.ok()) return Fail(ctx.status());
+    if (!ctx.ok()) return Fail(cmd, ctx.status());
     std::fprintf(stderr, "kv %s:", engine::KvTypeName(kv));
     auto progress = [](int w, const bench::NllAccumulator& acc) {
       std::fprintf(stderr, " [%d]%.4f", w + 1, acc.Ppl());
     };
     auto r = bench::EvaluatePerplexity(**ctx, tokens, tokenizer.Bos(), options, progress);
     std::fputs("\n", stderr);
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) return Fail(cmd, r.status());
     std::printf("kv %-5s PPL = %.4f +/- %.5f  (%lld tokens scored in %d windows, %.1f s, %.0f tok/s)\n",
                 engine::KvTypeName(kv), r->ppl, r->ppl_error, static_cast<long long>(r->n_scored),
                 r->plan.n_windows, r->eval_ms / 1000, r->n_evaluated * 1000.0 / r->eval_ms);
@@ -177,7 +175,7 @@ int CmdPpl(int argc, char** argv) {
       j["ppl_error"] = results[0].r.ppl_error;
       j["tokens_scored"] = results[0].r.n_scored;
     }
-    if (Status s = WriteJson(j, *out); !s.ok()) return Fail(s);
+    if (Status s = WriteJson(j, *out); !s.ok()) return Fail(cmd, s);
   }
   return 0;
 }

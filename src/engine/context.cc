@@ -146,11 +146,19 @@ Status Context::TruncateSlot(int slot, int32_t n) {
   return Status::OK();
 }
 
+size_t Context::SlotStateSize(int slot) const { return llama_state_seq_get_size_ext(ctx_, slot, 0); }
+
+Status Context::CopySlotState(int slot, std::span<uint8_t> dst) const {
+  const size_t written = llama_state_seq_get_data_ext(ctx_, dst.data(), dst.size(), slot, 0);
+  if (written != dst.size()) {
+    return Status::Internal("export slot: wrote " + std::to_string(written) + " of " + std::to_string(dst.size()));
+  }
+  return Status::OK();
+}
+
 Result<std::vector<uint8_t>> Context::ExportSlotState(int slot) const {
-  const size_t size = llama_state_seq_get_size_ext(ctx_, slot, 0);
-  std::vector<uint8_t> out(size);
-  const size_t written = llama_state_seq_get_data_ext(ctx_, out.data(), out.size(), slot, 0);
-  if (written != size) return Status::Internal("export slot: wrote " + std::to_string(written) + " of " + std::to_string(size));
+  std::vector<uint8_t> out(SlotStateSize(slot));
+  AGENTKV_RETURN_IF_ERROR(CopySlotState(slot, out));
   return out;
 }
 
@@ -167,10 +175,8 @@ Status Context::ImportSlotState(int slot, std::span<const uint8_t> state) {
 Result<std::vector<KvBlock>> Context::ExportSlotBlocks(int slot, uint32_t first_block) const {
   const int32_t n = SlotLength(slot);
   if (n == 0) return std::vector<KvBlock>{};
-  const size_t size = llama_state_seq_get_size_ext(ctx_, slot, 0);
-  std::span<uint8_t> buf = staging_.Get(size);
-  const size_t written = llama_state_seq_get_data_ext(ctx_, buf.data(), size, slot, 0);
-  if (written != size) return Status::Internal("export slot: wrote " + std::to_string(written) + " of " + std::to_string(size));
+  std::span<uint8_t> buf = staging_.Get(SlotStateSize(slot));
+  AGENTKV_RETURN_IF_ERROR(CopySlotState(slot, buf));
   return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n), first_block);
 }
 

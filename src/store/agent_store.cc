@@ -126,13 +126,12 @@ Result<AgentRecord> AgentStore::GetRecord(std::string_view ns_name, std::string_
 namespace {
 
 // The block file at `path`, read and decoded. A read failure keeps its own
-// status (NotFound / I/O); a decode failure is Corruption.
+// status (NotFound / I/O); a decode failure is Corruption (DecodeBlockFile's
+// contract).
 Result<DecodedBlock> ReadAndDecode(FileSystem* fs, const std::string& path) {
   auto bytes = fs->ReadFile(path);
   if (!bytes.ok()) return bytes.status();
-  auto dec = DecodeBlockFile(*bytes);
-  if (!dec.ok() && dec.status().code() != StatusCode::kCorruption) return Status::Corruption(dec.status().message());
-  return dec;
+  return DecodeBlockFile(*bytes);
 }
 
 }  // namespace
