@@ -26,6 +26,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The e2e tests (tests/e2e/run.mjs) need node >= 18: Debian 12's nodejs is enough.
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 18 ]; then
+  echo "bootstrap: node $(node --version) is too old; tests/e2e needs node >= 18" >&2
+  exit 1
+fi
 
 scripts/fetch-llama.sh
 
