@@ -6,7 +6,10 @@
 # tsan.sh is .ci/run). Prints each command's wall-clock time; exits non-zero
 # if any fails. The chroot shares this machine's network (apt mirror, npm
 # registry) and kernel, nothing else: its own /root/.cache (cold ccache, no
-# llama.cpp), no host environment variables (env -i).
+# llama.cpp), no host environment variables (env -i) except what belongs to
+# the network: proxy variables, and where the network intercepts TLS, the
+# host's locally added CAs (/usr/local/share/ca-certificates) and
+# NODE_EXTRA_CA_CERTS (node ignores the system store).
 #   sudo scripts/fresh-debian-check.sh                  # HEAD, all three
 #   scripts/fresh-debian-check.sh --ref main --no-tsan --keep
 #   scripts/fresh-debian-check.sh --dir /var/tmp/agentkv-fresh.X --steps test
@@ -104,6 +107,7 @@ in_chroot() {
   for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
     [ -n "${!v:-}" ] && envs+=("$v=${!v}")
   done
+  [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && envs+=(NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt)
   chroot "$ROOTFS" /usr/bin/env -i "${envs[@]}" /bin/bash -c "$1"
 }
 
@@ -134,6 +138,11 @@ chmod 1777 "$ROOTFS/tmp"
 
 if [ "$fresh" = 1 ] || [ ! -d "$ROOTFS/root/agentkv/.git" ]; then
   echo "== apt-get install git ca-certificates (chroot)"
+  if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    echo "fresh-debian-check: carrying the network's CAs: $(cd /usr/local/share/ca-certificates && echo *.crt)"
+    mkdir -p "$ROOTFS/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$ROOTFS/usr/local/share/ca-certificates/"
+  fi
   in_chroot 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null'
   # The repo goes in as a bare copy; the chroot's own git clones it.
   rm -rf "$ROOTFS/root/src.git"
