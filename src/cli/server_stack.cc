@@ -134,10 +134,9 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
 
   BlockPoolOptions po;
   po.budget_bytes = config.cache_ram_bytes > 0 ? config.cache_ram_bytes : DefaultCacheRamBytes();
+  // No persist callback: the pool only drops agents that are clean (saved by
+  // the scheduler's write-behind), so a Put never writes to disk.
   ServerStack* raw = stack.get();
-  po.persist = [raw](const AgentKey& key, const std::vector<PoolBlock>& blocks) {
-    return raw->scheduler_->PersistAgent(key, blocks);
-  };
   po.on_evict = [raw](const EvictionEvent& e) { raw->scheduler_->OnPoolEviction(e); };
   stack->pool_ = std::make_unique<BlockPool>(po);
 

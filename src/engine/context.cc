@@ -19,6 +19,11 @@ constexpr bool kSwaFull = false;
 
 }  // namespace
 
+int Context::copy_threads() const {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return options_.n_threads > 0 ? options_.n_threads : hw;
+}
+
 Context::~Context() {
   if (ctx_ != nullptr) llama_free(ctx_);
 }
@@ -177,7 +182,7 @@ Result<std::vector<KvBlock>> Context::ExportSlotBlocks(int slot, uint32_t first_
   if (n == 0) return std::vector<KvBlock>{};
   std::span<uint8_t> buf = staging_.Get(SlotStateSize(slot));
   AGENTKV_RETURN_IF_ERROR(CopySlotState(slot, buf));
-  return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n), first_block);
+  return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n), first_block, copy_threads());
 }
 
 Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens) {
@@ -186,7 +191,7 @@ Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& bl
   }
   const auto n_stream = static_cast<uint32_t>(options_.n_slots);
   std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(blocks, spec_.shape, n_tokens, n_stream));
-  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, spec_.shape, n_tokens, n_stream, buf));
+  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, spec_.shape, n_tokens, n_stream, buf, copy_threads()));
   return ImportSlotState(slot, buf);
 }
 

@@ -86,6 +86,9 @@ class Context {
   bool staging_pinned() const { return staging_.pinned(); }
 
  private:
+  // Threads for bulk KV copies on the calling (inference) thread: the
+  // compute threads' share, idle while a restore or export runs.
+  int copy_threads() const;
   Context(const Model& model, const ContextOptions& options)
       : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}
   Status Probe();

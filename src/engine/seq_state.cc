@@ -4,8 +4,13 @@
 #include <cstring>
 #include <string>
 
+#include "util/parallel.h"
+
 namespace agentkv::engine {
 namespace {
+
+// Below this many bytes a copy is not worth waking other threads for.
+constexpr size_t kParallelCopyBytes = 4u << 20;
 
 // Bounds-checked little-endian reader over a byte span.
 class Reader {
@@ -170,7 +175,7 @@ Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, co
 }
 
 Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
-                                           uint32_t n_tokens, uint32_t first_block) {
+                                           uint32_t n_tokens, uint32_t first_block, int n_threads) {
   AGENTKV_ASSIGN_OR_RETURN(auto parsed, ParseState(state, shape));
   const uint32_t n_blocks = (n_tokens + kBlockTokens - 1) / kBlockTokens;
   first_block = std::min(first_block, n_blocks);
@@ -179,6 +184,12 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
     blocks[b - first_block].index = b;
     blocks[b - first_block].n_tokens = std::min(kBlockTokens, n_tokens - b * kBlockTokens);
   }
+  struct TensorCopy {
+    size_t block, tensor, section;
+    const uint8_t* src;  // the layer's first row in the state
+  };
+  std::vector<TensorCopy> copies;
+  std::vector<std::vector<int64_t>> cell_of_by_section;  // per section: position -> cell, -1 if absent
   for (size_t si = 0; si < parsed.size(); ++si) {
     const SectionShape& s = shape.sections[si];
     const ParsedSection& ps = parsed[si];
@@ -194,7 +205,8 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
     for (uint32_t p = need_lo; p < need_hi; ++p) {
       if (cell_of[p] == -1) return Bad("position " + std::to_string(p) + " missing in section " + std::to_string(si));
     }
-    for (auto& block : blocks) {
+    for (size_t bi = 0; bi < blocks.size(); ++bi) {
+      KvBlock& block = blocks[bi];
       // rows present in this block: a contiguous run (sections hold a suffix window or everything)
       uint32_t lo = block.first_pos(), hi = block.first_pos() + block.n_tokens;
       while (lo < hi && cell_of[lo] == -1) ++lo;
@@ -208,26 +220,37 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
         const bool is_k = kv == 0;
         for (uint32_t l = 0; l < s.n_layer; ++l) {
           const uint64_t rb = is_k ? s.k_row_bytes[l] : s.v_row_bytes[l];
-          const uint8_t* base = is_k ? ps.k_rows[l] : ps.v_rows[l];
           KvTensor t;
           t.name = TensorName(si, l, is_k);
           t.row_bytes = static_cast<uint32_t>(rb);
           t.first_pos = lo;
           t.n_rows = end - lo;
           t.data.resize(rb * t.n_rows);
-          // One memcpy per run of consecutive cells (the usual layout: a
-          // slot's cells are allocated in position order).
-          for (uint32_t p = lo; p < end;) {
-            uint32_t q = p + 1;
-            while (q < end && cell_of[q] == cell_of[q - 1] + 1) ++q;
-            std::memcpy(t.data.data() + (p - lo) * rb, base + cell_of[p] * rb, (q - p) * rb);
-            p = q;
-          }
           block.tensors.push_back(std::move(t));
+          copies.push_back({bi, block.tensors.size() - 1, si, is_k ? ps.k_rows[l] : ps.v_rows[l]});
         }
       }
     }
+    cell_of_by_section.push_back(std::move(cell_of));
   }
+  // The row copies (nearly all the bytes) run in parallel, one tensor each.
+  size_t total = 0;
+  for (const auto& c : copies) total += blocks[c.block].tensors[c.tensor].data.size();
+  ParallelFor(copies.size(), total >= kParallelCopyBytes ? n_threads : 1, [&](size_t i) {
+    const TensorCopy& c = copies[i];
+    KvTensor& t = blocks[c.block].tensors[c.tensor];
+    const std::vector<int64_t>& cell_of = cell_of_by_section[c.section];
+    const uint64_t rb = t.row_bytes;
+    const uint32_t end = t.first_pos + t.n_rows;
+    // One memcpy per run of consecutive cells (the usual layout: a slot's
+    // cells are allocated in position order).
+    for (uint32_t p = t.first_pos; p < end;) {
+      uint32_t q = p + 1;
+      while (q < end && cell_of[q] == cell_of[q - 1] + 1) ++q;
+      std::memcpy(t.data.data() + (p - t.first_pos) * rb, c.src + cell_of[p] * rb, (q - p) * rb);
+      p = q;
+    }
+  });
   return blocks;
 }
 
@@ -342,7 +365,7 @@ uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const St
 }
 
 Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
-                        uint32_t n_stream, std::span<uint8_t> dst) {
+                        uint32_t n_stream, std::span<uint8_t> dst, int n_threads) {
   if (n_tokens == 0) return Status::InvalidArgument("kv state: empty sequence");
   if (dst.size() != StateBytesForBlocks(blocks, shape, n_tokens, n_stream)) {
     return Status::InvalidArgument("kv state: destination buffer has the wrong size");
@@ -350,6 +373,17 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
   if (RestorablePrefix(blocks, shape, n_tokens) < n_tokens) {
     return Status::InvalidArgument("kv state: blocks do not cover " + std::to_string(n_tokens) + " positions");
   }
+  // One pass writes the headers and notes where each layer's rows go; the
+  // row copies (nearly all the bytes) then run in parallel, one layer's K or
+  // V per task.
+  struct RowCopy {
+    uint8_t* dst;
+    size_t section;
+    uint32_t layer;
+    bool is_k;
+    uint32_t lo, hi;  // positions
+  };
+  std::vector<RowCopy> copies;
   uint8_t* w = dst.data();
   auto put = [&w](auto v) {
     std::memcpy(w, &v, sizeof(v));
@@ -375,20 +409,29 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
         const uint64_t rb = is_k ? s.k_row_bytes[l] : s.v_row_bytes[l];
         put(is_k ? s.k_type[l] : s.v_type[l]);
         put(rb);
-        const std::string name = TensorName(si, l, is_k);
-        for (uint32_t p = lo; p < hi;) {
-          const KvBlock& b = *blocks[p / kBlockTokens];
-          const KvTensor* t = FindTensor(b, name);  // present: RestorablePrefix checked
-          const uint32_t run_end = std::min(hi, t->first_pos + t->n_rows);
-          const uint64_t n = (run_end - p) * rb;
-          std::memcpy(w, t->data.data() + (p - t->first_pos) * rb, n);
-          w += n;
-          p = run_end;
-        }
+        copies.push_back({w, si, l, is_k, lo, hi});
+        w += (hi - lo) * rb;
       }
     }
     for (uint32_t st = 1; st < n_stream; ++st) put(uint32_t{0});
   }
+  const bool big = dst.size() >= kParallelCopyBytes;
+  ParallelFor(copies.size(), big ? n_threads : 1, [&](size_t i) {
+    const RowCopy& c = copies[i];
+    const SectionShape& s = shape.sections[c.section];
+    const uint64_t rb = c.is_k ? s.k_row_bytes[c.layer] : s.v_row_bytes[c.layer];
+    const std::string name = TensorName(c.section, c.layer, c.is_k);
+    uint8_t* out = c.dst;
+    for (uint32_t p = c.lo; p < c.hi;) {
+      const KvBlock& b = *blocks[p / kBlockTokens];
+      const KvTensor* t = FindTensor(b, name);  // present: RestorablePrefix checked
+      const uint32_t run_end = std::min(c.hi, t->first_pos + t->n_rows);
+      const uint64_t n = (run_end - p) * rb;
+      std::memcpy(out, t->data.data() + (p - t->first_pos) * rb, n);
+      out += n;
+      p = run_end;
+    }
+  });
   if (w != dst.data() + dst.size()) return Status::Internal("kv state: size accounting mismatch");
   return Status::OK();
 }

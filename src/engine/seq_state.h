@@ -81,9 +81,9 @@ Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, co
 // Fails if a non-windowed section does not hold exactly positions [0, n_tokens).
 // With first_block > 0 only blocks [first_block, ceil(n_tokens / 256)) are
 // built (the caller already holds the earlier ones); the whole state is
-// still validated.
+// still validated. Large states are copied on up to n_threads threads.
 Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
-                                           uint32_t n_tokens, uint32_t first_block = 0);
+                                           uint32_t n_tokens, uint32_t first_block = 0, int n_threads = 1);
 
 // The longest prefix n <= n_tokens of `blocks` that can be restored: every
 // non-windowed section has rows for [0, n) and every windowed section has rows
@@ -97,9 +97,10 @@ uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const St
                             uint32_t n_stream);
 // Writes llama.cpp state bytes for positions [0, n_tokens) of `blocks` into
 // dst (REQUIRES dst.size() == StateBytesForBlocks(...)); no allocation, so a
-// caller can reuse one buffer for every restore.
+// caller can reuse one buffer for every restore. Large states are copied on
+// up to n_threads threads (the caller's included).
 Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
-                        uint32_t n_stream, std::span<uint8_t> dst);
+                        uint32_t n_stream, std::span<uint8_t> dst, int n_threads = 1);
 
 // Builds llama.cpp state bytes for positions [0, n_tokens) of `blocks`, for a
 // context with n_stream streams per section. REQUIRES n_tokens <=

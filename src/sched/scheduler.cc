@@ -35,7 +35,8 @@ void Scheduler::Stop() {
   cv_.notify_all();
   thread_.join();
   running_ = false;
-  io_.Flush();
+  reads_.Flush();
+  saves_.Flush();
 }
 
 std::string Scheduler::RenderPrompt(const api::GenerationRequest& r) const {
@@ -92,43 +93,17 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   w->req = std::move(request);
   w->sink = std::move(sink);
   const AgentKey key{w->req.namespace_id, w->req.agent_id};
-  bool prefetch = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Status::Unavailable("submit: shutting down");
     if (n_waiting_.load() >= options_.max_queue) {
       return Status::ResourceExhausted("submit: queue full (" + std::to_string(options_.max_queue) + " waiting)");
     }
-    // Warm agents: start reading the disk now, overlapping other agents' compute.
-    if (store_ != nullptr && !key.agent_id.empty() && !pool_.Contains(key) && !prefetching_.count(key)) {
-      prefetching_.insert(key);
-      prefetch = true;
-    }
+    // An agent that may be on disk: start reading now, overlapping other
+    // agents' compute (admission waits for the read).
+    if (!key.agent_id.empty() && !resident_keys_.count(key) && !pool_.Contains(key)) PostAgentRead(key);
     incoming_.push_back(std::move(w));
     ++n_waiting_;  // submitted, not yet admitted or refused
-  }
-  if (prefetch) {
-    io_.Post([this, key] {
-      if (!pool_.Contains(key) && store_->GetSummary(key.ns, key.agent_id).ok()) {
-        auto loaded = store_->LoadBlocks(key.ns, key.agent_id);
-        if (loaded.ok() && !loaded->blocks.empty()) {
-          std::vector<PoolBlock> refs;
-          for (size_t i = 0; i < loaded->blocks.size(); ++i) {
-            refs.push_back({loaded->record.blocks[i].id, std::make_shared<KvBlock>(std::move(loaded->blocks[i]))});
-          }
-          // A full pool just means no prefetch: admission then reads the disk itself.
-          if (pool_.Put(key, std::move(refs), /*dirty=*/false).ok()) {
-            std::lock_guard<std::mutex> lock(mu_);
-            prefetched_.insert(key);
-          }
-        }
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        prefetching_.erase(key);
-      }
-      cv_.notify_all();
-    });
   }
   cv_.notify_all();
   return Status::OK();
@@ -161,32 +136,42 @@ void Scheduler::RunTasks() {
   for (auto& t : tasks) t();
 }
 
+// Admin calls: the store work (reading a namespace's index, disk sizes,
+// erasure) runs on the calling thread; only table and slot work runs on the
+// inference thread.
+
 Result<std::vector<api::AgentInfo>> Scheduler::ListAgents(const std::string& ns) {
+  ReadNamespaceIndex(ns);
   std::vector<api::AgentInfo> out;
   RunOnLoop([&] {
-    LoadNamespaceIndex(ns);
+    MergeNamespaceIndex(ns);
     for (const auto& [key, agent] : agents_) {
       if (key.ns == ns) out.push_back(InfoOf(*agent));
     }
   });
+  for (auto& info : out) FillDiskBytes(ns, &info);
   return out;
 }
 
 Result<api::AgentInfo> Scheduler::GetAgent(const std::string& ns, const std::string& agent_id) {
+  ReadNamespaceIndex(ns);
   Result<api::AgentInfo> out = Status::NotFound("agent '" + agent_id + "' not found");
   RunOnLoop([&] {
-    LoadNamespaceIndex(ns);
+    MergeNamespaceIndex(ns);
     if (Agent* a = FindAgent({ns, agent_id})) out = InfoOf(*a);
   });
+  if (out.ok()) FillDiskBytes(ns, &*out);
   return out;
 }
 
 Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id, bool evict_only) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("agent id", agent_id));
+  ReadNamespaceIndex(ns);
+  const AgentKey key{ns, agent_id};
   Status result;
+  bool erase_disk = false;
   RunOnLoop([&] {
-    LoadNamespaceIndex(ns);
-    const AgentKey key{ns, agent_id};
+    MergeNamespaceIndex(ns);
     Agent* a = FindAgent(key);
     if (a == nullptr) {
       result = Status::NotFound("agent '" + agent_id + "' not found");
@@ -198,24 +183,27 @@ Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id
     }
     if (a->slot >= 0) {
       ctx_.ClearSlot(a->slot);
-      slot_owner_[static_cast<size_t>(a->slot)] = nullptr;
-      a->slot = -1;
+      SetSlotOwner(a->slot, nullptr);
     }
-    io_.Flush();  // pending saves of this agent land before we evict or erase
-    if (evict_only) {
-      if (pool_.Contains(key)) result = pool_.EvictToDisk(key);
-      if (result.ok()) io_.Flush();
-      return;
-    }
+    if (evict_only) return;
     (void)pool_.Erase(key);
-    if (store_ != nullptr && a->on_disk) result = store_->DeleteAgent(ns, agent_id);
-    if (result.code() == StatusCode::kNotFound) result = Status::OK();
+    erase_disk = a->on_disk;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      committed_.erase(key);
+      deleting_.insert(key);  // no read may bring it back while its files go
+      unsaved_.erase(key);
+      agent_reads_.erase(key);
     }
     agents_.erase(key);
   });
+  if (!result.ok()) return result;
+  saves_.Flush();  // its queued saves land before it is evicted or erased
+  if (evict_only) return pool_.Contains(key) ? pool_.EvictToDisk(key) : Status::OK();
+  if (erase_disk && store_ != nullptr) result = store_->DeleteAgent(ns, agent_id);
+  if (result.code() == StatusCode::kNotFound) result = Status::OK();
+  std::lock_guard<std::mutex> lock(mu_);
+  deleting_.erase(key);
+  agent_reads_.erase(key);
   return result;
 }
 
@@ -232,7 +220,7 @@ std::string Scheduler::MetricsText() const {
   SchedulerMetrics::Gauges g;
   g.queue_length = n_waiting_.load();
   g.active_requests = n_active_.load();
-  g.io_pending = io_.Pending();
+  g.io_pending = reads_.Pending() + saves_.Pending();
   const auto ps = pool_.Stats();
   g.hot_agents = ps.n_agents;
   g.hot_bytes = ps.used_bytes;

@@ -10,11 +10,21 @@
 // warm (disk); a returning agent is restored from the best tier and its new
 // prompt is matched at character level against its cached text.
 //
+// Threads and I/O (docs/architecture.md): the inference thread owns llama,
+// the slots and the agent table, and never touches the disk (it marks itself
+// with ForbidFileAccessOnThisThread; tests check the count stays 0). Every
+// store call runs elsewhere: reads (an agent's manifest and blocks, a
+// namespace's index) on the read executor, saves on the save executor, admin
+// store work on the calling HTTP thread. Results come back to the inference
+// thread as completions in mutex-guarded maps; a request whose agent is being
+// read waits in the queue while other agents compute. A turn's blocks stay in
+// RAM (`unsaved_`) until its save lands, so a read never needs to wait for the
+// save queue and never sees an older version than the newest commit.
+//
 // Thread safety: Submit, the admin calls and MetricsText may be called from
 // any thread; they talk to the inference thread through a mutex-protected
-// queue (admin calls wait for the thread to run them). All llama, slot and
-// agent-table state is owned by the inference thread. The RAM pool and the
-// store are internally synchronized (the I/O thread uses them too).
+// queue (admin calls wait for the thread to run them). The RAM pool and the
+// store are internally synchronized.
 //
 // Per-agent serialization: a request for an agent that is busy waits in the
 // queue (FIFO per agent) until the earlier one finishes or its deadline
@@ -78,15 +88,11 @@ class Scheduler : public api::Backend {
   Status DeleteAgent(const std::string& namespace_id, const std::string& agent_id, bool evict_only) override;
   std::string MetricsText() const override;
 
-  // The RAM pool's persist callback: writes the agent's last committed record
-  // with these blocks to the store. Any thread.
-  Status PersistAgent(const AgentKey& key, const std::vector<PoolBlock>& blocks);
-
-  // The RAM pool's eviction observer: counts evictions and persist failures.
+  // The RAM pool's eviction observer: counts evictions.
   void OnPoolEviction(const EvictionEvent& event);
 
   // Blocks until every save posted so far is on disk (tests, shutdown).
-  void FlushSaves() { io_.Flush(); }
+  void FlushSaves() { saves_.Flush(); }
 
  private:
   struct Agent;
@@ -98,7 +104,11 @@ class Scheduler : public api::Backend {
   void RunTasks();
   void Admit();
   bool TryAdmit(Waiting& w);                                  // false: keep waiting
-  Status Prepare(Waiting& w, Agent& agent, int slot, Active* a);
+  struct RestoreSource;
+  // Picks the tier to restore `agent` from. False: its blocks must first be
+  // read from disk (a read is posted); the request keeps waiting.
+  bool FindRestoreSource(Agent& agent, RestoreSource* source);
+  Status Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source);
   int AcquireSlot(const Agent& for_agent);                    // -1 if none free/evictable
   Status Step();                                              // one batch
   void OnTokenSampled(Active& a, int32_t token);
@@ -106,9 +116,23 @@ class Scheduler : public api::Backend {
   void FailActive(Active& a, const Status& s);
   void CommitTurn(Agent& agent);                              // pool + async save
   Agent* FindAgent(const AgentKey& key);
-  Agent& GetOrLoadAgent(const AgentKey& key);
+  Agent& GetOrAddAgent(const AgentKey& key);
+  static std::unique_ptr<Agent> AgentFromDisk(const AgentRecord& rec);  // an agent known from its manifest
   Result<std::string> ResolveImplicitAgent(const std::string& ns, const std::string& prompt);
-  void LoadNamespaceIndex(const std::string& ns);
+  // Adds the agents a namespace index read found on disk to the table, once.
+  // False if that read has not completed (it is posted if not yet running).
+  bool MergeNamespaceIndex(const std::string& ns);
+  void SetSlotOwner(int slot, Agent* agent);
+
+  // Disk side (scheduler_io.cc): never on the inference thread.
+  struct AgentRead;
+  void PostAgentRead(const AgentKey& key);                    // REQUIRES mu_ held
+  void PostNamespaceRead(const std::string& ns);              // REQUIRES mu_ held
+  AgentRead ReadAgent(const AgentKey& key);                   // read executor
+  void ReadNamespaceIndex(const std::string& ns);             // read executor or HTTP thread
+  void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
+                uint64_t pool_version);
+  void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
   std::string RenderPrompt(const api::GenerationRequest& r) const;
   api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
@@ -120,7 +144,6 @@ class Scheduler : public api::Backend {
   AgentStore* store_;
   const SchedulerOptions options_;
   SchedulerMetrics metrics_;
-  IoExecutor io_;
 
   // Shared with other threads.
   mutable std::mutex mu_;
@@ -131,10 +154,16 @@ class Scheduler : public api::Backend {
   std::atomic<bool> running_{false};
   std::atomic<size_t> n_waiting_{0}, n_active_{0};
   std::atomic<uint64_t> resident_agents_{0}, resident_tokens_{0};  // written by the inference thread
-  std::set<AgentKey> prefetching_;                    // GUARDED_BY(mu_)
-  std::set<AgentKey> prefetched_;                     // GUARDED_BY(mu_): loaded from disk, not yet used
-  // Records of agents as last committed, for PersistAgent (any thread).
-  std::map<AgentKey, AgentRecord> committed_;         // GUARDED_BY(mu_)
+  // Completions from the read executor, and what reads must know.
+  struct UnsavedTurn;
+  std::map<AgentKey, AgentRead> agent_reads_;          // GUARDED_BY(mu_): done or in flight
+  std::map<std::string, std::vector<AgentRecord>> ns_index_;  // GUARDED_BY(mu_): read, not yet merged
+  std::set<std::string> ns_reading_;                   // GUARDED_BY(mu_)
+  std::map<AgentKey, UnsavedTurn> unsaved_;            // GUARDED_BY(mu_): committed, save not yet landed
+  std::set<AgentKey> resident_keys_;                   // GUARDED_BY(mu_): agents in a slot
+  std::set<AgentKey> deleting_;                        // GUARDED_BY(mu_): being erased from disk
+  uint64_t next_save_seq_ = 0;                         // GUARDED_BY(mu_)
+  bool read_completed_ = false;                        // GUARDED_BY(mu_): wakes the loop
   std::thread thread_;
 
   // Inference thread only.
@@ -144,6 +173,10 @@ class Scheduler : public api::Backend {
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free
   uint64_t next_auto_id_ = 0;
+
+  // Last: destroyed first, so no job outlives the state it uses.
+  IoExecutor reads_;  // agent and namespace reads, FIFO
+  IoExecutor saves_;  // write-behind saves, FIFO (one agent's saves land in order)
 };
 
 }  // namespace agentkv::sched

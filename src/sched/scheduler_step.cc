@@ -10,14 +10,16 @@
 namespace agentkv::sched {
 
 void Scheduler::Loop() {
+  ForbidFileAccessOnThisThread(true);  // this thread never waits on the disk
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Sleep only when there is nothing to compute; a waiting request is
       // re-checked periodically (its agent may become free, its deadline pass).
       cv_.wait_for(lock, std::chrono::milliseconds(waiting_.empty() ? 1000 : 5), [&] {
-        return stopping_ || !incoming_.empty() || !tasks_.empty() || !active_.empty();
+        return stopping_ || !incoming_.empty() || !tasks_.empty() || !active_.empty() || read_completed_;
       });
+      read_completed_ = false;
       while (!incoming_.empty()) {
         waiting_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
@@ -189,8 +191,10 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
   metrics_.CountRequest(reason == api::FinishReason::kCancelled ? "cancelled" : "ok");
   Agent& agent = *a.agent;
   agent.busy = false;
-  CommitTurn(agent);
+  // The reply goes out first: the commit (export, pool, queued save) is the
+  // server's business and must not hold up the client.
   a.w->sink->OnFinish(reason, a.usage);
+  CommitTurn(agent);
 }
 
 void Scheduler::FailActive(Active& a, const Status& s) {
@@ -202,20 +206,8 @@ void Scheduler::FailActive(Active& a, const Status& s) {
   // The slot's contents are unknown after a failed decode: drop it; the
   // agent's last committed cache (pool/disk) is still intact.
   ctx_.ClearSlot(a.slot);
-  slot_owner_[static_cast<size_t>(a.slot)] = nullptr;
-  agent.slot = -1;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = committed_.find(agent.key);
-    if (it != committed_.end()) {
-      agent.seq.text = it->second.text;
-      agent.seq.tokens = it->second.tokens;
-      agent.seq.spans.clear();
-      for (const auto& sp : it->second.spans) agent.seq.spans.push_back({sp.begin, sp.end});
-    } else {
-      agent.seq = {};
-    }
-  }
+  SetSlotOwner(a.slot, nullptr);
+  agent.seq = std::move(a.committed_seq);
   a.w->sink->OnError(s);
 }
 

@@ -12,99 +12,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "engine/test_support.h"
-#include "sched/test_sink.h"
+#include "sched/scheduler_fixture.h"
 
 namespace agentkv::sched {
 namespace {
-
-using testing::RecordingSink;
-
-class SchedulerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    model_ = std::move(engine::Model::Load(engine::testing::BundledModelPath())).value().release();
-  }
-  static void TearDownTestSuite() { delete model_; }
-
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("agentkv_sched_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-  }
-  void TearDown() override {
-    Shutdown();
-    std::filesystem::remove_all(dir_);
-  }
-
-  // (Re)starts a server stack over the same cache directory.
-  void Boot(int slots = 4, size_t pool_bytes = 64u << 20, SchedulerOptions opt = {}, int slot_ctx = 1024) {
-    Shutdown();
-    engine::ContextOptions o;
-    o.n_slots = slots;
-    o.slot_ctx = slot_ctx;
-    o.n_threads = 2;
-    ctx_ = std::move(engine::Context::Create(*model_, o)).value();
-    AgentStoreOptions so;
-    so.cache_dir = dir_.string();
-    so.fingerprint = ctx_->spec().fingerprint;
-    so.kv_types = ctx_->spec().KvTypesString();
-    store_ = std::move(AgentStore::Open(so)).value();
-    BlockPoolOptions po;
-    po.budget_bytes = pool_bytes;
-    po.persist = [this](const AgentKey& k, const std::vector<PoolBlock>& b) { return persist_(k, b); };
-    pool_ = std::make_unique<BlockPool>(po);
-    opt.model_id = "test";
-    sched_ = std::make_unique<Scheduler>(*model_, *ctx_, *pool_, store_.get(), opt);
-    persist_ = [s = sched_.get()](const AgentKey& k, const std::vector<PoolBlock>& b) {
-      return s->PersistAgent(k, b);
-    };
-    sched_->Start();
-  }
-  void Shutdown() {
-    if (sched_) sched_->Stop();
-    sched_.reset();
-    pool_.reset();
-    store_.reset();
-    ctx_.reset();
-  }
-
-  std::shared_ptr<RecordingSink> Send(const std::string& agent, const std::string& prompt, int max_tokens = 16,
-                                      std::vector<std::string> stop = {},
-                                      api::CancellationToken cancel = {}) {
-    api::GenerationRequest r;
-    r.namespace_id = "default";
-    r.agent_id = agent;
-    r.kind = api::RequestKind::kCompletion;
-    r.prompt = prompt;
-    r.sampling.temperature = 0;
-    r.sampling.max_tokens = max_tokens;
-    r.sampling.stop = std::move(stop);
-    r.cancel = cancel;
-    auto sink = std::make_shared<RecordingSink>();
-    EXPECT_TRUE(sched_->Submit(r, sink).ok());
-    return sink;
-  }
-  std::shared_ptr<RecordingSink> Run(const std::string& agent, const std::string& prompt, int max_tokens = 16) {
-    auto s = Send(agent, prompt, max_tokens);
-    s->Wait();
-    EXPECT_TRUE(s->error().ok()) << s->error().ToString();
-    return s;
-  }
-
-  static engine::Model* model_;
-  std::filesystem::path dir_;
-  std::unique_ptr<engine::Context> ctx_;
-  std::unique_ptr<AgentStore> store_;
-  std::unique_ptr<BlockPool> pool_;
-  std::unique_ptr<Scheduler> sched_;
-  PersistFn persist_;
-};
-engine::Model* SchedulerTest::model_ = nullptr;
-
-std::string Prompt(int i) {
-  return engine::testing::SampleText(4000).substr(static_cast<size_t>(i) * 700, 300 + 60 * i);
-}
 
 TEST_F(SchedulerTest, ConcurrentAgentsMatchSerialRuns) {
   Boot(4);

@@ -52,41 +52,50 @@ size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<st
 
 Scheduler::Agent* Scheduler::FindAgent(const AgentKey& key) {
   auto it = agents_.find(key);
-  if (it != agents_.end()) return it->second.get();
-  if (store_ != nullptr && !indexed_namespaces_.count(key.ns)) {
-    auto rec = store_->GetRecord(key.ns, key.agent_id);
-    if (rec.ok()) {
-      auto a = std::make_unique<Agent>();
-      a->key = key;
-      a->seq = FromRecord(*rec);
-      a->on_disk = true;
-      a->last_use_ms = rec->updated_ms;
-      return agents_.emplace(key, std::move(a)).first->second.get();
-    }
-  }
-  return nullptr;
+  return it == agents_.end() ? nullptr : it->second.get();
 }
 
-Scheduler::Agent& Scheduler::GetOrLoadAgent(const AgentKey& key) {
+Scheduler::Agent& Scheduler::GetOrAddAgent(const AgentKey& key) {
   if (Agent* a = FindAgent(key)) return *a;
   auto a = std::make_unique<Agent>();
   a->key = key;
   return *agents_.emplace(key, std::move(a)).first->second;
 }
 
-void Scheduler::LoadNamespaceIndex(const std::string& ns) {
-  if (store_ == nullptr || indexed_namespaces_.count(ns)) return;
-  auto list = store_->ListAgents(ns);
-  if (list.ok()) {
-    for (const auto& s : *list) {
-      if (s.usable) (void)FindAgent({ns, s.agent_id});
+std::unique_ptr<Scheduler::Agent> Scheduler::AgentFromDisk(const AgentRecord& rec) {
+  auto a = std::make_unique<Scheduler::Agent>();
+  a->key = {rec.ns, rec.agent_id};
+  a->seq = FromRecord(rec);
+  a->on_disk = true;
+  a->last_use_ms = rec.updated_ms;
+  return a;
+}
+
+bool Scheduler::MergeNamespaceIndex(const std::string& ns) {
+  if (store_ == nullptr || indexed_namespaces_.count(ns)) return true;
+  std::vector<AgentRecord> records;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ns_index_.find(ns);
+    if (it == ns_index_.end()) {
+      PostNamespaceRead(ns);
+      return false;
     }
+    records = std::move(it->second);
+    ns_index_.erase(it);
+    // Agents this process knows are newer than what the index read saw; an
+    // agent being deleted must not come back.
+    std::erase_if(records, [&](const AgentRecord& r) {
+      const AgentKey key{ns, r.agent_id};
+      return agents_.count(key) || deleting_.count(key);
+    });
   }
+  for (const auto& r : records) agents_.emplace(AgentKey{ns, r.agent_id}, AgentFromDisk(r));
   indexed_namespaces_.insert(ns);
+  return true;
 }
 
 Result<std::string> Scheduler::ResolveImplicitAgent(const std::string& ns, const std::string& prompt) {
-  LoadNamespaceIndex(ns);
   std::vector<Agent*> candidates;
   std::vector<std::string_view> texts;
   for (auto& [key, agent] : agents_) {
@@ -109,10 +118,24 @@ Result<std::string> Scheduler::ResolveImplicitAgent(const std::string& ns, const
   if (m.type == MatchType::kMiss) return new_id;
   // DIVERGE: fork a new agent that starts from the found agent's cache, so the
   // old conversation stays intact.
-  Agent& fork = GetOrLoadAgent({ns, new_id});
+  Agent& fork = GetOrAddAgent({ns, new_id});
   fork.seq = found.seq;
   fork.fork_source = found.key;
   return new_id;
+}
+
+void Scheduler::SetSlotOwner(int slot, Agent* agent) {
+  Agent*& owner = slot_owner_[static_cast<size_t>(slot)];
+  std::lock_guard<std::mutex> lock(mu_);
+  if (owner != nullptr) {
+    owner->slot = -1;
+    resident_keys_.erase(owner->key);
+  }
+  owner = agent;
+  if (agent != nullptr) {
+    agent->slot = slot;
+    resident_keys_.insert(agent->key);
+  }
 }
 
 int Scheduler::AcquireSlot(const Agent& for_agent) {
@@ -127,11 +150,10 @@ int Scheduler::AcquireSlot(const Agent& for_agent) {
     if (a != nullptr && !a->busy && (victim == nullptr || a->last_use_ms < victim->last_use_ms)) victim = a;
   }
   if (victim == nullptr) return -1;
-  if (!pool_.Contains(victim->key)) io_.Flush();  // not hot: make sure its disk copy is complete
+  // No wait for its save: until that lands, its blocks stay in unsaved_.
   const int slot = victim->slot;
   ctx_.ClearSlot(slot);
-  slot_owner_[static_cast<size_t>(slot)] = nullptr;
-  victim->slot = -1;
+  SetSlotOwner(slot, nullptr);
   metrics_.CountEviction("slot");
   return slot;
 }
@@ -166,6 +188,7 @@ void Scheduler::Admit() {
 
 bool Scheduler::TryAdmit(Waiting& w) {
   if (w.req.agent_id.empty()) {
+    if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
     auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt);
     if (!id.ok()) {
       w.sink->OnError(id.status());
@@ -174,18 +197,28 @@ bool Scheduler::TryAdmit(Waiting& w) {
     w.req.agent_id = *id;
   }
   const AgentKey key{w.req.namespace_id, w.req.agent_id};
-  {
+  Agent* known = FindAgent(key);
+  if (known == nullptr && store_ != nullptr && !indexed_namespaces_.count(key.ns)) {
+    // Unknown here: it may be on disk (a restart). Its read says.
     std::lock_guard<std::mutex> lock(mu_);
-    if (prefetching_.count(key)) return false;  // its blocks are on their way from disk
+    if (deleting_.count(key)) return false;
+    auto it = agent_reads_.find(key);
+    if (it == agent_reads_.end() || !it->second.done) {
+      PostAgentRead(key);
+      return false;
+    }
+    if (it->second.record) known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
   }
-  Agent& agent = GetOrLoadAgent(key);
+  Agent& agent = known != nullptr ? *known : GetOrAddAgent(key);
   if (agent.busy) return false;
+  RestoreSource source;
+  if (!FindRestoreSource(agent, &source)) return false;
   const int slot = AcquireSlot(agent);
   if (slot < 0) return false;
 
   auto a = std::make_unique<Active>();
   a->w = std::make_unique<Waiting>(std::move(w));
-  Status s = Prepare(*a->w, agent, slot, a.get());
+  Status s = Prepare(*a->w, agent, slot, a.get(), std::move(source));
   if (!s.ok()) {
     a->w->sink->OnError(s);
     metrics_.CountRequest("error");
@@ -193,49 +226,52 @@ bool Scheduler::TryAdmit(Waiting& w) {
     return true;
   }
   agent.busy = true;
-  agent.slot = slot;
   agent.last_use_ms = NowMs();
-  slot_owner_[static_cast<size_t>(slot)] = &agent;
+  SetSlotOwner(slot, &agent);
   a->w->sink->OnStart();
   active_.push_back(std::move(a));
   n_active_ = active_.size();
   return true;
 }
 
-Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a) {
+bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
+  if (agent.slot >= 0) {
+    source->state = api::CacheState::kResident;
+    return true;
+  }
+  if (agent.seq.tokens.empty()) return true;  // cold
+  const AgentKey from = agent.fork_source.value_or(agent.key);
+  if (auto snap = pool_.Get(from); snap.ok()) {
+    source->state = api::CacheState::kHot;
+    source->blocks = std::move(snap->blocks);
+    return true;
+  }
+  if (store_ == nullptr) return true;  // cold
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agent_reads_.find(from);
+  if (it == agent_reads_.end() || !it->second.done) {
+    PostAgentRead(from);  // from disk, or from RAM if its save has not landed
+    return false;
+  }
+  source->state = it->second.from_disk ? api::CacheState::kWarm : api::CacheState::kHot;
+  source->blocks = std::move(it->second.blocks);
+  agent_reads_.erase(it);
+  return true;
+}
+
+Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source) {
   const engine::ModelCacheSpec& spec = ctx_.spec();
   const uint32_t cached_tokens = static_cast<uint32_t>(agent.seq.tokens.size());
-  api::CacheState state = api::CacheState::kCold;
+  api::CacheState state = source.state;
   uint32_t available = 0;
-  std::vector<PoolBlock> blocks;  // hot/warm source
-  const auto t_disk = Clock::now();
-  if (agent.slot >= 0) {
-    state = api::CacheState::kResident;
+  std::vector<PoolBlock>& blocks = source.blocks;
+  if (state == api::CacheState::kResident) {
     available = static_cast<uint32_t>(ctx_.SlotLength(slot));
-  } else if (cached_tokens > 0) {
-    const AgentKey source = agent.fork_source.value_or(agent.key);
-    if (auto snap = pool_.Get(source); snap.ok()) {
-      blocks = std::move(snap->blocks);
-      state = api::CacheState::kHot;
-      std::lock_guard<std::mutex> lock(mu_);
-      if (prefetched_.erase(source) != 0) state = api::CacheState::kWarm;  // read ahead from disk
-    } else if (store_ != nullptr && (agent.on_disk || agent.fork_source)) {
-      auto loaded = store_->LoadBlocks(source.ns, source.agent_id);
-      if (loaded.ok()) {
-        if (!loaded->complete) metrics_.CountCorruption(1);
-        for (size_t i = 0; i < loaded->blocks.size(); ++i) {
-          blocks.push_back({loaded->record.blocks[i].id, std::make_shared<KvBlock>(std::move(loaded->blocks[i]))});
-        }
-        state = api::CacheState::kWarm;
-        metrics_.ObserveDiskWait(std::chrono::duration<double, std::milli>(Clock::now() - t_disk).count());
-      }
-    }
-    if (!blocks.empty()) {
-      blocks.resize(MatchingBlocks(blocks, ComputeBlockIds(spec.fingerprint, agent.seq.tokens)));
-      std::vector<const KvBlock*> ptrs;
-      for (const auto& b : blocks) ptrs.push_back(b.block.get());
-      available = engine::RestorablePrefix(ptrs, spec.shape, cached_tokens);
-    }
+  } else if (!blocks.empty()) {
+    blocks.resize(MatchingBlocks(blocks, ComputeBlockIds(spec.fingerprint, agent.seq.tokens)));
+    std::vector<const KvBlock*> ptrs;
+    for (const auto& b : blocks) ptrs.push_back(b.block.get());
+    available = engine::RestorablePrefix(ptrs, spec.shape, cached_tokens);
   }
 
   TurnPlan plan = PlanTurn(w.fresh, agent.seq, w.prompt, available, {options_.diverge_ratio});
@@ -269,6 +305,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a) {
                                    std::to_string(ctx_.options().slot_ctx));
   }
   agent.fork_source.reset();
+  a->committed_seq = agent.seq;
   agent.seq.tokens.resize(plan.n_keep);
   agent.seq.spans.resize(plan.n_keep);
   agent.seq.text = w.prompt;
@@ -326,44 +363,10 @@ void Scheduler::CommitTurn(Agent& agent) {
     refs.push_back({ids[refs.size()], std::make_shared<KvBlock>(std::move((*exported)[i]))});
   }
   AgentRecord record = ToRecord(agent.key, agent.seq, ctx_.spec());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    committed_[agent.key] = record;
-  }
   auto version = pool_.Put(agent.key, refs, /*dirty=*/store_ != nullptr);
   if (store_ == nullptr) return;
-  agent.on_disk = true;  // once the queued save lands; saves run FIFO before any later load
-  const AgentKey key = agent.key;
-  const uint64_t v = version.ok() ? *version : 0;
-  const bool in_pool = version.ok();
-  io_.Post([this, key, record = std::move(record), refs = std::move(refs), v, in_pool] {
-    auto provider = [&refs](uint32_t index, const std::string& id) -> Result<KvBlock> {
-      if (index >= refs.size() || refs[index].id != id) return Status::Internal("save: block not available");
-      return *refs[index].block;
-    };
-    auto saved = store_->SaveAgent(key.ns, record, provider);
-    if (!saved.ok()) {
-      AKV_LOG_ERROR("save of agent %s failed: %s", key.agent_id.c_str(), saved.status().ToString().c_str());
-      return;
-    }
-    if (in_pool) pool_.MarkClean(key, v);
-  });
-}
-
-Status Scheduler::PersistAgent(const AgentKey& key, const std::vector<PoolBlock>& blocks) {
-  if (store_ == nullptr) return Status::FailedPrecondition("persist: no disk tier");
-  AgentRecord record;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = committed_.find(key);
-    if (it == committed_.end()) return Status::NotFound("persist: no committed record for " + key.agent_id);
-    record = it->second;
-  }
-  auto provider = [&blocks](uint32_t index, const std::string& id) -> Result<KvBlock> {
-    if (index >= blocks.size() || blocks[index].id != id) return Status::Internal("persist: block not available");
-    return *blocks[index].block;
-  };
-  return store_->SaveAgent(key.ns, record, provider).status();
+  agent.on_disk = true;  // once the save lands; until then reads find the turn in unsaved_
+  PostSave(agent.key, std::move(record), std::move(refs), version.ok(), version.ok() ? *version : 0);
 }
 
 api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
@@ -390,12 +393,7 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
   } else if (a.slot >= 0) {
     info.ram_bytes = info.tokens * static_cast<int64_t>(bpt);
   }
-  if (store_ != nullptr) {
-    if (auto s = const_cast<AgentStore*>(store_)->GetSummary(a.key.ns, a.key.agent_id); s.ok()) {
-      info.disk_bytes = static_cast<int64_t>(s->block_bytes);
-    }
-  }
-  return info;
+  return info;  // disk_bytes: FillDiskBytes, off the inference thread
 }
 
 }  // namespace agentkv::sched

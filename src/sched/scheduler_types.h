@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sched/scheduler.h"
+#include "store/agent_record.h"
 
 namespace agentkv::sched {
 
@@ -27,6 +28,28 @@ struct Scheduler::Agent {
   int64_t last_use_ms = 0;
 };
 
+// An agent read from the store (or from `unsaved_`) by the read executor.
+struct Scheduler::AgentRead {
+  bool done = false;                    // false: in flight
+  std::optional<AgentRecord> record;    // its manifest; empty: not on disk
+  std::vector<PoolBlock> blocks;        // the longest valid prefix of its blocks
+  bool from_disk = false;               // false: the blocks came from RAM (unsaved_)
+};
+
+// A committed turn whose save has not landed yet (or failed): the newest
+// state of the agent, kept so reads never see an older version on disk.
+struct Scheduler::UnsavedTurn {
+  AgentRecord record;
+  std::vector<PoolBlock> blocks;
+  uint64_t seq = 0;  // which save owns it
+};
+
+// Where a turn restores its agent from (FindRestoreSource).
+struct Scheduler::RestoreSource {
+  api::CacheState state = api::CacheState::kCold;
+  std::vector<PoolBlock> blocks;  // hot / warm
+};
+
 struct Scheduler::Waiting {
   api::GenerationRequest req;
   std::shared_ptr<api::GenerationSink> sink;
@@ -38,6 +61,7 @@ struct Scheduler::Waiting {
 struct Scheduler::Active {
   std::unique_ptr<Waiting> w;
   Agent* agent = nullptr;
+  CachedSequence committed_seq;              // the agent's sequence before this turn (restored on failure)
   int slot = -1;
   std::vector<int32_t> pending;              // prompt tokens to prefill
   std::vector<engine::TokenSpan> pending_spans;

@@ -35,6 +35,16 @@ class RecordingSink : public api::GenerationSink {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return done_; });
   }
+  // False if the request has not ended within `timeout`.
+  template <typename Duration>
+  bool WaitFor(Duration timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [&] { return done_; });
+  }
+  bool done() {
+    std::lock_guard<std::mutex> l(mu_);
+    return done_;
+  }
   void WaitForDeltas(int n) {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return done_ || n_deltas_ >= n; });

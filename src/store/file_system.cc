@@ -1,6 +1,30 @@
 #include "store/file_system.h"
 
+#include <atomic>
+
+#include "util/log.h"
+
 namespace agentkv {
+namespace {
+
+thread_local bool t_file_access_forbidden = false;
+thread_local bool t_file_access_logged = false;
+std::atomic<uint64_t> g_forbidden_file_accesses{0};
+
+}  // namespace
+
+void ForbidFileAccessOnThisThread(bool forbid) { t_file_access_forbidden = forbid; }
+
+void NoteFileAccess(const char* op, const std::string& path) {
+  if (!t_file_access_forbidden) return;
+  g_forbidden_file_accesses.fetch_add(1, std::memory_order_relaxed);
+  if (!t_file_access_logged) {
+    t_file_access_logged = true;
+    AKV_LOG_ERROR("file access on a thread that must not wait on the disk: %s %s", op, path.c_str());
+  }
+}
+
+uint64_t ForbiddenFileAccesses() { return g_forbidden_file_accesses.load(std::memory_order_relaxed); }
 
 std::string JoinPath(std::string_view a, std::string_view b) {
   if (a.empty()) return std::string(b);

@@ -80,6 +80,16 @@ class FileSystem {
 // A process-wide PosixFileSystem (stateless, so sharing it is harmless).
 FileSystem* DefaultFileSystem();
 
+// Which threads may touch the disk (the rule of docs/architecture.md: the
+// inference thread never waits on I/O). A thread that must not do file I/O
+// calls ForbidFileAccessOnThisThread(true) once; every FileSystem
+// implementation calls NoteFileAccess() on entry to each operation, which
+// counts (and logs, once per thread) any access from a forbidden thread.
+// Tests assert ForbiddenFileAccesses() stays 0. Any thread; lock-free.
+void ForbidFileAccessOnThisThread(bool forbid);
+void NoteFileAccess(const char* op, const std::string& path);
+uint64_t ForbiddenFileAccesses();
+
 // "a" + "b" -> "a/b"; an empty side yields the other.
 std::string JoinPath(std::string_view a, std::string_view b);
 // "a/b/c" -> "a/b"; "/a" -> "/"; "a" -> "".

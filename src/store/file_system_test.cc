@@ -168,3 +168,24 @@ TEST_F(PosixFileSystemTest, BasicOperations) {
 
 }  // namespace
 }  // namespace agentkv
+
+namespace agentkv {
+namespace {
+
+// The thread rule's check: accesses from a forbidden thread are counted, by
+// every implementation; other threads' are not.
+TEST(FileAccessRuleTest, CountsAccessesFromForbiddenThreadsOnly) {
+  MemFileSystem mem;
+  const uint64_t before = ForbiddenFileAccesses();
+  EXPECT_TRUE(DefaultFileSystem()->Exists("/"));
+  (void)mem.Exists("/x");
+  EXPECT_EQ(ForbiddenFileAccesses(), before);
+  ForbidFileAccessOnThisThread(true);
+  EXPECT_TRUE(DefaultFileSystem()->Exists("/"));
+  (void)mem.Exists("/x");
+  ForbidFileAccessOnThisThread(false);
+  EXPECT_EQ(ForbiddenFileAccesses(), before + 2);
+}
+
+}  // namespace
+}  // namespace agentkv

@@ -37,6 +37,7 @@ class MemFileSystem::Writer final : public WritableFile {
 };
 
 std::string MemFileSystem::Norm(const std::string& path) {
+  NoteFileAccess("mem", path);  // every operation normalizes its paths first
   if (path == ".") return "";
   std::string p = path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();

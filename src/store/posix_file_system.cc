@@ -97,41 +97,49 @@ FileSystem* DefaultFileSystem() {
 }
 
 Result<std::unique_ptr<WritableFile>> PosixFileSystem::NewWritableFile(const std::string& path) {
+  NoteFileAccess("NewWritableFile", path);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return PosixError("create", path, errno);
   return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
 }
 
 Result<std::string> PosixFileSystem::ReadFile(const std::string& path) {
+  NoteFileAccess("ReadFile", path);
   return ReadAt(path, 0, 0, /*whole=*/true);
 }
 
 Result<std::string> PosixFileSystem::ReadRange(const std::string& path, uint64_t offset, size_t n) {
+  NoteFileAccess("ReadRange", path);
   return ReadAt(path, offset, n, /*whole=*/false);
 }
 
 Result<uint64_t> PosixFileSystem::FileSize(const std::string& path) {
+  NoteFileAccess("FileSize", path);
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
   return static_cast<uint64_t>(st.st_size);
 }
 
 bool PosixFileSystem::Exists(const std::string& path) {
+  NoteFileAccess("Exists", path);
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
 }
 
 Status PosixFileSystem::RenameFile(const std::string& from, const std::string& to) {
+  NoteFileAccess("RenameFile", from);
   if (::rename(from.c_str(), to.c_str()) != 0) return PosixError("rename", from + " -> " + to, errno);
   return Status::OK();
 }
 
 Status PosixFileSystem::RemoveFile(const std::string& path) {
+  NoteFileAccess("RemoveFile", path);
   if (::unlink(path.c_str()) != 0) return PosixError("unlink", path, errno);
   return Status::OK();
 }
 
 Result<std::vector<DirEntry>> PosixFileSystem::ListDir(const std::string& dir) {
+  NoteFileAccess("ListDir", dir);
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return PosixError("opendir", dir, errno);
   std::vector<DirEntry> out;
@@ -150,6 +158,7 @@ Result<std::vector<DirEntry>> PosixFileSystem::ListDir(const std::string& dir) {
 }
 
 Status PosixFileSystem::CreateDirs(const std::string& dir) {
+  NoteFileAccess("CreateDirs", dir);
   if (dir.empty()) return Status::OK();
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0) {
@@ -163,11 +172,13 @@ Status PosixFileSystem::CreateDirs(const std::string& dir) {
 }
 
 Status PosixFileSystem::RemoveDir(const std::string& dir) {
+  NoteFileAccess("RemoveDir", dir);
   if (::rmdir(dir.c_str()) != 0) return PosixError("rmdir", dir, errno);
   return Status::OK();
 }
 
 Status PosixFileSystem::SyncDir(const std::string& dir) {
+  NoteFileAccess("SyncDir", dir);
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return PosixError("open dir", dir, errno);
   int rc = FullSync(fd);

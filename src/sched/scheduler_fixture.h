@@ -1,0 +1,122 @@
+#pragma once
+// The scheduler tests' fixture: a server stack (context, store, pool,
+// scheduler) on the bundled model over a per-test cache directory, restartable
+// over the same directory. Every test also checks that the inference thread
+// never touched the disk.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/test_support.h"
+#include "sched/scheduler.h"
+#include "sched/test_sink.h"
+#include "store/file_system.h"
+
+namespace agentkv::sched {
+
+using testing::RecordingSink;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = std::move(engine::Model::Load(engine::testing::BundledModelPath())).value().release();
+  }
+  static void TearDownTestSuite() { delete model_; }
+
+  void SetUp() override {
+    forbidden_at_start_ = ForbiddenFileAccesses();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("agentkv_sched_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override {
+    Shutdown();
+    // The rule of the inference thread: it never touched the disk.
+    EXPECT_EQ(ForbiddenFileAccesses(), forbidden_at_start_);
+    std::filesystem::remove_all(dir_);
+  }
+
+  // (Re)starts a server stack over the same cache directory.
+  // `fs`: the store's file system (default: the real disk).
+  void Boot(int slots = 4, size_t pool_bytes = 64u << 20, SchedulerOptions opt = {}, int slot_ctx = 1024,
+            FileSystem* fs = nullptr) {
+    Shutdown();
+    engine::ContextOptions o;
+    o.n_slots = slots;
+    o.slot_ctx = slot_ctx;
+    o.n_threads = 2;
+    ctx_ = std::move(engine::Context::Create(*model_, o)).value();
+    AgentStoreOptions so;
+    so.cache_dir = dir_.string();
+    so.fs = fs;
+    so.fingerprint = ctx_->spec().fingerprint;
+    so.kv_types = ctx_->spec().KvTypesString();
+    store_ = std::move(AgentStore::Open(so)).value();
+    BlockPoolOptions po;
+    po.budget_bytes = pool_bytes;
+    pool_ = std::make_unique<BlockPool>(po);
+    opt.model_id = "test";
+    sched_ = std::make_unique<Scheduler>(*model_, *ctx_, *pool_, store_.get(), opt);
+    sched_->Start();
+  }
+  void Shutdown() {
+    if (sched_) sched_->Stop();
+    sched_.reset();
+    pool_.reset();
+    store_.reset();
+    ctx_.reset();
+  }
+
+  std::shared_ptr<RecordingSink> Send(const std::string& agent, const std::string& prompt, int max_tokens = 16,
+                                      std::vector<std::string> stop = {},
+                                      api::CancellationToken cancel = {}) {
+    api::GenerationRequest r;
+    r.namespace_id = "default";
+    r.agent_id = agent;
+    r.kind = api::RequestKind::kCompletion;
+    r.prompt = prompt;
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.stop = std::move(stop);
+    r.cancel = cancel;
+    auto sink = std::make_shared<RecordingSink>();
+    EXPECT_TRUE(sched_->Submit(r, sink).ok());
+    return sink;
+  }
+  std::shared_ptr<RecordingSink> Run(const std::string& agent, const std::string& prompt, int max_tokens = 16) {
+    auto s = Send(agent, prompt, max_tokens);
+    s->Wait();
+    EXPECT_TRUE(s->error().ok()) << s->error().ToString();
+    return s;
+  }
+
+  // A file system for the store that lives until after TearDown's shutdown
+  // (the last saves run then).
+  template <typename T, typename... Args>
+  T* MakeFileSystem(Args&&... args) {
+    auto fs = std::make_unique<T>(std::forward<Args>(args)...);
+    T* raw = fs.get();
+    file_systems_.push_back(std::move(fs));
+    return raw;
+  }
+
+  static engine::Model* model_;
+  std::vector<std::unique_ptr<FileSystem>> file_systems_;
+  uint64_t forbidden_at_start_ = 0;
+  std::filesystem::path dir_;
+  std::unique_ptr<engine::Context> ctx_;
+  std::unique_ptr<AgentStore> store_;
+  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<Scheduler> sched_;
+};
+inline engine::Model* SchedulerTest::model_ = nullptr;
+
+inline std::string Prompt(int i) {
+  return engine::testing::SampleText(4000).substr(static_cast<size_t>(i) * 700, 300 + 60 * i);
+}
+
+}  // namespace agentkv::sched

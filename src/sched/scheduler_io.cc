@@ -1,0 +1,123 @@
+// Scheduler, disk side: reads of agents and namespace indexes, write-behind
+// saves. Everything here runs on the read or save executor (or an HTTP
+// thread for admin calls), never on the inference thread, and hands its
+// results to it through the maps guarded by mu_.
+#include <chrono>
+
+#include "sched/scheduler.h"
+#include "sched/scheduler_types.h"
+#include "util/log.h"
+
+namespace agentkv::sched {
+
+void Scheduler::PostAgentRead(const AgentKey& key) {
+  if (store_ == nullptr || agent_reads_.count(key)) return;
+  agent_reads_[key] = AgentRead{};  // in flight
+  reads_.Post([this, key] {
+    AgentRead read = ReadAgent(key);
+    read.done = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = agent_reads_.find(key);
+      // Dropped meanwhile (a commit or delete made it stale): discard.
+      if (it != agent_reads_.end() && !it->second.done) it->second = std::move(read);
+      read_completed_ = true;
+    }
+    cv_.notify_all();
+  });
+}
+
+Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
+  AgentRead read;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (deleting_.count(key)) return read;
+    if (auto it = unsaved_.find(key); it != unsaved_.end()) {
+      read.record = it->second.record;
+      read.blocks = it->second.blocks;
+      return read;
+    }
+  }
+  const auto start = Clock::now();
+  auto loaded = store_->LoadBlocks(key.ns, key.agent_id);
+  if (!loaded.ok()) {
+    if (loaded.status().code() != StatusCode::kNotFound) {
+      AKV_LOG_WARN("read of agent %s failed: %s", key.agent_id.c_str(), loaded.status().ToString().c_str());
+    }
+    return read;
+  }
+  if (!loaded->complete) metrics_.CountCorruption(1);
+  read.blocks.reserve(loaded->blocks.size());
+  for (size_t i = 0; i < loaded->blocks.size(); ++i) {
+    read.blocks.push_back({loaded->record.blocks[i].id, std::make_shared<KvBlock>(std::move(loaded->blocks[i]))});
+  }
+  read.record = std::move(loaded->record);
+  read.from_disk = true;
+  metrics_.ObserveDiskWait(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  return read;
+}
+
+void Scheduler::PostNamespaceRead(const std::string& ns) {
+  if (store_ == nullptr || ns_reading_.count(ns) || ns_index_.count(ns)) return;
+  ns_reading_.insert(ns);
+  reads_.Post([this, ns] {
+    ReadNamespaceIndex(ns);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      read_completed_ = true;
+    }
+    cv_.notify_all();
+  });
+}
+
+void Scheduler::ReadNamespaceIndex(const std::string& ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ns_index_.count(ns)) return;
+  }
+  std::vector<AgentRecord> records;
+  if (store_ != nullptr) {
+    if (auto list = store_->ListAgents(ns); list.ok()) {
+      for (const auto& s : *list) {
+        if (!s.usable) continue;
+        if (auto rec = store_->GetRecord(ns, s.agent_id); rec.ok()) records.push_back(std::move(rec).value());
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ns_reading_.erase(ns);
+  ns_index_.emplace(ns, std::move(records));
+}
+
+void Scheduler::PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
+                         uint64_t pool_version) {
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = ++next_save_seq_;
+    unsaved_[key] = UnsavedTurn{record, blocks, seq};
+    agent_reads_.erase(key);  // a read of an older version is stale now
+  }
+  saves_.Post([this, key, seq, record = std::move(record), blocks = std::move(blocks), in_pool, pool_version] {
+    auto provider = [&blocks](uint32_t index, const std::string& id) -> Result<KvBlock> {
+      if (index >= blocks.size() || blocks[index].id != id) return Status::Internal("save: block not available");
+      return *blocks[index].block;
+    };
+    auto saved = store_->SaveAgent(key.ns, record, provider);
+    if (!saved.ok()) {
+      // The turn stays in unsaved_ (RAM): nothing is lost while the process lives.
+      AKV_LOG_ERROR("save of agent %s failed: %s", key.agent_id.c_str(), saved.status().ToString().c_str());
+      return;
+    }
+    if (in_pool) pool_.MarkClean(key, pool_version);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = unsaved_.find(key); it != unsaved_.end() && it->second.seq == seq) unsaved_.erase(it);
+  });
+}
+
+void Scheduler::FillDiskBytes(const std::string& ns, api::AgentInfo* info) {
+  if (store_ == nullptr) return;
+  if (auto s = store_->GetSummary(ns, info->id); s.ok()) info->disk_bytes = static_cast<int64_t>(s->block_bytes);
+}
+
+}  // namespace agentkv::sched

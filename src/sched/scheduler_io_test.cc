@@ -1,0 +1,156 @@
+// The scheduler and the disk: the inference thread never waits on I/O.
+// A file system whose reads or writes are held at a gate shows that other
+// agents keep computing (deterministically: the gate stays closed until the
+// test has seen them finish), and that a full disk loses no turn.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "sched/scheduler_fixture.h"
+#include "store/fault_file_system.h"
+
+namespace agentkv::sched {
+namespace {
+
+using std::chrono::seconds;
+
+// Forwards to the real disk; operations on paths containing `held_part`
+// (block reads, or block/manifest writes) wait while the gate is closed.
+class GatedFileSystem final : public FileSystem {
+ public:
+  void Close(std::string reads_part, std::string writes_part) {
+    std::lock_guard<std::mutex> l(mu_);
+    reads_part_ = std::move(reads_part);
+    writes_part_ = std::move(writes_part);
+    closed_ = true;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> l(mu_);
+    closed_ = false;
+    cv_.notify_all();
+  }
+  // How many operations are waiting at the gate now.
+  int held() {
+    std::lock_guard<std::mutex> l(mu_);
+    return held_;
+  }
+
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    Gate(path, /*write=*/true);
+    return base_->NewWritableFile(path);
+  }
+  Result<std::string> ReadFile(const std::string& path) override {
+    Gate(path, /*write=*/false);
+    return base_->ReadFile(path);
+  }
+  Result<std::string> ReadRange(const std::string& path, uint64_t offset, size_t n) override {
+    Gate(path, /*write=*/false);
+    return base_->ReadRange(path, offset, n);
+  }
+  Result<uint64_t> FileSize(const std::string& path) override { return base_->FileSize(path); }
+  bool Exists(const std::string& path) override { return base_->Exists(path); }
+  Status RenameFile(const std::string& from, const std::string& to) override { return base_->RenameFile(from, to); }
+  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+  Result<std::vector<DirEntry>> ListDir(const std::string& dir) override { return base_->ListDir(dir); }
+  Status CreateDirs(const std::string& dir) override { return base_->CreateDirs(dir); }
+  Status RemoveDir(const std::string& dir) override { return base_->RemoveDir(dir); }
+  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+  bool ConcurrentReads() const override { return true; }
+
+ private:
+  void Gate(const std::string& path, bool write) {
+    std::unique_lock<std::mutex> l(mu_);
+    const std::string& part = write ? writes_part_ : reads_part_;
+    if (!closed_ || part.empty() || path.find(part) == std::string::npos) return;
+    ++held_;
+    cv_.wait(l, [&] { return !closed_; });
+    --held_;
+  }
+
+  FileSystem* const base_ = DefaultFileSystem();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  int held_ = 0;
+  std::string reads_part_, writes_part_;
+};
+
+using SchedulerIoTest = SchedulerTest;
+
+// Agent W returns after a restart while its block reads are held: agent A's
+// whole request runs meanwhile; once the reads go through, W restores warm
+// and answers exactly like a cold prefill of the same text (16 greedy tokens).
+TEST_F(SchedulerIoTest, AWarmLoadNeverHoldsUpAnotherAgent) {
+  GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
+  Boot(2, 64u << 20, {}, 1024, &fs);
+  const std::string w1 = Prompt(4) + Prompt(5);
+  auto first = Run("w", w1, 8);
+  sched_->FlushSaves();
+  Boot(2, 64u << 20, {}, 1024, &fs);  // restart: W is on disk only
+  ASSERT_TRUE(sched_->ListAgents("default").ok());
+  fs.Close("/blocks/", "");
+  const std::string w2 = w1 + first->text() + " Then";
+  auto w = Send("w", w2, 16);
+  auto a = Send("a", Prompt(1), 24);
+  ASSERT_TRUE(a->WaitFor(seconds(120))) << "agent A waited for W's disk read";
+  EXPECT_TRUE(a->error().ok());
+  EXPECT_FALSE(w->done());
+  EXPECT_GT(fs.held(), 0);
+  fs.Open();
+  w->Wait();
+  ASSERT_TRUE(w->error().ok()) << w->error().ToString();
+  EXPECT_EQ(w->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_GT(w->usage().cached_tokens, 100);
+  auto cold = Run("cold", w2, 16);
+  EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
+  EXPECT_EQ(w->text(), cold->text());
+}
+
+// While agent S's save is held at the disk, S's next turn (restored from
+// RAM: its blocks stay there until the save lands), a brand-new agent and an
+// agent evicted from its slot all run to completion.
+TEST_F(SchedulerIoTest, HeldSavesDelayNoTurn) {
+  GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
+  Boot(1, 64u << 20, {}, 1024, &fs);
+  ASSERT_TRUE(sched_->ListAgents("default").ok());  // the namespace's index is read
+  fs.Close("", "/");  // every write hangs
+  auto s1 = Run("s", Prompt(2), 8);
+  auto fresh = Send("new", Prompt(3), 8);  // evicts s from the single slot
+  ASSERT_TRUE(fresh->WaitFor(seconds(120))) << "a new agent waited for a save";
+  EXPECT_EQ(fresh->usage().cache_state, api::CacheState::kCold);
+  auto s2 = Send("s", Prompt(2) + s1->text() + " And", 8);
+  ASSERT_TRUE(s2->WaitFor(seconds(120))) << "a returning agent waited for its own save";
+  ASSERT_TRUE(s2->error().ok()) << s2->error().ToString();
+  EXPECT_EQ(s2->usage().cache_state, api::CacheState::kHot);
+  EXPECT_EQ(s2->usage().match, api::MatchType::kExtend);
+  EXPECT_GT(fs.held(), 0);
+  fs.Open();
+  sched_->FlushSaves();
+}
+
+// A full disk: every save fails with ENOSPC and the RAM pool is too small to
+// hold every agent. No request fails, no turn is lost: each agent's newest
+// turn stays in RAM and its next turn extends it, equal to a cold prefill.
+TEST_F(SchedulerIoTest, AFullDiskLosesNoTurn) {
+  FaultInjectingFileSystem& fs = *MakeFileSystem<FaultInjectingFileSystem>(DefaultFileSystem());
+  fs.SetNoSpaceAfterBytes(0);
+  Boot(1, 2u << 20, {}, 1024, &fs);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 3; ++i) {
+    auto r = Run("full" + std::to_string(i), Prompt(i), 8);
+    texts.push_back(Prompt(i) + r->text() + " Yes");
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto again = Run("full" + std::to_string(i), texts[i], 16);
+    EXPECT_NE(again->usage().cache_state, api::CacheState::kCold) << i;
+    EXPECT_EQ(again->usage().match, api::MatchType::kExtend) << i;
+    auto cold = Run("fullcold" + std::to_string(i), texts[i], 16);
+    EXPECT_EQ(again->text(), cold->text()) << i;
+  }
+  EXPECT_GT(fs.CountOps("append"), 0u);
+}
+
+}  // namespace
+}  // namespace agentkv::sched
