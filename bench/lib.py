@@ -497,7 +497,9 @@ class Agentkv(Proc):
                 "completion_tokens": usage.get("completion_tokens"), "state": ak.get("cache_state"),
                 "match": ak.get("match"), "tokens_prefilled": ak.get("tokens_prefilled"),
                 "server_ttft_ms": ak.get("ttft_ms"), "client_ttft_ms": r["client_ttft_ms"],
-                "client_total_ms": r["total_ms"], "text": r["text"]}
+                "client_total_ms": r["total_ms"], "text": r["text"],
+                "server_wait_ms": ak.get("wait_ms"), "server_read_ms": ak.get("read_ms"),
+                "server_restore_ms": ak.get("restore_ms")}
 
     def agent(self, agent):
         st, j, _ = http_json(self.port, "GET", "/v1/agents/" + agent)

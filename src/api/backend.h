@@ -110,6 +110,10 @@ struct Usage {
   MatchType match = MatchType::kMiss;
   int64_t tokens_prefilled = 0;
   double ttft_ms = 0.0;  // request receipt to first generated token
+  // Where ttft_ms went (the rest is prefill and the first decode):
+  double wait_ms = 0.0;     // receipt to admission (queue, the agent's disk read, a free slot)
+  double read_ms = 0.0;     // the agent's disk read (on an I/O thread; inside wait_ms)
+  double restore_ms = 0.0;  // blocks -> slot (convert + copy into llama.cpp, on the inference thread)
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };

@@ -26,7 +26,10 @@ json UsageObject(const Usage& u) {
             {"cache_state", CacheStateName(u.cache_state)},
             {"match", MatchTypeName(u.match)},
             {"tokens_prefilled", u.tokens_prefilled},
-            {"ttft_ms", u.ttft_ms}}}};
+            {"ttft_ms", u.ttft_ms},
+            {"wait_ms", u.wait_ms},
+            {"read_ms", u.read_ms},
+            {"restore_ms", u.restore_ms}}}};
 }
 
 json Envelope(const ResponseMeta& meta, bool chunk) {

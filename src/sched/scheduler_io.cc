@@ -53,7 +53,8 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
   }
   read.record = std::move(loaded->record);
   read.from_disk = true;
-  metrics_.ObserveDiskWait(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  metrics_.ObserveDiskWait(read.read_ms);
   return read;
 }
 

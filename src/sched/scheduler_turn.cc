@@ -255,11 +255,13 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
   }
   source->state = it->second.from_disk ? api::CacheState::kWarm : api::CacheState::kHot;
   source->blocks = std::move(it->second.blocks);
+  source->read_ms = it->second.read_ms;
   agent_reads_.erase(it);
   return true;
 }
 
 Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source) {
+  const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - w.received).count();
   const engine::ModelCacheSpec& spec = ctx_.spec();
   const uint32_t cached_tokens = static_cast<uint32_t>(agent.seq.tokens.size());
   api::CacheState state = source.state;
@@ -280,9 +282,11 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     if (state == api::CacheState::kResident) {
       restored = ctx_.TruncateSlot(slot, static_cast<int32_t>(plan.n_keep));
     } else {
+      const auto t_restore = Clock::now();
       std::vector<const KvBlock*> ptrs;
       for (const auto& b : blocks) ptrs.push_back(b.block.get());
       restored = ctx_.ImportSlotBlocks(slot, ptrs, plan.n_keep);
+      a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
       if (restored.ok() && state == api::CacheState::kWarm && !agent.fork_source) {
         (void)pool_.Put(agent.key, blocks, /*dirty=*/false);  // hot next time, if it fits
       }
@@ -327,6 +331,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   a->usage.prompt_tokens = prompt_tokens;
   a->usage.cached_tokens = plan.n_keep;
   a->usage.tokens_prefilled = static_cast<int64_t>(a->pending.size());
+  a->usage.read_ms = source.read_ms;
+  a->usage.wait_ms = wait_ms;
   metrics_.CountMatch(api::MatchTypeName(a->usage.match));
   metrics_.AddTokens(a->pending.size(), plan.n_keep, 0);
   return Status::OK();

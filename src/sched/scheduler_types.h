@@ -34,6 +34,7 @@ struct Scheduler::AgentRead {
   std::optional<AgentRecord> record;    // its manifest; empty: not on disk
   std::vector<PoolBlock> blocks;        // the longest valid prefix of its blocks
   bool from_disk = false;               // false: the blocks came from RAM (unsaved_)
+  double read_ms = 0.0;                 // how long the read took
 };
 
 // A committed turn whose save has not landed yet (or failed): the newest
@@ -48,6 +49,7 @@ struct Scheduler::UnsavedTurn {
 struct Scheduler::RestoreSource {
   api::CacheState state = api::CacheState::kCold;
   std::vector<PoolBlock> blocks;  // hot / warm
+  double read_ms = 0.0;           // warm: the disk read's duration
 };
 
 struct Scheduler::Waiting {

@@ -3,17 +3,22 @@
 #include "store/agent_store.h"
 
 #include <algorithm>
-#include <deque>
-#include <future>
+#include <optional>
+#include <thread>
 
 #include "store/block_file.h"
 #include "store/durable_io.h"
 #include "store/manifest.h"
 #include "store/store_ids.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 namespace agentkv {
 namespace {
+
+// Block files read at once during a load: enough parallel requests to keep
+// an NVMe queue busy (one file per 256-token block, 0.3-10 MB each).
+constexpr int kReadThreads = 8;
 
 Status ValidateIds(std::string_view ns, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns));
@@ -186,29 +191,34 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
   const std::string id(agent_id);
-  AGENTKV_ASSIGN_OR_RETURN(AgentRecord rec, ReadRecordLocked(ns, id));
+  // The block files are read (and decoded and checksummed) on kReadThreads
+  // threads while this thread reads the manifest: their ids come from the
+  // in-memory index, which names the same blocks as the manifest unless the
+  // file changed under us (then the blocks that differ are read here, in
+  // order). Bookkeeping and the checks against the manifest stay on this
+  // thread, under the lock.
+  std::vector<BlockRef> indexed;
+  if (auto it = ns->agents.find(id); it != ns->agents.end() && it->second.usable) indexed = it->second.blocks;
+  const uint32_t first = std::min<uint32_t>(first_block, static_cast<uint32_t>(indexed.size()));
+  std::vector<std::optional<Result<DecodedBlock>>> ahead(indexed.size());
+  std::thread reader;
+  if (fs_->ConcurrentReads() && first < indexed.size()) {
+    std::vector<std::string> paths;
+    for (uint32_t b = first; b < indexed.size(); ++b) paths.push_back(BlockPath(*ns, indexed[b].id));
+    reader = std::thread([this, &ahead, first, paths = std::move(paths)] {
+      ParallelFor(paths.size(), kReadThreads, [&](size_t k) { ahead[first + k] = ReadAndDecode(fs_, paths[k]); });
+    });
+  }
+  auto rec_or = ReadRecordLocked(ns, id);
+  if (reader.joinable()) reader.join();
+  AGENTKV_RETURN_IF_ERROR(rec_or.status());
+  AgentRecord rec = std::move(rec_or).value();
   LoadedAgent out;
   uint32_t i = std::min<uint32_t>(first_block, static_cast<uint32_t>(rec.blocks.size()));
   for (uint32_t j = 0; j < i; ++j) out.valid_tokens += rec.blocks[j].n_tokens;
-  // Read-ahead: up to kReadAhead block files are read and decoded on other
-  // threads (disk queue depth, parallel copies) while this thread checks and
-  // collects them in order; bookkeeping stays here, under the lock.
-  constexpr uint32_t kReadAhead = 4;
-  std::deque<std::future<Result<DecodedBlock>>> ahead;
-  uint32_t next_read = i;
-  auto launch = [&]() {
-    while (fs_->ConcurrentReads() && next_read < rec.blocks.size() && ahead.size() < kReadAhead) {
-      std::string path = BlockPath(*ns, rec.blocks[next_read++].id);
-      ahead.push_back(std::async(std::launch::async, [fs = fs_, path = std::move(path)] { return ReadAndDecode(fs, path); }));
-    }
-  };
   for (; i < rec.blocks.size(); ++i) {
-    launch();
     std::optional<Result<DecodedBlock>> read;
-    if (!ahead.empty()) {
-      read = ahead.front().get();
-      ahead.pop_front();
-    }
+    if (i < ahead.size() && ahead[i] && indexed[i] == rec.blocks[i]) read = std::move(ahead[i]);
     auto block = ReadBlockLocked(ns, rec, i, std::move(read));
     if (!block.ok()) {
       out.stop_reason = block.status();
