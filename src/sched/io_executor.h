@@ -1,6 +1,7 @@
 #pragma once
-// IoExecutor: one background thread that runs disk jobs (saves, prefetches)
-// in FIFO order, so that file I/O never runs on the inference thread.
+// IoExecutor: one background thread that runs disk jobs (the scheduler has
+// one for reads, one for saves) in FIFO order, so that file I/O never runs on
+// the inference thread.
 //
 // Thread safety: Post/Flush/Pending may be called from any thread. Jobs run
 // one at a time on the executor's thread. The destructor finishes every

@@ -114,7 +114,9 @@ class Scheduler : public api::Backend {
   void OnTokenSampled(Active& a, int32_t token);
   void Finish(Active& a, api::FinishReason reason);
   void FailActive(Active& a, const Status& s);
-  void CommitTurn(Agent& agent);                              // pool + async save
+  // Pool + async save. `restored`: the blocks the turn started from (already
+  // exported; those still matching are not copied out of the slot again).
+  void CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored);
   Agent* FindAgent(const AgentKey& key);
   Agent& GetOrAddAgent(const AgentKey& key);
   static std::unique_ptr<Agent> AgentFromDisk(const AgentRecord& rec);  // an agent known from its manifest

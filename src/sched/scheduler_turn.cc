@@ -287,6 +287,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
       for (const auto& b : blocks) ptrs.push_back(b.block.get());
       restored = ctx_.ImportSlotBlocks(slot, ptrs, plan.n_keep);
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
+      if (restored.ok()) a->restored_blocks = blocks;
       if (restored.ok() && state == api::CacheState::kWarm && !agent.fork_source) {
         (void)pool_.Put(agent.key, blocks, /*dirty=*/false);  // hot next time, if it fits
       }
@@ -338,7 +339,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   return Status::OK();
 }
 
-void Scheduler::CommitTurn(Agent& agent) {
+void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored) {
   agent.last_use_ms = NowMs();
   // The text the KV was computed from ends where its last token ends.
   if (!agent.seq.spans.empty() && agent.seq.spans.back().end != engine::kUnalignedSpan &&
@@ -356,8 +357,9 @@ void Scheduler::CommitTurn(Agent& agent) {
   // Not on sliding-window models: their blocks' window rows depend on where
   // the sequence ended when they were exported.
   std::vector<PoolBlock> refs;
-  if (auto held = pool_.Get(agent.key); held.ok() && !ctx_.spec().HasSlidingWindow()) {
-    refs = std::move(held->blocks);
+  if (!ctx_.spec().HasSlidingWindow()) {
+    if (auto held = pool_.Get(agent.key); held.ok()) refs = std::move(held->blocks);
+    if (refs.empty()) refs = restored;  // not in the pool (full): what the turn was restored from
     refs.resize(MatchingBlocks(refs, ids));
   }
   auto exported = ctx_.ExportSlotBlocks(agent.slot, static_cast<uint32_t>(refs.size()));

@@ -64,6 +64,7 @@ struct Scheduler::Active {
   std::unique_ptr<Waiting> w;
   Agent* agent = nullptr;
   CachedSequence committed_seq;              // the agent's sequence before this turn (restored on failure)
+  std::vector<PoolBlock> restored_blocks;    // hot/warm: the blocks the slot was restored from
   int slot = -1;
   std::vector<int32_t> pending;              // prompt tokens to prefill
   std::vector<engine::TokenSpan> pending_spans;
