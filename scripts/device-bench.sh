@@ -6,6 +6,8 @@
 #   scripts/device-bench.sh ttft PRESET CTXS ttft on a synthetic preset (or "bundled"), contexts CTXS
 #   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset
 #   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
+#   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
+#                                            model, bench restore on it (fits one call)
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,24 @@ case "${1:-}" in
     echo "build: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
     AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
     "$0" models
+    ;;
+  quick-setup)
+    export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=$PWD/.device/ccache
+    scripts/fetch-llama.sh
+    command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+    start=$(date +%s)
+    cmake -S . -B $B -G Ninja -DAGENTKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DAGENTKV_LLAMA_SERVER=ON \
+      -DAGENTKV_LLAMA_DIR="$AGENTKV_CACHE/llama.cpp" -DAGENTKV_NATIVE=ON >/dev/null
+    ninja -C $B -j "$(nproc)" agentkv llama-server > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+    echo "build: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
+    p=llama-3.1-8b
+    [ -f "$(model_path $p)" ] || $B/agentkv synth-model --preset $p --type q4_0 --vocab-dir .device/llama.cpp/models -o "$(model_path $p)" > "$MODELS/$p.log" 2>&1
+    mkdir -p /tmp/restore
+    timeout 180 $B/agentkv bench restore -m "$(model_path $p)" --tokens 2048,8192,32768 --reps 5 -t 16 \
+      --json /tmp/restore/restore_$p.json > /tmp/restore/restore_$p.md 2>/tmp/restore/restore_$p.log
+    cat /tmp/restore/restore_$p.md
+    pack /tmp/restore restore
     ;;
   models)
     for p in llama-3.1-8b gemma-3-12b deepseek-v2-lite; do
