@@ -50,6 +50,7 @@ Result<RestoreBenchResult> RunRestoreBench(engine::Context& ctx, uint32_t n_toke
   for (const auto& b : blocks) ptrs.push_back(&b);
 
   const engine::StateShape& shape = ctx.spec().shape;
+  const int threads = ctx.copy_threads();  // as the served path copies
   const auto n_stream = static_cast<uint32_t>(ctx.options().n_slots);
   RestoreBenchResult result;
   result.n_tokens = n_tokens;
@@ -63,7 +64,7 @@ Result<RestoreBenchResult> RunRestoreBench(engine::Context& ctx, uint32_t n_toke
   for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up
     RestoreRep r;
     auto t0 = Clock::now();
-    AGENTKV_RETURN_IF_ERROR(engine::WriteBlocksState(ptrs, shape, n_tokens, n_stream, state));
+    AGENTKV_RETURN_IF_ERROR(engine::WriteBlocksState(ptrs, shape, n_tokens, n_stream, state, threads));
     r.write_state_ms = MsSince(t0);
     t0 = Clock::now();
     AGENTKV_RETURN_IF_ERROR(ctx.ImportSlotState(0, state));
@@ -72,7 +73,7 @@ Result<RestoreBenchResult> RunRestoreBench(engine::Context& ctx, uint32_t n_toke
     AGENTKV_ASSIGN_OR_RETURN(auto raw, ctx.ExportSlotState(0));
     r.get_state_ms = MsSince(t0);
     t0 = Clock::now();
-    AGENTKV_ASSIGN_OR_RETURN(auto split, engine::StateToBlocks(raw, shape, n_tokens));
+    AGENTKV_ASSIGN_OR_RETURN(auto split, engine::StateToBlocks(raw, shape, n_tokens, 0, threads));
     r.state_to_blocks_ms = MsSince(t0);
     ctx.ClearSlot(0);
 

@@ -52,6 +52,9 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   const ContextOptions& options() const { return options_; }
+  // Threads for bulk KV copies on the calling (inference) thread: the
+  // compute threads' share, idle while a restore or export runs.
+  int copy_threads() const;
   const ModelCacheSpec& spec() const { return spec_; }
   const Model& model() const { return model_; }
   int n_vocab() const { return model_.info().n_vocab; }
@@ -86,9 +89,6 @@ class Context {
   bool staging_pinned() const { return staging_.pinned(); }
 
  private:
-  // Threads for bulk KV copies on the calling (inference) thread: the
-  // compute threads' share, idle while a restore or export runs.
-  int copy_threads() const;
   Context(const Model& model, const ContextOptions& options)
       : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}
   Status Probe();

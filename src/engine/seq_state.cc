@@ -224,8 +224,7 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
           t.name = TensorName(si, l, is_k);
           t.row_bytes = static_cast<uint32_t>(rb);
           t.first_pos = lo;
-          t.n_rows = end - lo;
-          t.data.resize(rb * t.n_rows);
+          t.n_rows = end - lo;  // data: filled below
           block.tensors.push_back(std::move(t));
           copies.push_back({bi, block.tensors.size() - 1, si, is_k ? ps.k_rows[l] : ps.v_rows[l]});
         }
@@ -233,21 +232,28 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
     }
     cell_of_by_section.push_back(std::move(cell_of));
   }
-  // The row copies (nearly all the bytes) run in parallel, one tensor each.
+  // The row copies (nearly all the bytes) run in parallel, one tensor each;
+  // each task allocates its tensor's bytes itself (no zero fill, and the
+  // page faults of fresh memory are spread over the threads too).
   size_t total = 0;
-  for (const auto& c : copies) total += blocks[c.block].tensors[c.tensor].data.size();
+  for (const auto& c : copies) {
+    const KvTensor& t = blocks[c.block].tensors[c.tensor];
+    total += uint64_t{t.n_rows} * t.row_bytes;
+  }
   ParallelFor(copies.size(), total >= kParallelCopyBytes ? n_threads : 1, [&](size_t i) {
     const TensorCopy& c = copies[i];
     KvTensor& t = blocks[c.block].tensors[c.tensor];
     const std::vector<int64_t>& cell_of = cell_of_by_section[c.section];
     const uint64_t rb = t.row_bytes;
     const uint32_t end = t.first_pos + t.n_rows;
-    // One memcpy per run of consecutive cells (the usual layout: a slot's
-    // cells are allocated in position order).
+    t.data.reserve(rb * t.n_rows);
+    // One append per run of consecutive cells (the usual layout: a slot's
+    // cells are allocated in position order, so one run).
     for (uint32_t p = t.first_pos; p < end;) {
       uint32_t q = p + 1;
       while (q < end && cell_of[q] == cell_of[q - 1] + 1) ++q;
-      std::memcpy(t.data.data() + (p - t.first_pos) * rb, c.src + cell_of[p] * rb, (q - p) * rb);
+      const uint8_t* from = c.src + cell_of[p] * rb;
+      t.data.insert(t.data.end(), from, from + (q - p) * rb);
       p = q;
     }
   });
