@@ -8,6 +8,7 @@
 #   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
 #   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
 #                                            model, bench restore on it (fits one call)
+#   scripts/device-bench.sh quick-vs CTXS    CUDA build + the llama-3.1-8b model + vs-llama-server on it
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ case "${1:-}" in
     AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
     "$0" models
     ;;
-  quick-setup)
+  quick-setup|quick-vs)
     export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=$PWD/.device/ccache
     scripts/fetch-llama.sh
     command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
@@ -52,6 +53,7 @@ case "${1:-}" in
     echo "build: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
     p=llama-3.1-8b
     [ -f "$(model_path $p)" ] || $B/agentkv synth-model --preset $p --type q4_0 --vocab-dir .device/llama.cpp/models -o "$(model_path $p)" > "$MODELS/$p.log" 2>&1
+    [ -n "${2:-}" ] && exec "$0" vs $p "$2"
     mkdir -p /tmp/restore
     timeout 180 $B/agentkv bench restore -m "$(model_path $p)" --tokens 2048,8192,32768 --reps 5 -t 16 \
       --json /tmp/restore/restore_$p.json > /tmp/restore/restore_$p.md 2>/tmp/restore/restore_$p.log

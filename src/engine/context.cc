@@ -55,6 +55,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   ctx->ctx_ = llama_init_from_model(model.raw(), cp);
   if (ctx->ctx_ == nullptr) return Status::Internal(op + ": llama.cpp could not create the context");
   AGENTKV_RETURN_IF_ERROR(ctx->Probe().WithContext(op));
+  ctx->ReserveStaging();
   return ctx;
 }
 
@@ -78,6 +79,14 @@ Status Context::Probe() {
   spec_ = MakeCacheSpec(shape, options_.type_k, options_.type_v, options_.flash_attn, kSwaFull,
                         model_.info().identity_hash);
   return Status::OK();
+}
+
+void Context::ReserveStaging() {
+  const uint64_t bytes =
+      MaxStateBytes(spec_.shape, static_cast<uint32_t>(options_.slot_ctx), static_cast<uint32_t>(options_.n_slots));
+  std::span<uint8_t> buf = staging_.Get(bytes);
+  // Fault the pages in now (page-locked memory already is), not in a request.
+  if (!staging_.pinned()) std::fill(buf.begin(), buf.end(), uint8_t{0});
 }
 
 Status Context::Decode(std::span<const BatchItem> items) {

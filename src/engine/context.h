@@ -89,6 +89,9 @@ class Context {
   bool staging_pinned() const { return staging_.pinned(); }
 
  private:
+  // Allocates the staging buffer for a full slot at creation (page-locked
+  // memory takes ~0.3 ms/MB to allocate: never inside a request).
+  void ReserveStaging();
   Context(const Model& model, const ContextOptions& options)
       : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}
   Status Probe();

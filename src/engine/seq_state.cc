@@ -353,6 +353,18 @@ uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const State
   return n;
 }
 
+uint64_t MaxStateBytes(const StateShape& shape, uint32_t n_tokens, uint32_t n_stream) {
+  uint64_t size = 8;  // magic + seq id
+  for (const SectionShape& s : shape.sections) {
+    size += 8 + uint64_t{n_tokens} * 12 + 8 + 4ull * (n_stream - 1);
+    for (uint32_t l = 0; l < s.n_layer; ++l) {
+      size += 12 + uint64_t{n_tokens} * s.k_row_bytes[l];
+      if (s.has_v) size += 12 + uint64_t{n_tokens} * s.v_row_bytes[l];
+    }
+  }
+  return size;
+}
+
 uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
                             uint32_t n_stream) {
   uint64_t size = 8;  // magic + seq id

@@ -92,6 +92,11 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
 uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const StateShape& shape,
                           uint32_t n_tokens);
 
+// An upper bound of StateBytesForBlocks for any blocks of up to n_tokens
+// positions (and of an export of a slot that long): every section holding
+// every position. For allocating a staging buffer once, up front.
+uint64_t MaxStateBytes(const StateShape& shape, uint32_t n_tokens, uint32_t n_stream);
+
 // Exact size of the state WriteBlocksState writes for these blocks.
 uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
                             uint32_t n_stream);
