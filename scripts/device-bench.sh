@@ -27,32 +27,32 @@ pack() {  # pack DIR NAME: whatever the step wrote, minus caches and models
   (cd "$1" && tar czf "$OUT/$2.tgz" --exclude='*-cache' --exclude='*-slots' --exclude='*.gguf' --exclude='*.bin' .)
 }
 
+build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and build into build-cuda/
+  export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=$PWD/.device/ccache
+  scripts/fetch-llama.sh
+  command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+  local start=$(date +%s)
+  cmake -S . -B $B -G Ninja -DAGENTKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DAGENTKV_LLAMA_SERVER=ON \
+    -DAGENTKV_LLAMA_DIR="$AGENTKV_CACHE/llama.cpp" -DAGENTKV_NATIVE=ON >/dev/null
+  ninja -C $B -j "$(nproc)" "$@" > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
+}
+synth_model() {  # synth_model PRESET: the preset's random-weight q4_0 GGUF, once
+  [ -f "$(model_path $1)" ] || $B/agentkv synth-model --preset $1 --type q4_0 --vocab-dir .device/llama.cpp/models \
+    -o "$(model_path $1)" > "$MODELS/$1.log" 2>&1
+}
+
 case "${1:-}" in
   setup)
-    export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=$PWD/.device/ccache
-    scripts/fetch-llama.sh
-    command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-    start=$(date +%s)
-    cmake -S . -B $B -G Ninja -DAGENTKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DAGENTKV_LLAMA_SERVER=ON \
-      -DAGENTKV_LLAMA_DIR="$AGENTKV_CACHE/llama.cpp" -DAGENTKV_NATIVE=ON >/dev/null
-    ninja -C $B -j "$(nproc)" agentkv llama-server engine_arch_test > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
-    echo "build: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
+    build_cuda agentkv llama-server engine_arch_test
     AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
     "$0" models
     ;;
   quick-setup|quick-vs)
-    export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=$PWD/.device/ccache
-    scripts/fetch-llama.sh
-    command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-    start=$(date +%s)
-    cmake -S . -B $B -G Ninja -DAGENTKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DAGENTKV_LLAMA_SERVER=ON \
-      -DAGENTKV_LLAMA_DIR="$AGENTKV_CACHE/llama.cpp" -DAGENTKV_NATIVE=ON >/dev/null
-    ninja -C $B -j "$(nproc)" agentkv llama-server > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
-    echo "build: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
+    build_cuda agentkv llama-server
     p=llama-3.1-8b
-    [ -f "$(model_path $p)" ] || $B/agentkv synth-model --preset $p --type q4_0 --vocab-dir .device/llama.cpp/models -o "$(model_path $p)" > "$MODELS/$p.log" 2>&1
+    synth_model $p
     [ -n "${2:-}" ] && exec "$0" vs $p "$2"
     mkdir -p /tmp/restore
     timeout 180 $B/agentkv bench restore -m "$(model_path $p)" --tokens 2048,8192,32768 --reps 5 -t 16 \
@@ -62,7 +62,7 @@ case "${1:-}" in
     ;;
   models)
     for p in llama-3.1-8b gemma-3-12b deepseek-v2-lite; do
-      [ -f "$(model_path $p)" ] || $B/agentkv synth-model --preset $p --type q4_0 --vocab-dir .device/llama.cpp/models -o "$(model_path $p)" > "$MODELS/$p.log" 2>&1 &
+      synth_model $p &
     done
     wait
     ls -la "$MODELS" | tee -a "$OUT/gpu.txt"
