@@ -84,6 +84,11 @@ void SchedulerMetrics::CountCorruption(uint64_t n) {
   corruption_ += n;
 }
 
+void SchedulerMetrics::CountSaveFailure() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++save_failures_;
+}
+
 std::string SchedulerMetrics::Render(const Gauges& g) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
@@ -105,6 +110,8 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_tokens_generated_total", "counter", "Tokens generated.", double(generated_));
   scalar("agentkv_corruption_events_total", "counter", "Cache blocks or manifests that failed verification.",
          double(corruption_));
+  scalar("agentkv_save_failures_total", "counter", "Saves of a turn to disk that failed (the turn stays in RAM).",
+         double(save_failures_));
   out += "# HELP agentkv_batch_tokens Tokens per forward pass.\n# TYPE agentkv_batch_tokens histogram\n";
   batch_tokens_.Render("agentkv_batch_tokens", "", &out);
   out += "# HELP agentkv_batch_prefill_tokens Prefill tokens per forward pass.\n# TYPE agentkv_batch_prefill_tokens histogram\n";
@@ -114,6 +121,8 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_queue_length", "gauge", "Requests waiting for a slot.", double(g.queue_length));
   scalar("agentkv_active_requests", "gauge", "Requests in prefill or decode.", double(g.active_requests));
   scalar("agentkv_io_pending", "gauge", "Disk jobs queued or running.", double(g.io_pending));
+  scalar("agentkv_unsaved_agents", "gauge", "Agents whose newest turn is only in RAM (save queued or failed).",
+         double(g.unsaved_agents));
   out += "# HELP agentkv_tier_agents Agents with a copy of their cache in each tier (an agent can be in several).\n# TYPE agentkv_tier_agents gauge\n";
   out += "agentkv_tier_agents{tier=\"resident\"} " + std::to_string(g.resident_agents) + "\n";
   out += "agentkv_tier_agents{tier=\"hot\"} " + std::to_string(g.hot_agents) + "\n";

@@ -36,6 +36,7 @@ class SchedulerMetrics {
   void ObserveDiskWait(double ms);
   void CountEviction(const std::string& what);                   // slot | pool
   void CountCorruption(uint64_t n);
+  void CountSaveFailure();
   // Gauges supplied at render time.
   struct Gauges {
     uint64_t queue_length = 0;
@@ -44,6 +45,7 @@ class SchedulerMetrics {
     uint64_t hot_agents = 0, hot_bytes = 0, hot_budget_bytes = 0;
     uint64_t warm_agents = 0, warm_bytes = 0;
     uint64_t io_pending = 0;
+    uint64_t unsaved_agents = 0;  // committed turns whose save has not landed (or failed)
   };
   std::string Render(const Gauges& g) const;
 
@@ -51,7 +53,7 @@ class SchedulerMetrics {
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> requests_, matches_, evictions_;
   std::map<std::string, Histogram> ttft_;
-  uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0;
+  uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0, save_failures_ = 0;
   Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_;
 };
 

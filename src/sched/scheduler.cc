@@ -221,6 +221,10 @@ std::string Scheduler::MetricsText() const {
   g.queue_length = n_waiting_.load();
   g.active_requests = n_active_.load();
   g.io_pending = reads_.Pending() + saves_.Pending();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    g.unsaved_agents = unsaved_.size();
+  }
   const auto ps = pool_.Stats();
   g.hot_agents = ps.n_agents;
   g.hot_bytes = ps.used_bytes;

@@ -108,6 +108,7 @@ void Scheduler::PostSave(const AgentKey& key, AgentRecord record, std::vector<Po
     if (!saved.ok()) {
       // The turn stays in unsaved_ (RAM): nothing is lost while the process lives.
       AKV_LOG_ERROR("save of agent %s failed: %s", key.agent_id.c_str(), saved.status().ToString().c_str());
+      metrics_.CountSaveFailure();
       return;
     }
     if (in_pool) pool_.MarkClean(key, pool_version);

@@ -150,6 +150,11 @@ TEST_F(SchedulerIoTest, AFullDiskLosesNoTurn) {
     EXPECT_EQ(again->text(), cold->text()) << i;
   }
   EXPECT_GT(fs.CountOps("append"), 0u);
+  ASSERT_TRUE(sched_->ListAgents("default").ok());  // the last turn is committed (after its reply)
+  sched_->FlushSaves();
+  const std::string metrics = sched_->MetricsText();
+  EXPECT_NE(metrics.find("agentkv_unsaved_agents 6"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("agentkv_save_failures_total 0"), std::string::npos);
 }
 
 }  // namespace
