@@ -197,7 +197,7 @@ Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id
     agents_.erase(key);
   });
   if (!result.ok()) return result;
-  saves_.Flush();  // its queued saves land before it is evicted or erased
+  WaitForSaves(key);  // its queued saves land before it is evicted or erased
   if (evict_only) return pool_.Contains(key) ? pool_.EvictToDisk(key) : Status::OK();
   if (erase_disk && store_ != nullptr) result = store_->DeleteAgent(ns, agent_id);
   if (result.code() == StatusCode::kNotFound) result = Status::OK();

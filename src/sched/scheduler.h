@@ -93,6 +93,10 @@ class Scheduler : public api::Backend {
 
   // Blocks until every save posted so far is on disk (tests, shutdown).
   void FlushSaves() { saves_.Flush(); }
+  // Blocks until every save of this agent posted so far has run (landed or
+  // failed); other agents' saves are not waited for. Any thread but the
+  // inference thread.
+  void WaitForSaves(const AgentKey& key);
 
  private:
   struct Agent;
@@ -165,6 +169,8 @@ class Scheduler : public api::Backend {
   std::set<AgentKey> resident_keys_;                   // GUARDED_BY(mu_): agents in a slot
   std::set<AgentKey> deleting_;                        // GUARDED_BY(mu_): being erased from disk
   uint64_t next_save_seq_ = 0;                         // GUARDED_BY(mu_)
+  std::map<AgentKey, int> saves_pending_;              // GUARDED_BY(mu_): posted, not yet run
+  std::condition_variable saves_cv_;                   // signals a save that ran
   bool read_completed_ = false;                        // GUARDED_BY(mu_): wakes the loop
   std::thread thread_;
 

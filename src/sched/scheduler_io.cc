@@ -96,6 +96,7 @@ void Scheduler::PostSave(const AgentKey& key, AgentRecord record, std::vector<Po
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++next_save_seq_;
+    ++saves_pending_[key];
     unsaved_[key] = UnsavedTurn{record, blocks, seq};
     agent_reads_.erase(key);  // a read of an older version is stale now
   }
@@ -109,12 +110,22 @@ void Scheduler::PostSave(const AgentKey& key, AgentRecord record, std::vector<Po
       // The turn stays in unsaved_ (RAM): nothing is lost while the process lives.
       AKV_LOG_ERROR("save of agent %s failed: %s", key.agent_id.c_str(), saved.status().ToString().c_str());
       metrics_.CountSaveFailure();
-      return;
+    } else if (in_pool) {
+      pool_.MarkClean(key, pool_version);
     }
-    if (in_pool) pool_.MarkClean(key, pool_version);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = unsaved_.find(key); it != unsaved_.end() && it->second.seq == seq) unsaved_.erase(it);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = unsaved_.find(key);
+      if (saved.ok() && it != unsaved_.end() && it->second.seq == seq) unsaved_.erase(it);
+      if (--saves_pending_[key] == 0) saves_pending_.erase(key);
+    }
+    saves_cv_.notify_all();
   });
+}
+
+void Scheduler::WaitForSaves(const AgentKey& key) {
+  std::unique_lock<std::mutex> lock(mu_);
+  saves_cv_.wait(lock, [&] { return saves_pending_.count(key) == 0; });
 }
 
 void Scheduler::FillDiskBytes(const std::string& ns, api::AgentInfo* info) {
