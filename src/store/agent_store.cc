@@ -271,6 +271,22 @@ Result<VerifyReport> AgentStore::VerifyAgent(std::string_view ns_name, std::stri
   return rep;
 }
 
+Result<AgentStore::WrittenBlock> AgentStore::WriteBlockFile(const NamespaceState& ns, const AgentRecord& rec,
+                                                           const std::vector<std::string>& ids, uint32_t i,
+                                                           const BlockProvider& provider) {
+  const uint32_t n_tokens = static_cast<uint32_t>(std::min<size_t>(kBlockTokens, rec.tokens.size() - size_t{i} * kBlockTokens));
+  auto block = provider(i, ids[i]);
+  if (!block.ok()) return block.status().WithContext("block " + std::to_string(i));
+  if (block->index != i || block->n_tokens != n_tokens) {
+    return Status::InvalidArgument("block " + std::to_string(i) + ": provider returned index " +
+                                   std::to_string(block->index) + ", n_tokens " + std::to_string(block->n_tokens));
+  }
+  BlockMeta meta{ids[i], i == 0 ? "" : ids[i - 1], rec.fingerprint, rec.kv_types, 0};
+  AGENTKV_ASSIGN_OR_RETURN(auto enc, EncodeBlockHeader(*block, meta));
+  AGENTKV_RETURN_IF_ERROR(WritePiecesAtomically(fs_, BlockPath(ns, ids[i]), enc.Pieces(*block), /*sync_dir=*/false));
+  return WrittenBlock{ids[i], enc.checksum, enc.file_bytes};
+}
+
 Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRecord& in,
                                          const BlockProvider& provider) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, in.agent_id).WithContext("save agent"));
@@ -294,7 +310,10 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
   rec.blocks.clear();
   const std::vector<std::string> ids = ComputeBlockIds(rec.fingerprint, rec.tokens);
 
-  std::lock_guard<std::mutex> l(mu_);
+  // One save at a time; loads, listings and deletes go on while its new
+  // block files are written (see below).
+  std::lock_guard<std::mutex> save_lock(save_mu_);
+  std::unique_lock<std::mutex> l(mu_);
   NamespaceState* ns = FindNamespaceLocked(ns_name);
   if (ns == nullptr) {
     ns = &namespaces_[rec.ns];
@@ -319,34 +338,57 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
   rec.updated_ms = now;
 
   SaveResult res;
-  bool sync_blocks = false;
+  // The block files the namespace lacks are written without the lock: they
+  // are content-addressed and no manifest names them yet, so no reader needs
+  // them and garbage collection does not know them; `writes_in_flight` keeps
+  // a rescan from deleting them. Loads of other agents are thus not held up
+  // by this save's I/O (hundreds of MB for long contexts).
+  std::vector<uint32_t> to_write;
+  for (uint32_t i = 0; i < ids.size(); ++i) {
+    if (!ns->blocks.count(ids[i])) to_write.push_back(i);
+  }
+  std::vector<WrittenBlock> written;
+  Status write_status;
+  if (!to_write.empty()) {
+    ++ns->writes_in_flight;
+    l.unlock();
+    for (uint32_t i : to_write) {
+      auto w = WriteBlockFile(*ns, rec, ids, i, provider);
+      if (!w.ok()) {
+        write_status = w.status();
+        break;
+      }
+      written.push_back(*w);
+    }
+    l.lock();
+    --ns->writes_in_flight;
+  }
+  for (const WrittenBlock& w : written) {
+    ns->blocks[w.id] = BlockState{w.file_bytes, w.checksum, 0, false};
+    ++res.blocks_written;
+    res.bytes_written += w.file_bytes;
+    ++stats_.blocks_written;
+    stats_.block_bytes_written += w.file_bytes;
+  }
+  if (!write_status.ok()) return fail(write_status);
+  bool sync_blocks = !written.empty();
   for (uint32_t i = 0; i < ids.size(); ++i) {
     const uint32_t n_tokens = static_cast<uint32_t>(std::min<size_t>(kBlockTokens, rec.tokens.size() - size_t{i} * kBlockTokens));
     auto have = ns->blocks.find(ids[i]);
-    if (have != ns->blocks.end()) {
-      sync_blocks |= !have->second.durable;
-      rec.blocks.push_back({ids[i], n_tokens, have->second.checksum, have->second.file_bytes});
-      continue;
+    if (have == ns->blocks.end()) {
+      // Present before, deleted meanwhile (another agent's erasure or the
+      // disk budget): written again, here, under the lock.
+      auto w = WriteBlockFile(*ns, rec, ids, i, provider);
+      if (!w.ok()) return fail(w.status());
+      have = ns->blocks.emplace(w->id, BlockState{w->file_bytes, w->checksum, 0, false}).first;
+      ++res.blocks_written;
+      res.bytes_written += w->file_bytes;
+      ++stats_.blocks_written;
+      stats_.block_bytes_written += w->file_bytes;
+      sync_blocks = true;
     }
-    auto block = provider(i, ids[i]);
-    if (!block.ok()) return fail(block.status().WithContext("block " + std::to_string(i)));
-    if (block->index != i || block->n_tokens != n_tokens) {
-      return fail(Status::InvalidArgument("block " + std::to_string(i) + ": provider returned index " +
-                                          std::to_string(block->index) + ", n_tokens " +
-                                          std::to_string(block->n_tokens)));
-    }
-    BlockMeta meta{ids[i], i == 0 ? "" : ids[i - 1], rec.fingerprint, rec.kv_types, 0};
-    auto enc = EncodeBlockHeader(*block, meta);
-    if (!enc.ok()) return fail(enc.status());
-    Status st = WritePiecesAtomically(fs_, BlockPath(*ns, ids[i]), enc->Pieces(*block), /*sync_dir=*/false);
-    if (!st.ok()) return fail(st);
-    ns->blocks[ids[i]] = BlockState{enc->file_bytes, enc->checksum, 0, false};
-    rec.blocks.push_back({ids[i], n_tokens, enc->checksum, enc->file_bytes});
-    sync_blocks = true;
-    ++res.blocks_written;
-    res.bytes_written += enc->file_bytes;
-    ++stats_.blocks_written;
-    stats_.block_bytes_written += enc->file_bytes;
+    sync_blocks |= !have->second.durable;
+    rec.blocks.push_back({ids[i], n_tokens, have->second.checksum, have->second.file_bytes});
   }
   // Every block the manifest names must be durable before the manifest is.
   if (sync_blocks) {

@@ -17,10 +17,11 @@
 // agent at its old or its new version, and every block a durable manifest
 // names stays on disk. Open() removes temp files and orphan blocks.
 //
-// Thread safety: internally synchronized with one mutex; every public method
-// may be called from any thread (the I/O thread and the inference thread
-// both do). Calls serialize, file I/O included, so a long SaveAgent delays a
-// concurrent ListAgents.
+// Thread safety: internally synchronized; every public method may be called
+// from any thread. Calls serialize on one mutex, file I/O included, except
+// that SaveAgent writes its new block files without it (saves serialize on
+// their own mutex), so a long save does not delay loads of other agents; its
+// manifest write and garbage collection do hold the mutex.
 //
 // Invariants (under the mutex):
 //   - NamespaceState::blocks holds the block files known to be on disk; a
@@ -81,8 +82,8 @@ struct AgentSummary {
 
 // Supplies block `index` (id `block_id`) of the agent being saved; called only
 // for blocks not already on disk. The block must have that index and the
-// n_tokens its tokens imply. May be called from within SaveAgent only (under
-// the store's mutex): it must not call back into the store.
+// n_tokens its tokens imply. Called from within SaveAgent only, on its thread
+// (with or without the store's mutex held): it must not call back into the store.
 using BlockProvider = std::function<Result<KvBlock>(uint32_t index, const std::string& block_id)>;
 
 struct SaveResult {
@@ -215,6 +216,12 @@ class AgentStore {
     std::map<std::string, BlockState> blocks;  // block files on disk, by id
     bool dirs_ready = false;
     bool dirty = false;
+    int writes_in_flight = 0;  // a save writing block files without the lock: a rescan keeps temp/orphan files
+  };
+  struct WrittenBlock {
+    std::string id;
+    uint64_t checksum = 0;
+    uint64_t file_bytes = 0;
   };
 
   explicit AgentStore(AgentStoreOptions options);
@@ -235,6 +242,11 @@ class AgentStore {
   Status DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id);
 
   // agent_store.cc
+  // Gets block i of `rec` from the provider and writes its file durably
+  // (not its directory entry). Touches no store state: callable without mu_
+  // (ns.dir is immutable).
+  Result<WrittenBlock> WriteBlockFile(const NamespaceState& ns, const AgentRecord& rec,
+                                      const std::vector<std::string>& ids, uint32_t i, const BlockProvider& provider);
   NamespaceState* FindNamespaceLocked(std::string_view ns);
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
@@ -256,6 +268,7 @@ class AgentStore {
   FileSystem* const fs_;
   const std::string root_;
 
+  std::mutex save_mu_;  // serializes SaveAgent (held without mu_ while it writes block files)
   std::mutex mu_;
   std::map<std::string, NamespaceState> namespaces_;  // by name; GUARDED_BY(mu_)
   StoreStats stats_;                                  // GUARDED_BY(mu_); counters only

@@ -114,7 +114,8 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
     const std::string path = agents_dir + "/" + e.name;
     if (e.is_dir) continue;
     if (EndsWith(e.name, kTempSuffix)) {
-      if (!ro && fs_->RemoveFile(path).ok()) ++stats_.temp_files_removed;
+      // A save writing without the lock owns its temp files.
+      if (!ro && ns->writes_in_flight == 0 && fs_->RemoveFile(path).ok()) ++stats_.temp_files_removed;
       continue;
     }
     std::string hash = HashedName(e.name, kManifestSuffix);
@@ -162,7 +163,8 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
     const std::string path = blocks_dir + "/" + e.name;
     if (e.is_dir) continue;
     if (EndsWith(e.name, kTempSuffix)) {
-      if (!ro && fs_->RemoveFile(path).ok()) ++stats_.temp_files_removed;
+      // A save writing without the lock owns its temp files.
+      if (!ro && ns->writes_in_flight == 0 && fs_->RemoveFile(path).ok()) ++stats_.temp_files_removed;
       continue;
     }
     std::string id = HashedName(e.name, kBlockSuffix);
@@ -179,7 +181,7 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
   RecountRefsLocked(ns);
   if (!ro) {
     for (auto it = ns->blocks.begin(); it != ns->blocks.end();) {
-      if (it->second.refs > 0) {
+      if (it->second.refs > 0 || ns->writes_in_flight > 0) {  // an in-flight save's blocks are not named yet
         ++it;
         continue;
       }

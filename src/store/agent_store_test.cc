@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <future>
+#include <thread>
+
 #include "store/fault_file_system.h"
 #include "store/mem_file_system.h"
 #include "store/posix_file_system.h"
@@ -333,6 +337,38 @@ TEST_F(AgentStoreTest, EmptyAgentAndTimestamps) {
   auto second = *store->GetRecord("ns", "a");
   EXPECT_EQ(first.created_ms, second.created_ms);
   EXPECT_LT(first.updated_ms, second.updated_ms);
+}
+
+// A save writes its new block files without the store's lock: while agent
+// b's save is stuck producing a block (a slow disk, as far as the store can
+// tell), agent a's load completes. Deterministic: b's provider waits until
+// the test has seen a's load finish (or given up on it).
+TEST_F(AgentStoreTest, ALoadDoesNotWaitForAnotherAgentsBlockWrites) {
+  auto store = Open();
+  auto a_tokens = MakeTokens(700, 1);
+  auto b_tokens = MakeTokens(700, 2);
+  ASSERT_TRUE(Save(store.get(), "ns", "a", a_tokens).ok());
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  BlockProvider inner = ProviderFor(b_tokens);
+  bool first = true;
+  BlockProvider stuck = [&](uint32_t i, const std::string& id) -> Result<KvBlock> {
+    if (first) {
+      first = false;
+      entered.set_value();
+      released.wait();
+    }
+    return inner(i, id);
+  };
+  std::thread saver([&] { EXPECT_TRUE(store->SaveAgent("ns", MakeRecord("b", b_tokens), stuck).ok()); });
+  entered.get_future().wait();
+  auto load = std::async(std::launch::async, [&] { return LoadsExactly(store.get(), "ns", "a", a_tokens); });
+  const bool done = load.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  release.set_value();
+  saver.join();
+  EXPECT_TRUE(done) << "the load waited for another agent's save";
+  EXPECT_TRUE(load.get());
+  EXPECT_TRUE(LoadsExactly(store.get(), "ns", "b", b_tokens));
 }
 
 TEST(AgentStorePosixTest, RoundTripOnDisk) {
