@@ -356,7 +356,8 @@ def stream_request(port, path, body, headers=None, timeout=3600):
     t0 = time.perf_counter()
     c.request("POST", path, json.dumps(body), h)
     r = c.getresponse()
-    res = {"status": r.status, "client_ttft_ms": None, "client_first_chunk_ms": None, "text": "", "chunks": []}
+    res = {"status": r.status, "client_ttft_ms": None, "client_first_chunk_ms": None, "text": "", "chunks": [],
+           "t0": t0, "token_ms": []}  # t0: time.perf_counter() at the request; token_ms: chunks with text, after t0
     if r.status != 200:
         res["error"] = r.read().decode("utf-8", "replace")[:2000]
         res["total_ms"] = (time.perf_counter() - t0) * 1000.0
@@ -387,6 +388,7 @@ def stream_request(port, path, body, headers=None, timeout=3600):
         elif "content" in j:  # llama-server /completion
             piece = j.get("content")
         if piece:
+            res["token_ms"].append(now)
             if res["client_ttft_ms"] is None:
                 res["client_ttft_ms"] = now
             res["text"] += piece
@@ -499,7 +501,15 @@ class Agentkv(Proc):
                 "server_ttft_ms": ak.get("ttft_ms"), "client_ttft_ms": r["client_ttft_ms"],
                 "client_total_ms": r["total_ms"], "text": r["text"],
                 "server_wait_ms": ak.get("wait_ms"), "server_read_ms": ak.get("read_ms"),
-                "server_restore_ms": ak.get("restore_ms")}
+                "server_restore_ms": ak.get("restore_ms"), "t0": r["t0"], "token_ms": r["token_ms"]}
+
+    def complete_plain(self, agent, prompt, max_tokens=1):
+        """Non-streamed completion: (whole-response client ms, usage)."""
+        body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "seed": 42}
+        st, j, wall = http_json(self.port, "POST", "/v1/completions", body, {"X-Agent-Id": agent})
+        if st != 200:
+            raise RuntimeError("agentkv request for %s failed: %s %s" % (agent, st, j))
+        return wall, j["usage"]
 
     def agent(self, agent):
         st, j, _ = http_json(self.port, "GET", "/v1/agents/" + agent)

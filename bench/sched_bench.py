@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Scheduler benchmarks (issue #5): aggregate decode throughput with N concurrent
 agents, staggered arrivals (interleaved vs serial prefill), and prefetch of a warm
-agent during another agent's decode.
+agent during another agent's decode; (issue #8) one agent's decode while another's
+cache loads or saves, and the cost of the end of a turn.
 
-  /usr/bin/python3 bench/sched_bench.py [throughput|staggered|prefetch|all] [--quick]
+  /usr/bin/python3 bench/sched_bench.py [throughput|staggered|prefetch|interference|all] [--quick]
 
 Writes bench/out/sched/<name>.{json,csv,md}. Uses the bundled model by default.
 """
@@ -142,9 +143,97 @@ def bench_prefetch(args, corpus, work):
     return rows
 
 
+def gaps(r, during=None):
+    """Inter-token gaps of one streamed response r as (token index, ms), first token excluded;
+    with `during` (another response), only the gaps that end while that request was in flight."""
+    t = [r["t0"] + ms / 1000.0 for ms in r["token_ms"]]
+    lo, hi = (during["t0"], during["t0"] + during["client_total_ms"] / 1000.0) if during else (-1e300, 1e300)
+    return [(i + 1, (b - a) * 1000.0) for i, (a, b) in enumerate(zip(t, t[1:])) if lo <= b <= hi]
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+
+def bench_interference(args, corpus, work):
+    """Agent A streams tokens while agent B's large cache is read from disk after a restart
+    ("load"), or while B's turn ends and its cache is saved ("save"); A's inter-token gaps vs
+    A alone. Also the end of a turn: a non-streamed 1-token turn of B (whole response vs its
+    TTFT) and the TTFT of the next agent's short cold prompt right after it."""
+    n_b = 512 if args.quick else 4096
+    gen = 200 if args.quick else 600  # long enough to outlast B's request
+    cache = os.path.join(work, "interference-cache")
+    b_prompt = corpus.slice(30000, n_b)
+    a_prompt = corpus.slice(70000, 64)
+    srv = lib.Agentkv(args, work, name="if", slots=2, ctx=n_b + 512, cache_dir=cache)
+    srv.wipe()
+    srv.start()
+    srv.complete("B", b_prompt, 1)
+    samples = {"alone": [], "load": [], "save": []}
+    turn_end = []
+    try:
+        for rep in range(args.reps):
+            samples["alone"] += gaps(srv.complete("A-alone-%d" % rep, a_prompt, gen))
+
+            def a(tag):
+                return lambda: srv.complete("A-%s-%d" % (tag, rep), a_prompt, gen)
+
+            def b_turn():  # B: a short turn, then its commit and save
+                time.sleep(0.2)
+                return srv.complete("B", b_prompt + " And%d" % rep, 1)
+
+            (ra, rb), _ = concurrent([a("save"), b_turn])
+            # B's commit and save run after its reply: count A's gaps from B's start to 1 s after.
+            samples["save"] += gaps(ra, dict(rb, client_total_ms=rb["client_total_ms"] + 1000.0))
+            wall, usage = srv.complete_plain("B", b_prompt + " And%d" % rep, 1)
+            nxt = srv.complete("S-%d" % rep, "A short question for another agent.", 1)
+            alone = srv.complete("S2-%d" % rep, "A short question for a third agent.", 1)
+            turn_end.append({"b_total_ms": wall, "b_ttft_ms": usage["agentkv"]["ttft_ms"],
+                             "next_ttft_ms": nxt["server_ttft_ms"], "next_alone_ttft_ms": alone["server_ttft_ms"]})
+        for rep in range(args.reps):  # B from disk after a restart while A decodes
+            srv.stop()
+            srv.start()
+            lib.drop_page_cache(lib.files_under(cache), args.drop)
+
+            def b_load():
+                time.sleep(0.2)
+                return srv.complete("B", b_prompt, 1)
+
+            (ra, rb), _ = concurrent([lambda: srv.complete("A-load-%d" % rep, a_prompt, gen), b_load])
+            assert rb["state"] == "warm", rb["state"]
+            samples["load"] += gaps(ra, rb)
+    finally:
+        srv.stop()
+    rows = []
+    # A's gaps grow with its own length (attention over more tokens): each case is compared
+    # with A alone at the same token indices.
+    alone_at = {}
+    for i, g in samples["alone"]:
+        alone_at.setdefault(i, []).append(g)
+    for case, pairs in samples.items():
+        xs = [g for _, g in pairs]
+        base = lib.med([lib.med(alone_at[i]) for i, _ in pairs if i in alone_at])
+        rows.append({"case": "A decoding " + {"alone": "alone", "load": "while B (%d tokens) loads from disk" % n_b,
+                                              "save": "while B's turn ends and its cache is saved"}[case],
+                     "gap_ms_median": lib.med(xs), "gap_ms_p90": pct(xs, 0.9), "gap_ms_max": max(xs),
+                     "n_gaps": len(xs), "alone_same_tokens_ms": base, "median_vs_alone": lib.med(xs) / base})
+    te = lambda k: lib.med([t[k] for t in turn_end])  # noqa: E731
+    rows.append({"case": "B's 1-token turn, non-streamed: whole response (median col) vs its TTFT (alone col), %d tokens"
+                 % n_b, "gap_ms_median": te("b_total_ms"), "gap_ms_p90": None, "gap_ms_max": None,
+                 "n_gaps": len(turn_end), "alone_same_tokens_ms": te("b_ttft_ms"),
+                 "median_vs_alone": te("b_total_ms") / te("b_ttft_ms")})
+    rows.append({"case": "next agent's short cold TTFT right after B's turn (median col) vs a later one (alone col)",
+                 "gap_ms_median": te("next_ttft_ms"), "gap_ms_p90": None, "gap_ms_max": None,
+                 "n_gaps": len(turn_end), "alone_same_tokens_ms": te("next_alone_ttft_ms"),
+                 "median_vs_alone": te("next_ttft_ms") / te("next_alone_ttft_ms")})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all", choices=["throughput", "staggered", "prefetch", "all"])
+    ap.add_argument("what", nargs="?", default="all",
+                    choices=["throughput", "staggered", "prefetch", "interference", "all"])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--bin", default=lib.DEFAULT_BIN)
     ap.add_argument("--model")
@@ -166,11 +255,11 @@ def main():
     corpus.calibrate(calib)
     calib.stop()
     meta = lib.make_meta(args, "sched")
-    todo = ["throughput", "staggered", "prefetch"] if args.what == "all" else [args.what]
+    todo = ["throughput", "staggered", "prefetch", "interference"] if args.what == "all" else [args.what]
     for name in todo:
         t0 = time.perf_counter()
-        rows = {"throughput": bench_throughput, "staggered": bench_staggered, "prefetch": bench_prefetch}[name](
-            args, corpus, work)
+        rows = {"throughput": bench_throughput, "staggered": bench_staggered, "prefetch": bench_prefetch,
+                "interference": bench_interference}[name](args, corpus, work)
         cols = list(rows[0].keys())
         lib.write_outputs(d, name, meta, {"rows": rows}, rows, lib.md_table(rows, cols), cols)
         lib.log("%s took %.1f s" % (name, time.perf_counter() - t0))
