@@ -165,6 +165,7 @@ class Scheduler : public api::Backend {
   std::map<AgentKey, AgentRead> agent_reads_;          // GUARDED_BY(mu_): done or in flight
   std::map<std::string, std::vector<AgentRecord>> ns_index_;  // GUARDED_BY(mu_): read, not yet merged
   std::set<std::string> ns_reading_;                   // GUARDED_BY(mu_)
+  std::set<std::string> ns_merged_;                    // GUARDED_BY(mu_): indexed (copy of indexed_namespaces_)
   std::map<AgentKey, UnsavedTurn> unsaved_;            // GUARDED_BY(mu_): committed, save not yet landed
   std::set<AgentKey> resident_keys_;                   // GUARDED_BY(mu_): agents in a slot
   std::set<AgentKey> deleting_;                        // GUARDED_BY(mu_): being erased from disk

@@ -59,7 +59,7 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
 }
 
 void Scheduler::PostNamespaceRead(const std::string& ns) {
-  if (store_ == nullptr || ns_reading_.count(ns) || ns_index_.count(ns)) return;
+  if (store_ == nullptr || ns_reading_.count(ns) || ns_index_.count(ns) || ns_merged_.count(ns)) return;
   ns_reading_.insert(ns);
   reads_.Post([this, ns] {
     ReadNamespaceIndex(ns);
@@ -74,7 +74,10 @@ void Scheduler::PostNamespaceRead(const std::string& ns) {
 void Scheduler::ReadNamespaceIndex(const std::string& ns) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ns_index_.count(ns)) return;
+    if (ns_index_.count(ns) || ns_merged_.count(ns)) {  // read, or already in the agent table
+      ns_reading_.erase(ns);
+      return;
+    }
   }
   std::vector<AgentRecord> records;
   if (store_ != nullptr) {

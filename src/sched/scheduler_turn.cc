@@ -83,6 +83,7 @@ bool Scheduler::MergeNamespaceIndex(const std::string& ns) {
     }
     records = std::move(it->second);
     ns_index_.erase(it);
+    ns_merged_.insert(ns);
     // Agents this process knows are newer than what the index read saw; an
     // agent being deleted must not come back.
     std::erase_if(records, [&](const AgentRecord& r) {
