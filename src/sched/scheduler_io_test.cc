@@ -157,5 +157,27 @@ TEST_F(SchedulerIoTest, AFullDiskLosesNoTurn) {
   EXPECT_EQ(metrics.find("agentkv_save_failures_total 0"), std::string::npos);
 }
 
+// Admin calls read a namespace's manifests from disk once (on their own
+// thread); after that the agent table answers.
+TEST_F(SchedulerIoTest, ANamespaceIndexIsReadOnce) {
+  FaultInjectingFileSystem& fs = *MakeFileSystem<FaultInjectingFileSystem>(DefaultFileSystem());
+  Boot(1, 64u << 20, {}, 1024, &fs);
+  Run("indexed", Prompt(0), 4);
+  sched_->FlushSaves();
+  Boot(1, 64u << 20, {}, 1024, &fs);  // restart: the agent is on disk only
+  const size_t at_start = fs.CountOps("read", "/agents/");
+  auto first = sched_->ListAgents("default");
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].id, "indexed");
+  EXPECT_EQ((*first)[0].tier, api::CacheState::kWarm);
+  EXPECT_GT((*first)[0].disk_bytes, 0);
+  const size_t after_first = fs.CountOps("read", "/agents/");
+  EXPECT_GT(after_first, at_start);
+  ASSERT_TRUE(sched_->ListAgents("default").ok());
+  ASSERT_TRUE(sched_->GetAgent("default", "indexed").ok());
+  EXPECT_EQ(fs.CountOps("read", "/agents/"), after_first);
+}
+
 }  // namespace
 }  // namespace agentkv::sched
