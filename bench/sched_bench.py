@@ -95,16 +95,22 @@ def bench_staggered(args, corpus, work):
     return rows
 
 
-def bench_prefetch(args, corpus, work):
-    n_b = 512 if args.quick else 2048
-    cache = os.path.join(work, "prefetch-cache")
-    rows = []
+def two_agents(args, corpus, work, name, n_b):
+    """A fresh 2-slot server whose agent B has computed an n_b-token prompt; agent A's
+    prompt is short. Returns (server, its cache dir, A's prompt, B's prompt)."""
+    cache = os.path.join(work, name + "-cache")
     b_prompt = corpus.slice(30000, n_b)
-    a_prompt = corpus.slice(70000, 64)
-    srv = lib.Agentkv(args, work, name="pf", slots=2, ctx=n_b + 512, cache_dir=cache)
+    srv = lib.Agentkv(args, work, name=name, slots=2, ctx=n_b + 512, cache_dir=cache)
     srv.wipe()
     srv.start()
     srv.complete("B", b_prompt, 1)
+    return srv, cache, corpus.slice(70000, 64), b_prompt
+
+
+def bench_prefetch(args, corpus, work):
+    n_b = 512 if args.quick else 2048
+    rows = []
+    srv, cache, a_prompt, b_prompt = two_agents(args, corpus, work, "pf", n_b)
     hot = []
     for rep in range(args.reps):  # hot: B in the RAM pool, two other agents took both slots
         srv.complete("push1-%d" % rep, "Hello there.", 1)
@@ -163,13 +169,7 @@ def bench_interference(args, corpus, work):
     TTFT) and the TTFT of the next agent's short cold prompt right after it."""
     n_b = 512 if args.quick else 4096
     gen = 200 if args.quick else 600  # long enough to outlast B's request
-    cache = os.path.join(work, "interference-cache")
-    b_prompt = corpus.slice(30000, n_b)
-    a_prompt = corpus.slice(70000, 64)
-    srv = lib.Agentkv(args, work, name="if", slots=2, ctx=n_b + 512, cache_dir=cache)
-    srv.wipe()
-    srv.start()
-    srv.complete("B", b_prompt, 1)
+    srv, cache, a_prompt, b_prompt = two_agents(args, corpus, work, "if", n_b)
     samples = {"alone": [], "load": [], "save": []}
     turn_end = []
     try:
