@@ -51,7 +51,8 @@ class FileSystem {
  public:
   virtual ~FileSystem() = default;
 
-  // Creates or truncates `path`. REQUIRES: its parent directory exists.
+  // Creates (readable and writable by the owner only, on disk) or truncates
+  // `path`. REQUIRES: its parent directory exists.
   virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
   // The whole file.
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
@@ -65,7 +66,7 @@ class FileSystem {
   virtual Status RemoveFile(const std::string& path) = 0;
   // Entries in no particular order. NotFound if `dir` does not exist.
   virtual Result<std::vector<DirEntry>> ListDir(const std::string& dir) = 0;
-  // mkdir -p. OK if it already exists.
+  // mkdir -p, new directories owner-only (0700 on disk). OK if it already exists.
   virtual Status CreateDirs(const std::string& dir) = 0;
   // Removes an empty directory.
   virtual Status RemoveDir(const std::string& dir) = 0;

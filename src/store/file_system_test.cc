@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -164,6 +165,24 @@ TEST_F(PosixFileSystemTest, BasicOperations) {
   ASSERT_TRUE(fs.RemoveDir(d).ok());
   EXPECT_EQ(fs.ListDir(d).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(fs.NewWritableFile(d + "/x").status().code(), StatusCode::kNotFound);
+}
+
+// Cache files hold other people's conversations: owner-only, whatever the umask.
+TEST_F(PosixFileSystemTest, NewFilesAndDirectoriesAreOwnerOnly) {
+  PosixFileSystem fs;
+  const mode_t old_umask = ::umask(0);
+  const std::string d = dir_ + "/p/q";
+  Status made = fs.CreateDirs(d);
+  Status wrote = made.ok() ? WriteFileAtomically(&fs, d + "/f", "secret", true) : made;
+  ::umask(old_umask);
+  ASSERT_TRUE(wrote.ok()) << wrote.ToString();
+  struct stat st;
+  ASSERT_EQ(::stat((dir_ + "/p").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat(d.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat((d + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 }  // namespace

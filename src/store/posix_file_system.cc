@@ -98,7 +98,8 @@ FileSystem* DefaultFileSystem() {
 
 Result<std::unique_ptr<WritableFile>> PosixFileSystem::NewWritableFile(const std::string& path) {
   NoteFileAccess("NewWritableFile", path);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Owner-only: manifests hold the agents' conversations in plain text.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return PosixError("create", path, errno);
   return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
 }
@@ -167,7 +168,7 @@ Status PosixFileSystem::CreateDirs(const std::string& dir) {
   }
   std::string parent = ParentDir(dir);
   if (!parent.empty() && parent != dir) AGENTKV_RETURN_IF_ERROR(CreateDirs(parent));
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return PosixError("mkdir", dir, errno);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return PosixError("mkdir", dir, errno);  // owner-only
   return Status::OK();
 }
 
