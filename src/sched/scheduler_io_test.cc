@@ -150,7 +150,12 @@ TEST_F(SchedulerIoTest, AFullDiskLosesNoTurn) {
     EXPECT_EQ(again->text(), cold->text()) << i;
   }
   EXPECT_GT(fs.CountOps("append"), 0u);
-  ASSERT_TRUE(sched_->ListAgents("default").ok());  // the last turn is committed (after its reply)
+  auto agents = sched_->ListAgents("default");  // also: the last turn is committed (after its reply)
+  ASSERT_TRUE(agents.ok());
+  for (const auto& info : *agents) {
+    EXPECT_NE(info.tier, api::CacheState::kWarm) << info.id << " is not on disk";
+    EXPECT_EQ(info.disk_bytes, 0) << info.id;
+  }
   sched_->FlushSaves();
   const std::string metrics = sched_->MetricsText();
   EXPECT_NE(metrics.find("agentkv_unsaved_agents 6"), std::string::npos) << metrics;

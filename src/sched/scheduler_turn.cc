@@ -386,9 +386,14 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
   info.last_used_unix_ms = a.last_use_ms;
   const uint64_t bpt = ctx_.spec().BytesPerToken(ctx_.spec().type_k, ctx_.spec().type_v);
   auto pool_info = pool_.Info(a.key);
+  bool unsaved = false;  // its newest turn is in RAM only (save queued or failed)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unsaved = unsaved_.count(a.key) != 0;
+  }
   if (a.slot >= 0) {
     info.tier = api::CacheState::kResident;
-  } else if (pool_info.ok()) {
+  } else if (pool_info.ok() || unsaved) {
     info.tier = api::CacheState::kHot;
   } else if (a.on_disk) {
     info.tier = api::CacheState::kWarm;
