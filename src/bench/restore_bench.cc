@@ -50,7 +50,7 @@ Result<RestoreBenchResult> RunRestoreBench(engine::Context& ctx, uint32_t n_toke
   for (const auto& b : blocks) ptrs.push_back(&b);
 
   const engine::StateShape& shape = ctx.spec().shape;
-  const int threads = ctx.copy_threads();  // as the served path copies
+  const int threads = ctx.n_threads();  // as the served path copies
   const auto n_stream = static_cast<uint32_t>(ctx.options().n_slots);
   RestoreBenchResult result;
   result.n_tokens = n_tokens;

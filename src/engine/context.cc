@@ -19,7 +19,7 @@ constexpr bool kSwaFull = false;
 
 }  // namespace
 
-int Context::copy_threads() const {
+int Context::n_threads() const {
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return options_.n_threads > 0 ? options_.n_threads : hw;
 }
@@ -43,8 +43,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   cp.n_batch = static_cast<uint32_t>(options.n_batch);
   cp.n_ubatch = static_cast<uint32_t>(options.n_batch);
   cp.n_seq_max = static_cast<uint32_t>(options.n_slots);
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  cp.n_threads = options.n_threads > 0 ? options.n_threads : hw;
+  cp.n_threads = ctx->n_threads();
   cp.n_threads_batch = cp.n_threads;
   cp.type_k = static_cast<ggml_type>(KvTypeToGgml(options.type_k));
   cp.type_v = static_cast<ggml_type>(KvTypeToGgml(options.type_v));
@@ -191,7 +190,7 @@ Result<std::vector<KvBlock>> Context::ExportSlotBlocks(int slot, uint32_t first_
   if (n == 0) return std::vector<KvBlock>{};
   std::span<uint8_t> buf = staging_.Get(SlotStateSize(slot));
   AGENTKV_RETURN_IF_ERROR(CopySlotState(slot, buf));
-  return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n), first_block, copy_threads());
+  return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n), first_block, n_threads());
 }
 
 Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens) {
@@ -200,7 +199,7 @@ Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& bl
   }
   const auto n_stream = static_cast<uint32_t>(options_.n_slots);
   std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(blocks, spec_.shape, n_tokens, n_stream));
-  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, spec_.shape, n_tokens, n_stream, buf, copy_threads()));
+  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, spec_.shape, n_tokens, n_stream, buf, n_threads()));
   return ImportSlotState(slot, buf);
 }
 

@@ -52,9 +52,10 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   const ContextOptions& options() const { return options_; }
-  // Threads for bulk KV copies on the calling (inference) thread: the
-  // compute threads' share, idle while a restore or export runs.
-  int copy_threads() const;
+  // llama.cpp's compute threads (options().n_threads, or every hardware
+  // thread when 0). Bulk KV copies on the calling (inference) thread use as
+  // many: the compute threads are idle while a restore or export runs.
+  int n_threads() const;
   const ModelCacheSpec& spec() const { return spec_; }
   const Model& model() const { return model_; }
   int n_vocab() const { return model_.info().n_vocab; }

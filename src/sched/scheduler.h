@@ -136,6 +136,7 @@ class Scheduler : public api::Backend {
   void PostNamespaceRead(const std::string& ns);              // REQUIRES mu_ held
   AgentRead ReadAgent(const AgentKey& key);                   // read executor
   void ReadNamespaceIndex(const std::string& ns);             // read executor or HTTP thread
+  void WakeLoopForRead();                                      // a read completed: admission may proceed
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
                 uint64_t pool_version);
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
@@ -165,7 +166,7 @@ class Scheduler : public api::Backend {
   std::map<AgentKey, AgentRead> agent_reads_;          // GUARDED_BY(mu_): done or in flight
   std::map<std::string, std::vector<AgentRecord>> ns_index_;  // GUARDED_BY(mu_): read, not yet merged
   std::set<std::string> ns_reading_;                   // GUARDED_BY(mu_)
-  std::set<std::string> ns_merged_;                    // GUARDED_BY(mu_): indexed (copy of indexed_namespaces_)
+  std::set<std::string> ns_merged_;                    // GUARDED_BY(mu_): index merged into agents_
   std::map<AgentKey, UnsavedTurn> unsaved_;            // GUARDED_BY(mu_): committed, save not yet landed
   std::set<AgentKey> resident_keys_;                   // GUARDED_BY(mu_): agents in a slot
   std::set<AgentKey> deleting_;                        // GUARDED_BY(mu_): being erased from disk
@@ -177,7 +178,6 @@ class Scheduler : public api::Backend {
 
   // Inference thread only.
   std::map<AgentKey, std::unique_ptr<Agent>> agents_;
-  std::set<std::string> indexed_namespaces_;
   std::deque<std::unique_ptr<Waiting>> waiting_;
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free

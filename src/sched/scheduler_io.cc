@@ -21,9 +21,8 @@ void Scheduler::PostAgentRead(const AgentKey& key) {
       auto it = agent_reads_.find(key);
       // Dropped meanwhile (a commit or delete made it stale): discard.
       if (it != agent_reads_.end() && !it->second.done) it->second = std::move(read);
-      read_completed_ = true;
     }
-    cv_.notify_all();
+    WakeLoopForRead();
   });
 }
 
@@ -33,8 +32,8 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
     std::lock_guard<std::mutex> lock(mu_);
     if (deleting_.count(key)) return read;
     if (auto it = unsaved_.find(key); it != unsaved_.end()) {
-      read.record = it->second.record;
-      read.blocks = it->second.blocks;
+      read.record = it->second.turn->record;
+      read.blocks = it->second.turn->blocks;
       return read;
     }
   }
@@ -63,12 +62,16 @@ void Scheduler::PostNamespaceRead(const std::string& ns) {
   ns_reading_.insert(ns);
   reads_.Post([this, ns] {
     ReadNamespaceIndex(ns);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      read_completed_ = true;
-    }
-    cv_.notify_all();
+    WakeLoopForRead();
   });
+}
+
+void Scheduler::WakeLoopForRead() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    read_completed_ = true;
+  }
+  cv_.notify_all();
 }
 
 void Scheduler::ReadNamespaceIndex(const std::string& ns) {
@@ -95,20 +98,22 @@ void Scheduler::ReadNamespaceIndex(const std::string& ns) {
 
 void Scheduler::PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
                          uint64_t pool_version) {
+  auto turn = std::make_shared<const UnsavedTurn::Data>(UnsavedTurn::Data{std::move(record), std::move(blocks)});
   uint64_t seq = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++next_save_seq_;
     ++saves_pending_[key];
-    unsaved_[key] = UnsavedTurn{record, blocks, seq};
+    unsaved_[key] = UnsavedTurn{turn, seq};
     agent_reads_.erase(key);  // a read of an older version is stale now
   }
-  saves_.Post([this, key, seq, record = std::move(record), blocks = std::move(blocks), in_pool, pool_version] {
+  saves_.Post([this, key, seq, turn, in_pool, pool_version] {
+    const std::vector<PoolBlock>& blocks = turn->blocks;
     auto provider = [&blocks](uint32_t index, const std::string& id) -> Result<KvBlock> {
       if (index >= blocks.size() || blocks[index].id != id) return Status::Internal("save: block not available");
       return *blocks[index].block;
     };
-    auto saved = store_->SaveAgent(key.ns, record, provider);
+    auto saved = store_->SaveAgent(key.ns, turn->record, provider);
     if (!saved.ok()) {
       // The turn stays in unsaved_ (RAM): nothing is lost while the process lives.
       AKV_LOG_ERROR("save of agent %s failed: %s", key.agent_id.c_str(), saved.status().ToString().c_str());

@@ -72,10 +72,11 @@ std::unique_ptr<Scheduler::Agent> Scheduler::AgentFromDisk(const AgentRecord& re
 }
 
 bool Scheduler::MergeNamespaceIndex(const std::string& ns) {
-  if (store_ == nullptr || indexed_namespaces_.count(ns)) return true;
+  if (store_ == nullptr) return true;
   std::vector<AgentRecord> records;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (ns_merged_.count(ns)) return true;
     auto it = ns_index_.find(ns);
     if (it == ns_index_.end()) {
       PostNamespaceRead(ns);
@@ -92,7 +93,6 @@ bool Scheduler::MergeNamespaceIndex(const std::string& ns) {
     });
   }
   for (const auto& r : records) agents_.emplace(AgentKey{ns, r.agent_id}, AgentFromDisk(r));
-  indexed_namespaces_.insert(ns);
   return true;
 }
 
@@ -199,16 +199,19 @@ bool Scheduler::TryAdmit(Waiting& w) {
   }
   const AgentKey key{w.req.namespace_id, w.req.agent_id};
   Agent* known = FindAgent(key);
-  if (known == nullptr && store_ != nullptr && !indexed_namespaces_.count(key.ns)) {
-    // Unknown here: it may be on disk (a restart). Its read says.
+  if (known == nullptr && store_ != nullptr) {
+    // Unknown here: it may be on disk (a restart), unless its namespace's
+    // index was merged (then the table knows every agent on disk). Its read says.
     std::lock_guard<std::mutex> lock(mu_);
     if (deleting_.count(key)) return false;
-    auto it = agent_reads_.find(key);
-    if (it == agent_reads_.end() || !it->second.done) {
-      PostAgentRead(key);
-      return false;
+    if (!ns_merged_.count(key.ns)) {
+      auto it = agent_reads_.find(key);
+      if (it == agent_reads_.end() || !it->second.done) {
+        PostAgentRead(key);
+        return false;
+      }
+      if (it->second.record) known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
     }
-    if (it->second.record) known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
   }
   Agent& agent = known != nullptr ? *known : GetOrAddAgent(key);
   if (agent.busy) return false;

@@ -40,9 +40,12 @@ struct Scheduler::AgentRead {
 // A committed turn whose save has not landed yet (or failed): the newest
 // state of the agent, kept so reads never see an older version on disk.
 struct Scheduler::UnsavedTurn {
-  AgentRecord record;
-  std::vector<PoolBlock> blocks;
-  uint64_t seq = 0;  // which save owns it
+  struct Data {
+    AgentRecord record;
+    std::vector<PoolBlock> blocks;
+  };
+  std::shared_ptr<const Data> turn;  // shared with the save job (no copy of the record)
+  uint64_t seq = 0;                  // which save owns it
 };
 
 // Where a turn restores its agent from (FindRestoreSource).

@@ -20,6 +20,11 @@ namespace {
 // an NVMe queue busy (one file per 256-token block, 0.3-10 MB each).
 constexpr int kReadThreads = 8;
 
+// Tokens block i of the record covers (the last block may be partial).
+uint32_t BlockTokensAt(const AgentRecord& rec, uint32_t i) {
+  return static_cast<uint32_t>(std::min<size_t>(kBlockTokens, rec.tokens.size() - size_t{i} * kBlockTokens));
+}
+
 Status ValidateIds(std::string_view ns, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns));
   return ValidateName("agent id", agent_id);
@@ -274,7 +279,7 @@ Result<VerifyReport> AgentStore::VerifyAgent(std::string_view ns_name, std::stri
 Result<AgentStore::WrittenBlock> AgentStore::WriteBlockFile(const NamespaceState& ns, const AgentRecord& rec,
                                                            const std::vector<std::string>& ids, uint32_t i,
                                                            const BlockProvider& provider) {
-  const uint32_t n_tokens = static_cast<uint32_t>(std::min<size_t>(kBlockTokens, rec.tokens.size() - size_t{i} * kBlockTokens));
+  const uint32_t n_tokens = BlockTokensAt(rec, i);
   auto block = provider(i, ids[i]);
   if (!block.ok()) return block.status().WithContext("block " + std::to_string(i));
   if (block->index != i || block->n_tokens != n_tokens) {
@@ -363,32 +368,28 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
     l.lock();
     --ns->writes_in_flight;
   }
-  for (const WrittenBlock& w : written) {
-    ns->blocks[w.id] = BlockState{w.file_bytes, w.checksum, 0, false};
+  // REQUIRES mu_: a written file joins the namespace's blocks (not yet durable).
+  auto add_written = [&](const WrittenBlock& w) {
     ++res.blocks_written;
     res.bytes_written += w.file_bytes;
     ++stats_.blocks_written;
     stats_.block_bytes_written += w.file_bytes;
-  }
+    return ns->blocks.insert_or_assign(w.id, BlockState{w.file_bytes, w.checksum, 0, false}).first;
+  };
+  for (const WrittenBlock& w : written) add_written(w);
   if (!write_status.ok()) return fail(write_status);
-  bool sync_blocks = !written.empty();
+  bool sync_blocks = false;
   for (uint32_t i = 0; i < ids.size(); ++i) {
-    const uint32_t n_tokens = static_cast<uint32_t>(std::min<size_t>(kBlockTokens, rec.tokens.size() - size_t{i} * kBlockTokens));
     auto have = ns->blocks.find(ids[i]);
     if (have == ns->blocks.end()) {
       // Present before, deleted meanwhile (another agent's erasure or the
       // disk budget): written again, here, under the lock.
       auto w = WriteBlockFile(*ns, rec, ids, i, provider);
       if (!w.ok()) return fail(w.status());
-      have = ns->blocks.emplace(w->id, BlockState{w->file_bytes, w->checksum, 0, false}).first;
-      ++res.blocks_written;
-      res.bytes_written += w->file_bytes;
-      ++stats_.blocks_written;
-      stats_.block_bytes_written += w->file_bytes;
-      sync_blocks = true;
+      have = add_written(*w);
     }
     sync_blocks |= !have->second.durable;
-    rec.blocks.push_back({ids[i], n_tokens, have->second.checksum, have->second.file_bytes});
+    rec.blocks.push_back({ids[i], BlockTokensAt(rec, i), have->second.checksum, have->second.file_bytes});
   }
   // Every block the manifest names must be durable before the manifest is.
   if (sync_blocks) {
