@@ -112,14 +112,15 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
   gen.request_id = NextRequestId(kind);
   gen.received = received;
 
+  // A prompt too long for the context whatever its tokens is refused by its
+  // size, before anything tokenizes it; the exact token count is Submit's.
   const char* prompt_param = kind == RequestKind::kChat ? "messages" : "prompt";
-  Result<int64_t> n_prompt = backend_->CountPromptTokens(gen);
-  if (!n_prompt.ok()) return ErrorResponse(ApiErrorFromStatus(n_prompt.status(), prompt_param));
-  const int64_t n_ctx = backend_->ContextTokens();
-  if (*n_prompt >= n_ctx) {
-    ApiError e = InvalidRequest("The prompt is " + std::to_string(*n_prompt) +
-                                    " tokens; the context holds " + std::to_string(n_ctx) +
-                                    " tokens including the reply.",
+  int64_t prompt_bytes = static_cast<int64_t>(gen.prompt.size());
+  for (const ChatMessage& m : gen.messages) prompt_bytes += static_cast<int64_t>(m.content.size());
+  if (prompt_bytes > backend_->MaxPromptBytes()) {
+    ApiError e = InvalidRequest("The prompt is " + std::to_string(prompt_bytes) +
+                                    " bytes: more than the context of " +
+                                    std::to_string(backend_->ContextTokens()) + " tokens can hold.",
                                 prompt_param, "context_length_exceeded");
     e.http_status = 413;
     return ErrorResponse(e);
@@ -131,7 +132,10 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
   CancellationToken cancel = gen.cancel;
   auto channel = std::make_shared<GenerationChannel>();
   Status submitted = backend_->Submit(std::move(gen), channel);
-  if (!submitted.ok()) return ErrorResponse(ApiErrorFromStatus(submitted));
+  if (!submitted.ok()) {
+    return ErrorResponse(ApiErrorFromStatus(
+        submitted, submitted.code() == StatusCode::kOutOfRange ? prompt_param : ""));
+  }
 
   // Wait for the first event: an error before any output still gets a proper
   // HTTP status. Non-streamed requests wait for the terminal event.

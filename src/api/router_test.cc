@@ -171,6 +171,18 @@ TEST_F(RouterTest, ClientErrorsAnsweredBeforeAnyWork) {
   ExpectError(r, 413, "messages");
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(backend_.submitted(), 0);
+  // Issue 12: refused by its size (100 bytes > 50 tokens x 1 byte), before
+  // anything tokenized it.
+  EXPECT_EQ(backend_.submit_calls(), 0);
+  // Within the byte bound but over the context in tokens (48 + 4 >= 50): the
+  // backend's one tokenization (in Submit) refuses it, still as a 413.
+  r = Post("/v1/completions", R"({"prompt":")" + std::string(50, 'y') + R"("})");
+  ExpectError(r, 413, "prompt");
+  r = Post("/v1/chat/completions", ChatBody(std::string(48, 'x')));
+  ExpectError(r, 413, "messages");
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(backend_.submit_calls(), 2);
+  EXPECT_EQ(backend_.submitted(), 0);
   // ... and the router still serves.
   backend_.config().context_tokens = 4096;
   EXPECT_EQ(Post("/v1/chat/completions", ChatBody("ok")).status, 200);
@@ -220,7 +232,7 @@ TEST(RouterAuthTest, KeysMapToIsolatedNamespaces) {
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
   ExpectError(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-c"))), 401);
   ExpectError(router.Handle(Req("GET", "/v1/agents", "", as("wrong"))), 401);
-  ExpectError(router.Handle(Req("GET", "/metrics")), 401);
+  ExpectError(router.Handle(Req("GET", "/metrics")), 403);  // no admin key configured
   EXPECT_EQ(router.Handle(Req("GET", "/health")).status, 200);  // probes need no key
   EXPECT_EQ(backend.submitted(), 0);
 
@@ -237,6 +249,38 @@ TEST(RouterAuthTest, KeysMapToIsolatedNamespaces) {
   ExpectError(router.Handle(Req("GET", "/v1/agents/shared", "", as("sk-b"))), 404);
   ExpectError(router.Handle(Req("DELETE", "/v1/agents/shared", "", as("sk-b"))), 404);
   EXPECT_EQ(router.Handle(Req("GET", "/v1/agents/shared", "", as("sk-a"))).status, 200);
+}
+
+// Issue 12: /metrics is server-wide, so with tenant keys it needs the admin key.
+TEST(RouterAuthTest, MetricsNeedAdminKey) {
+  FakeBackend backend;
+  auto as = [](const char* key) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", std::string("Bearer ") + key}};
+  };
+  {  // tenant keys, no admin key: closed to everyone, tenants included
+    Router router(&backend, *ApiKeys::Parse({"alice:sk-a"}));
+    HttpResponse r = router.Handle(Req("GET", "/metrics", "", as("sk-a")));
+    ExpectError(r, 403);
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "admin_key_required");
+  }
+  {  // tenant keys + admin key: only the admin key opens it
+    Router router(&backend, *ApiKeys::Parse({"alice:sk-a"}, "sk-admin"));
+    ExpectError(router.Handle(Req("GET", "/metrics", "", as("sk-a"))), 401);
+    ExpectError(router.Handle(Req("GET", "/metrics")), 401);
+    EXPECT_EQ(router.Handle(Req("GET", "/metrics", "", as("sk-admin"))).status, 200);
+    // The admin key is not a tenant key.
+    ExpectError(router.Handle(Req("GET", "/v1/agents", "", as("sk-admin"))), 401);
+  }
+  {  // no keys at all: open, as before
+    Router router(&backend, ApiKeys());
+    EXPECT_EQ(router.Handle(Req("GET", "/metrics")).status, 200);
+  }
+  {  // admin key only: tenants are open, metrics are not
+    Router router(&backend, *ApiKeys::Parse({}, "sk-admin"));
+    ExpectError(router.Handle(Req("GET", "/metrics")), 401);
+    EXPECT_EQ(router.Handle(Req("GET", "/metrics", "", as("sk-admin"))).status, 200);
+  }
+  EXPECT_FALSE(ApiKeys::Parse({"alice:sk-a"}, "sk-a").ok());
 }
 
 TEST_F(RouterTest, AdminRoutes) {

@@ -23,7 +23,7 @@ std::vector<std::string> SplitKeys(const std::string& s) {
 bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model,
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
-                                    "cache-ram", "cache-disk", "api-key", "api-key-file", "t", "threads",
+                                    "cache-ram", "cache-disk", "api-key", "api-key-file", "admin-key", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "help"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
@@ -73,6 +73,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     }
   }
   if (auto k = flags.Get("api-key")) config->api_keys = SplitKeys(*k);
+  if (auto a = flags.Get("admin-key")) config->admin_key = *a;
   if (auto f = flags.Get("api-key-file")) {
     std::ifstream in(*f);
     if (!in) {

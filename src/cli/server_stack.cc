@@ -25,10 +25,9 @@ class ServerStack::DeferredBackend : public api::Backend {
     auto* t = target_.load();
     return t ? t->ContextTokens() : 0;
   }
-  Result<int64_t> CountPromptTokens(const api::GenerationRequest& r) const override {
+  int64_t MaxPromptBytes() const override {
     auto* t = target_.load();
-    if (!t) return Status::Unavailable("model loading");
-    return t->CountPromptTokens(r);
+    return t ? t->MaxPromptBytes() : 0;
   }
   Status Submit(api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s) override {
     auto* t = target_.load();
@@ -98,7 +97,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   stack->backend_ = std::make_unique<DeferredBackend>();
   stack->backend_->SetModelId(std::filesystem::path(config.model_path).stem().string());
   if (config.http) {
-    AGENTKV_ASSIGN_OR_RETURN(api::ApiKeys keys, api::ApiKeys::Parse(config.api_keys));
+    AGENTKV_ASSIGN_OR_RETURN(api::ApiKeys keys, api::ApiKeys::Parse(config.api_keys, config.admin_key));
     api::RouterOptions ro;
     ro.model_aliases = {std::filesystem::path(config.model_path).filename().string(), "agentkv"};
     stack->router_ = std::make_unique<api::Router>(stack->backend_.get(), std::move(keys), ro);

@@ -36,6 +36,7 @@ struct ServerConfig {
   uint64_t cache_ram_bytes = 0;    // 0: DefaultCacheRamBytes()
   uint64_t cache_disk_bytes = 0;   // 0: unlimited
   std::vector<std::string> api_keys;  // "KEY" or "NAME:KEY"
+  std::string admin_key;              // "" = none (api/auth.h: who may read /metrics)
   bool quiet = false;
 };
 
