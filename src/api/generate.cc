@@ -117,9 +117,12 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
   const char* prompt_param = kind == RequestKind::kChat ? "messages" : "prompt";
   int64_t prompt_bytes = static_cast<int64_t>(gen.prompt.size());
   for (const ChatMessage& m : gen.messages) prompt_bytes += static_cast<int64_t>(m.content.size());
-  if (prompt_bytes > backend_->MaxPromptBytes()) {
-    ApiError e = InvalidRequest("The prompt is " + std::to_string(prompt_bytes) +
-                                    " bytes: more than the context of " +
+  // Every rendered message takes at least one token, so more messages than
+  // the context holds cannot fit either (even empty ones).
+  const bool too_many_messages = static_cast<int64_t>(gen.messages.size()) >= backend_->ContextTokens();
+  if (prompt_bytes > backend_->MaxPromptBytes() || too_many_messages) {
+    ApiError e = InvalidRequest("The prompt is " + std::to_string(prompt_bytes) + " bytes in " +
+                                    std::to_string(gen.messages.size()) + " messages: more than the context of " +
                                     std::to_string(backend_->ContextTokens()) + " tokens can hold.",
                                 prompt_param, "context_length_exceeded");
     e.http_status = 413;

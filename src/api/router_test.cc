@@ -183,6 +183,11 @@ TEST_F(RouterTest, ClientErrorsAnsweredBeforeAnyWork) {
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(backend_.submit_calls(), 2);
   EXPECT_EQ(backend_.submitted(), 0);
+  // As many (empty) messages as the context has tokens cannot fit either.
+  std::string many = R"({"messages":[)";
+  for (int i = 0; i < 50; ++i) many += std::string(i ? "," : "") + R"({"role":"user","content":""})";
+  ExpectError(Post("/v1/chat/completions", many + "]}"), 413, "messages");
+  EXPECT_EQ(backend_.submit_calls(), 2);
   // ... and the router still serves.
   backend_.config().context_tokens = 4096;
   EXPECT_EQ(Post("/v1/chat/completions", ChatBody("ok")).status, 200);

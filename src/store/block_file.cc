@@ -236,6 +236,12 @@ Result<DecodedBlock> DecodeBlockFile(std::string_view bytes) {
     expect = s.end;
   }
   if (expect != data.size()) return Bad("data section has trailing bytes");
+  // Accept nothing the writer would refuse (found by block_file_fuzz): names,
+  // fingerprint and kv types as EncodeBlockHeader checks them.
+  if (!IsPrintable(out.meta.fingerprint) || !IsPrintable(out.meta.kv_types)) {
+    return Bad("fingerprint or kv types not printable");
+  }
+  if (Status st = CheckBlock(out.block); !st.ok()) return Bad(st.message());
   return out;
 }
 

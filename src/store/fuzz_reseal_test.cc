@@ -64,3 +64,33 @@ TEST(FuzzResealTest, RefusesWhatItCannotSeal) {
 
 }  // namespace
 }  // namespace agentkv
+
+namespace agentkv {
+namespace {
+
+// Found by block_file_fuzz: a (checksum-valid) block file whose fingerprint,
+// kv types or tensor name holds a control byte decoded, although the writer
+// refuses to write one. The decoder now refuses it too.
+TEST(FuzzResealTest, DecoderRefusesWhatTheWriterRefuses) {
+  const std::string seed = fuzz::SeedBlockFile(4);
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"fp-seed\"", "\"fp\\u0001eed\""},
+                                 {"\"k:q4_0,v:q4_0\"", "\"k:q4_0\\u001bv:q4_0\""}}) {
+    std::string bytes = seed;
+    const size_t at = bytes.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    bytes.replace(at, from.size(), to);
+    // Keep the header length right (the replacement is longer).
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+    n += to.size() - from.size();
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    ASSERT_TRUE(fuzz::ResealBlockFile(&bytes));
+    auto dec = DecodeBlockFile(bytes);
+    ASSERT_FALSE(dec.ok()) << from;
+    EXPECT_EQ(dec.status().code(), StatusCode::kCorruption);
+    EXPECT_NE(dec.status().message().find("not printable"), std::string::npos) << dec.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace agentkv
