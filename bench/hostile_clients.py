@@ -13,11 +13,12 @@ connection; never a 5xx, a hang past the case's timeout or a dead server. Throug
 (cached_tokens > 0, not cold) and the server log holds no line forged by a client.
 
   bench/hostile_clients.py [--quick] [--bin build/agentkv] [--json FILE]
---quick (CI): 200 idle connections and 16 slow-loris for 6 s instead of 1,000 and 64 for 20 s.
+--quick (CI, ~30 s): 200 idle connections and 16 slow-loris for 5 s instead of 1,000 and 64 for 20 s.
 Prints a table; writes JSON (default bench/out/hostile/hostile_clients.json). Exit 1 if anything failed.
 Python 3 standard library only.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import socket
@@ -195,9 +196,11 @@ def cases(quick):
     add("4 MiB prompt (over the context)",
         post_json(jb({"messages": [{"role": "user", "content": "word " * (4 << 18)}]})), {413})
     add("body over 32 MiB", post_json(b'{"messages":"' + b"a" * big + b'"}'), {413})
+    # httplib reads up to the limit before answering: a client that claims 40 MiB and sends 12 bytes gets
+    # a 400 when the read times out (read_timeout_s), or is dropped.
     add("Content-Length 40 MiB, few bytes sent",
         [request("POST", CHAT, None, {"Content-Type": "application/json", "Content-Length": str(40 << 20)})
-         + b'{"messages":'], {413}, timeout=10)
+         + b'{"messages":'], "4xx", timeout=15)
     # Agent ids.
     add("agent id ../../etc/passwd (header)", post_json(jb(GOOD_BODY), {"X-Agent-Id": "../../etc/passwd"}), {400})
     add("agent id with control chars (body)", post_json(jb(good(agent_id="a\u0001b\u001b[31m"))), {400})
@@ -242,10 +245,11 @@ def cases(quick):
 class Prober(threading.Thread):
     """GET /health on a fresh connection every interval; records (t, ms, ok)."""
 
-    def __init__(self, port, interval_s=0.05, timeout_s=30.0):
+    def __init__(self, port, pid, interval_s=0.05, timeout_s=30.0):
         super().__init__(daemon=True)
-        self.port, self.interval_s, self.timeout_s = port, interval_s, timeout_s
+        self.port, self.pid, self.interval_s, self.timeout_s = port, pid, interval_s, timeout_s
         self.samples = []
+        self.peak_threads, self.peak_rss_kb = 0, 0
         self.stop_flag = threading.Event()
 
     def run(self):
@@ -254,6 +258,11 @@ class Prober(threading.Thread):
             r = raw(self.port, [request("GET", "/health", None)], timeout=self.timeout_s)
             ok = r["outcome"] == "response" and r["status"] == 200
             self.samples.append((t, r["ms"], ok))
+            for line in lib._read("/proc/%d/status" % self.pid).splitlines():
+                if line.startswith("Threads:"):
+                    self.peak_threads = max(self.peak_threads, int(line.split()[1]))
+                elif line.startswith("VmRSS:"):
+                    self.peak_rss_kb = max(self.peak_rss_kb, int(line.split()[1]))
             time.sleep(max(0.0, self.interval_s - (time.monotonic() - t)))
 
     def window(self, t0, t1):
@@ -355,7 +364,7 @@ def main():
     ap.add_argument("--health-bound-ms", type=float, default=1000.0)
     ap.add_argument("--serve-args", default="", help="extra flags for agentkv serve")
     args = ap.parse_args()
-    n_idle, n_loris, loris_s, idle_s = (200, 16, 6, 6) if args.quick else (1000, 64, 20, 20)
+    n_idle, n_loris, loris_s, idle_s = (200, 16, 5, 5) if args.quick else (1000, 64, 20, 20)
 
     work = tempfile.mkdtemp(prefix="agentkv-hostile-")
     cache_dir = os.path.join(work, "cache")
@@ -365,7 +374,7 @@ def main():
     server = lib.Proc(cmd, os.path.join(work, "server.log"), port)
     server.start(timeout=300)
     forbidden = [cache_dir, work, os.path.dirname(os.path.abspath(args.model)), "/home/", "/tmp/", "/work/"]
-    prober = Prober(port)
+    prober = Prober(port, server.pid)
     prober.start()
     phases, rows, ok_all = {}, [], True
 
@@ -388,15 +397,15 @@ def main():
         assert j2, "the normal agent's second turn failed"
 
         def run_cases():
-            for name, parts, expect, opt in cases(args.quick):
-                r = raw(port, parts, timeout=opt.get("timeout", 20.0))
+            # 8 at a time: the cases that wait for the server's read timeout overlap.
+            todo = cases(args.quick)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+                results = list(pool.map(lambda c: raw(port, c[1], timeout=c[3].get("timeout", 20.0)), todo))
+            alive = server.p.poll() is None
+            for (name, _, expect, _), r in zip(todo, results):
                 ok, why = check(r, expect, forbidden)
-                alive = server.p.poll() is None
-                ok = ok and alive
-                rows.append({"case": name, "ok": ok, "outcome": r["outcome"], "status": r["status"],
+                rows.append({"case": name, "ok": ok and alive, "outcome": r["outcome"], "status": r["status"],
                              "ms": round(r["ms"], 1), "verdict": why if alive else "SERVER DIED"})
-                if not alive:
-                    break
         phase("bad requests", run_cases)
 
         loris_head = phase("slow-loris headers", lambda: slow_loris(port, n_loris, loris_s, False))
@@ -441,6 +450,7 @@ def main():
     print("\nslow-loris headers: %s; bodies: %s" % (loris_head, loris_body))
     print("idle flood: %s" % flood)
     print("normal agent afterwards: %s" % good_after)
+    print("server peak: %d threads, %.0f MiB RSS" % (prober.peak_threads, prober.peak_rss_kb / 1024.0))
     health_ok = whole.get("failed", 1) == 0 and whole.get("p99_ms", 1e9) <= args.health_bound_ms
     ok_all = n_ok == len(rows) and health_ok and good_after["ok"] and alive_at_end and not forged \
         and flood["during"]["chat_ok"]
@@ -453,7 +463,8 @@ def main():
               "cases": rows, "phases": phases, "health_whole_run": whole,
               "slow_loris": {"connections": n_loris, "seconds": loris_s, "headers": loris_head, "bodies": loris_body},
               "idle_flood": dict(flood, connections=n_idle, seconds=idle_s),
-              "normal_agent_after": good_after, "forged_log_lines": len(forged), "server_alive_at_end": alive_at_end,
+              "normal_agent_after": good_after,
+              "server_peak_threads": prober.peak_threads, "server_peak_rss_mib": round(prober.peak_rss_kb / 1024.0, 1), "forged_log_lines": len(forged), "server_alive_at_end": alive_at_end,
               "pass": ok_all}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
