@@ -42,7 +42,7 @@ for t in ${AGENTKV_FUZZ_TARGETS:-block_file_fuzz manifest_fuzz openai_json_fuzz}
   # -max_len: block files and manifests of the seeds are up to ~20 KB.
   "$bin" -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="$B/crashes/$t-" "$B/corpus/$t" 2>&1 |
-    tee "$B/$t.log" | grep -E "^(#[0-9]+ +(INITED|DONE)|stat::|==[0-9]+==ERROR|SUMMARY)" || true
+    tee "$B/$t.log" | grep -E "^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==ERROR|SUMMARY)" || true
   if grep -qE "==[0-9]+==ERROR|SUMMARY: .*Sanitizer|deadly signal|contract violated|decodes differently|does not re-encode" "$B/$t.log"; then
     echo "fuzz: $t FAILED; see $B/$t.log and $B/crashes/" >&2
     exit 1
