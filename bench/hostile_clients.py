@@ -226,7 +226,7 @@ def cases(quick):
     add("chunked: bad chunk size", [b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
                                     b"Content-Type: application/json\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"], "4xx")
     add("chunked: 2^64-1 chunk size", [b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked"
-                                       b"\r\n\r\nffffffffffffffff\r\nabc\r\n"], "4xx", timeout=10)
+                                       b"\r\n\r\nffffffffffffffff\r\nabc\r\n"], "4xx", timeout=15)
     add("chunked: 33 MiB in 1 MiB chunks", [b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
                                             b"chunked\r\nContent-Type: application/json\r\n\r\n"]
         + [b"100000\r\n" + b"a" * (1 << 20) + b"\r\n"] * 33 + [b"0\r\n\r\n"], {413})
