@@ -23,8 +23,10 @@ HttpResponse ClientGoneResponse() {
 class SseBodyStream final : public BodyStream {
  public:
   SseBodyStream(std::shared_ptr<GenerationChannel> channel, CancellationToken cancel,
-                std::vector<GenerationEvent> pending, SseEncoder encoder, HttpMetrics* metrics)
-      : channel_(std::move(channel)),
+                std::vector<GenerationEvent> pending, SseEncoder encoder, HttpMetrics* metrics,
+                std::shared_ptr<void> tenant_ticket)
+      : tenant_ticket_(std::move(tenant_ticket)),
+        channel_(std::move(channel)),
         cancel_(std::move(cancel)),
         pending_(std::move(pending)),
         encoder_(std::move(encoder)),
@@ -70,6 +72,7 @@ class SseBodyStream final : public BodyStream {
   }
 
  private:
+  std::shared_ptr<void> tenant_ticket_;  // the tenant's in-flight slot, held until the stream ends
   std::shared_ptr<GenerationChannel> channel_;
   CancellationToken cancel_;
   std::vector<GenerationEvent> pending_;
@@ -129,6 +132,14 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
     return ErrorResponse(e);
   }
 
+  // One tenant cannot take the whole queue (held until the response ends).
+  std::shared_ptr<void> ticket = tenants_.Acquire(ns);
+  if (!ticket) {
+    return ErrorResponse(ApiErrorFromStatus(Status::ResourceExhausted(
+        "This API key has " + std::to_string(tenants_.max_per_tenant()) +
+        " requests in flight, its limit; retry when one has finished.")));
+  }
+
   const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind};
   const bool stream = gen.stream;
   const bool include_usage = gen.include_usage;
@@ -165,7 +176,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
     r.headers.emplace_back("Cache-Control", "no-cache");
     r.headers.emplace_back("X-Request-Id", meta.id);
     r.stream = std::make_shared<SseBodyStream>(channel, cancel, std::move(events),
-                                               SseEncoder(meta, include_usage), &metrics_);
+                                               SseEncoder(meta, include_usage), &metrics_, std::move(ticket));
     return r;
   }
 

@@ -288,6 +288,34 @@ TEST(RouterAuthTest, MetricsNeedAdminKey) {
   EXPECT_FALSE(ApiKeys::Parse({"alice:sk-a"}, "sk-a").ok());
 }
 
+// Issue 12: one tenant cannot fill the queue; others are still served.
+TEST(RouterTenantTest, PerTenantCapIs429) {
+  FakeBackend backend;
+  backend.config().delay_ms = 20;
+  RouterOptions options;
+  options.max_requests_per_tenant = 2;
+  Router router(&backend, *ApiKeys::Parse({"alice:sk-a", "bob:sk-b"}), options);
+  auto as = [](const char* key) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", std::string("Bearer ") + key}};
+  };
+  const std::string body = ChatBody("a long enough message", R"(,"stream":true)");
+  HttpResponse a1 = router.Handle(Req("POST", "/v1/chat/completions", body, as("sk-a")));
+  HttpResponse a2 = router.Handle(Req("POST", "/v1/chat/completions", body, as("sk-a")));
+  ASSERT_EQ(a1.status, 200);
+  ASSERT_EQ(a2.status, 200);
+  HttpResponse a3 = router.Handle(Req("POST", "/v1/chat/completions", body, as("sk-a")));
+  ExpectError(a3, 429);
+  EXPECT_EQ(Header(a3, "Retry-After"), "1");
+  EXPECT_EQ(backend.submit_calls(), 2);  // refused before the backend
+  HttpResponse b1 = router.Handle(Req("POST", "/v1/chat/completions", body, as("sk-b")));
+  EXPECT_EQ(b1.status, 200);
+  a1 = HttpResponse();  // the stream ends (dropped): alice has a slot again
+  HttpResponse a4 = router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-a")));
+  EXPECT_EQ(a4.status, 200);  // non-streamed: released when answered
+  HttpResponse a5 = router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-a")));
+  EXPECT_EQ(a5.status, 200);
+}
+
 TEST_F(RouterTest, AdminRoutes) {
   AgentInfo info;
   info.id = "planner";
