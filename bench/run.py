@@ -308,7 +308,7 @@ def bench_vs_llama(args):
     # ---- llama-server: one process per context (its slot size = that context)
     for n in contexts:
         log("vs-llama-server: llama-server, context %d" % n)
-        ls = lib.LlamaServer(args, wd, slot_ctx, kv=args.kv)
+        ls = lib.LlamaServer(args, wd, slot_ctx, kv=args.ls_kv or args.kv)
         ls.start()
         ls.complete(corpus.slice(50000, 256), 1)  # warm-up
         for i in range(reps):
@@ -362,8 +362,9 @@ def bench_vs_llama(args):
              "restart: llama-server: slot save -> process restart -> POST /slots/0?action=restore + completion "
              "(time = restore wall + completion TTFT; startup excluded); agentkv: SIGTERM -> restart -> request "
              "(warm from disk; startup excluded)",
-             "same model file, KV %s both sides, llama-server -fa on -np 1 --cache-ram 0, %d threads" % (
-                 args.kv, args.threads)]
+             ("same model file, KV %s both sides" % args.kv if not args.ls_kv or args.ls_kv == args.kv else
+              "same model file, KV %s agentkv, %s llama-server" % (args.kv, args.ls_kv)) +
+             ", llama-server -fa on -np 1 --cache-ram 0, %d threads" % args.threads]
     if lib.trained_ctx(args) and slot_ctx > lib.trained_ctx(args):
         notes.append("llama-server caps a slot at the model's training context (%d); it ran with --override-kv "
                      "%s.context_length=int:%d to lift only that cap (both servers compute RoPE identically)" % (
@@ -758,6 +759,7 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--kv", default="q4_0", help="KV type of the agentkv server (and llama-server)")
+    ap.add_argument("--ls-kv", help="vs-llama-server: llama-server's KV type if not --kv (f16 = its default)")
     ap.add_argument("--contexts", help="comma-separated target context sizes in tokens")
     ap.add_argument("--reps", type=int, help="measured repetitions (default 5, quick 2)")
     ap.add_argument("--slots", type=int, default=2, help="slots for the scenarios")

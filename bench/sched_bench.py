@@ -100,7 +100,9 @@ def two_agents(args, corpus, work, name, n_b):
     prompt is short. Returns (server, its cache dir, A's prompt, B's prompt)."""
     cache = os.path.join(work, name + "-cache")
     b_prompt = corpus.slice(30000, n_b)
-    srv = lib.Agentkv(args, work, name=name, slots=2, ctx=n_b + 512, cache_dir=cache)
+    # The corpus's chars-per-token is the bundled model's; other vocabularies split
+    # the same text into up to ~10% more tokens.
+    srv = lib.Agentkv(args, work, name=name, slots=2, ctx=int(n_b * 1.15) + 512, cache_dir=cache)
     srv.wipe()
     srv.start()
     srv.complete("B", b_prompt, 1)
@@ -167,7 +169,7 @@ def bench_interference(args, corpus, work):
     ("load"), or while B's turn ends and its cache is saved ("save"); A's inter-token gaps vs
     A alone. Also the end of a turn: a non-streamed 1-token turn of B (whole response vs its
     TTFT) and the TTFT of the next agent's short cold prompt right after it."""
-    n_b = 512 if args.quick else 4096
+    n_b = args.b_tokens or (512 if args.quick else 4096)
     gen = 200 if args.quick else 600  # long enough to outlast B's request
     srv, cache, a_prompt, b_prompt = two_agents(args, corpus, work, "if", n_b)
     samples = {"alone": [], "load": [], "save": []}
@@ -243,6 +245,7 @@ def main():
     ap.add_argument("--reps", type=int)
     ap.add_argument("--drop", default="fadvise", choices=["fadvise", "drop_caches", "none"])
     ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
+    ap.add_argument("--b-tokens", type=int, help="interference: agent B's context (default 4096; 512 with --quick)")
     args = ap.parse_args()
     args.reps = args.reps or (1 if args.quick else 3)
     lib.resolve_model(args)

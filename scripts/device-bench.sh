@@ -9,6 +9,8 @@
 #   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
 #                                            model, bench restore on it (fits one call)
 #   scripts/device-bench.sh quick-vs CTXS    CUDA build + the llama-3.1-8b model + vs-llama-server on it
+#   scripts/device-bench.sh store [TOKENS]   CUDA build (agentkv) + bench store of a synthetic agent in the
+#                                            llama-3.1-8b q4_0 KV layout (default 34816 tokens), on the repo's disk
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +85,14 @@ case "${1:-}" in
     out=/tmp/b/vs-$2
     timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS --out $out 2>&1 | tail -15
     pack $out vs-$2
+    ;;
+  store)
+    build_cuda agentkv
+    mkdir -p /tmp/store
+    timeout $T $B/agentkv bench store --cache-dir "$PWD/bench/out/store-cache" --tokens "${2:-34816}" --layout 32x576 \
+      --reps $REPS --json /tmp/store/store_llama31_8b_layout.json 2>&1 | tail -12 | tee /tmp/store/store_llama31_8b_layout.md
+    rm -rf "$PWD/bench/out/store-cache"
+    pack /tmp/store store
     ;;
   capacity)
     out=/tmp/b/capacity

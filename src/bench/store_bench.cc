@@ -4,6 +4,7 @@
 #include <cassert>
 #include <chrono>
 #include <filesystem>
+#include <cstring>
 #include <random>
 
 #include "bench/raw_io.h"
@@ -107,9 +108,8 @@ Result<StoreBenchInput> InputFromModel(engine::Context& ctx, int n_tokens, uint6
   return in;
 }
 
-StoreBenchInput SyntheticInput(int n_tokens, uint64_t seed) {
-  constexpr uint32_t kLayers = 8;
-  constexpr uint32_t kRowBytes = 72;  // 128 values of q4_0
+StoreBenchInput SyntheticInput(int n_tokens, uint64_t seed, uint32_t n_layers, uint32_t row_bytes) {
+  assert(n_layers >= 1 && row_bytes >= 1);
   std::mt19937_64 rng(seed);
   std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
   for (auto& t : tokens) t = static_cast<int32_t>(3 + rng() % 31997);
@@ -118,20 +118,24 @@ StoreBenchInput SyntheticInput(int n_tokens, uint64_t seed) {
   in.kv_types = "k=q4_0,v=q4_0";
   in.record.kv_types = in.kv_types;
   in.fingerprint = "agentkv-bench-synthetic";
-  in.source = "synthetic: " + std::to_string(n_tokens) + " tokens, 8 layers x K,V rows of 72 bytes (random)";
+  in.source = "synthetic: " + std::to_string(n_tokens) + " tokens, " + std::to_string(n_layers) +
+              " layers x K,V rows of " + std::to_string(row_bytes) + " bytes (random)";
   for (uint32_t b = 0; b * kBlockTokens < static_cast<uint32_t>(n_tokens); ++b) {
     KvBlock block;
     block.index = b;
     block.n_tokens = std::min<uint32_t>(kBlockTokens, static_cast<uint32_t>(n_tokens) - b * kBlockTokens);
-    for (uint32_t l = 0; l < kLayers; ++l) {
+    for (uint32_t l = 0; l < n_layers; ++l) {
       for (const char* kv : {"k", "v"}) {
         KvTensor t;
         t.name = "c0.l" + std::to_string(l) + "." + kv;
-        t.row_bytes = kRowBytes;
+        t.row_bytes = row_bytes;
         t.first_pos = block.first_pos();
         t.n_rows = block.n_tokens;
-        t.data.resize(static_cast<size_t>(t.n_rows) * kRowBytes);
-        for (auto& byte : t.data) byte = static_cast<uint8_t>(rng());
+        t.data.resize(static_cast<size_t>(t.n_rows) * row_bytes);
+        for (size_t i = 0; i + 8 <= t.data.size(); i += 8) {
+          const uint64_t r = rng();
+          std::memcpy(t.data.data() + i, &r, 8);
+        }
         block.tensors.push_back(std::move(t));
       }
     }

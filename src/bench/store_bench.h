@@ -45,9 +45,11 @@ struct StoreBenchInput {
 // n_tokens <= ctx.options().slot_ctx.
 Result<StoreBenchInput> InputFromModel(engine::Context& ctx, int n_tokens, uint64_t seed);
 
-// Random KV bytes in the bundled model's q4_0 layout (8 layers, K and V rows
-// of 72 bytes: 1152 bytes/token) without a model.
-StoreBenchInput SyntheticInput(int n_tokens, uint64_t seed);
+// Random KV bytes without a model: n_layers layers of K and V rows of
+// row_bytes each. The default is the bundled model's q4_0 layout (8 layers,
+// 72-byte rows: 1152 bytes/token); Llama-3.1-8B's is 32 x 576 (8 KV heads
+// x 128 dims of q4_0). REQUIRES n_layers >= 1, row_bytes >= 1.
+StoreBenchInput SyntheticInput(int n_tokens, uint64_t seed, uint32_t n_layers = 8, uint32_t row_bytes = 72);
 
 struct StoreBenchOptions {
   std::string cache_dir;          // REQUIRES non-empty; created if absent

@@ -18,13 +18,14 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: agentkv bench store --cache-dir DIR [--tokens 4096] [-m MODEL] [--reps 5]\n"
-    "                           [-t THREADS] [--seed 1] [--json OUT|-]\n"
+    "                           [-t THREADS] [--seed 1] [--layout LAYERSxROW_BYTES] [--json OUT|-]\n"
     "Saves one agent of --tokens tokens to an AgentStore under DIR (namespace\n"
     "agentkv-bench, removed afterwards) --reps times, and loads it back with the page\n"
     "cache dropped (posix_fadvise DONTNEED; residency checked) and warm; compares with\n"
     "write+fsync and read() of one plain file of the same bytes in DIR.\n"
     "KV: with -m, a q4_0 prefill of random tokens on MODEL; without, random bytes in the\n"
-    "bundled model's q4_0 layout (1152 bytes/token). MB = 10^6 bytes.\n";
+    "bundled model's q4_0 layout (1152 bytes/token), or --layout's (32x576 = Llama-3.1-8B's\n"
+    "q4_0 K and V rows). MB = 10^6 bytes.\n";
 
 struct Row {
   const char* name;
@@ -48,7 +49,7 @@ int CmdBenchStore(int argc, char** argv) {
   const MeasureCommand cmd("bench store", kUsage, argc, argv);
   if (cmd.Help()) return 0;
   const Flags& flags = cmd.flags();
-  auto unknown = flags.Unknown({"cache-dir", "tokens", "m", "model", "reps", "t", "threads", "seed", "json"});
+  auto unknown = flags.Unknown({"cache-dir", "tokens", "m", "model", "reps", "t", "threads", "seed", "json", "layout"});
   const auto cache_dir = flags.Get("cache-dir");
   const auto model_path = flags.Get("model", "m");
   long long n_tokens = 0, reps = 0, threads = 0, seed = 0;
@@ -60,6 +61,16 @@ int CmdBenchStore(int argc, char** argv) {
            flags.GetInt("threads", "t", 0, &threads, &err) && flags.GetInt("seed", "", 1, &seed, &err));
   }
   if (err.empty() && (n_tokens < 1 || n_tokens > 1 << 20 || reps < 1)) err = "need 1 <= --tokens <= 1048576, --reps >= 1";
+  unsigned layout_layers = 8, layout_row_bytes = 72;
+  if (auto layout = flags.Get("layout"); err.empty() && layout) {
+    char tail = 0;
+    if (std::sscanf(layout->c_str(), "%ux%u%c", &layout_layers, &layout_row_bytes, &tail) != 2 || layout_layers < 1 ||
+        layout_layers > 1024 || layout_row_bytes < 1 || layout_row_bytes > (1u << 20)) {
+      err = "--layout must be LAYERSxROW_BYTES, e.g. 32x576";
+    } else if (model_path) {
+      err = "--layout describes synthetic KV; it cannot be combined with -m";
+    }
+  }
   if (!err.empty()) {
     return cmd.UsageError(err);
   }
@@ -78,7 +89,7 @@ int CmdBenchStore(int argc, char** argv) {
     if (!in.ok()) return cmd.Fail(in.status());
     input = std::move(in).value();
   } else {
-    input = bench::SyntheticInput(static_cast<int>(n_tokens), static_cast<uint64_t>(seed));
+    input = bench::SyntheticInput(static_cast<int>(n_tokens), static_cast<uint64_t>(seed), layout_layers, layout_row_bytes);
   }
   std::fprintf(stderr, "bench store: %s; cache dir %s\n", input.source.c_str(), cache_dir->c_str());
 

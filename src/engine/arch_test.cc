@@ -72,6 +72,12 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
   auto again = (*ctx)->ExportSlotBlocks(2);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *blocks);
+  // Tail exports (sliding-window layers included) give the same blocks.
+  for (uint32_t first : {1u, 3u}) {
+    auto tail = (*ctx)->ExportSlotBlocks(0, first);
+    ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+    EXPECT_EQ(*tail, std::vector<KvBlock>(blocks->begin() + first, blocks->end())) << "from block " << first;
+  }
 
   auto a = testing::Prefill(**ctx, 0, {t.tokens.back()});
   auto b = testing::Prefill(**ctx, 2, {t.tokens.back()});

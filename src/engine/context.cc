@@ -159,10 +159,13 @@ Status Context::TruncateSlot(int slot, int32_t n) {
   return Status::OK();
 }
 
-size_t Context::SlotStateSize(int slot) const { return llama_state_seq_get_size_ext(ctx_, slot, 0); }
+size_t Context::SlotStateSize(int slot, int32_t pos_min) const {
+  return llama_state_seq_get_size_from(ctx_, slot, 0, pos_min);
+}
 
-Status Context::CopySlotState(int slot, std::span<uint8_t> dst) const {
-  const size_t written = llama_state_seq_get_data_ext(ctx_, dst.data(), dst.size(), slot, 0);
+Status Context::CopySlotState(int slot, std::span<uint8_t> dst, int32_t pos_min) const {
+  // Our llama.cpp patch (patches/llama.cpp): cells below pos_min stay where they are.
+  const size_t written = llama_state_seq_get_data_from(ctx_, dst.data(), dst.size(), slot, 0, pos_min);
   if (written != dst.size()) {
     return Status::Internal("export slot: wrote " + std::to_string(written) + " of " + std::to_string(dst.size()));
   }
@@ -187,9 +190,12 @@ Status Context::ImportSlotState(int slot, std::span<const uint8_t> state) {
 
 Result<std::vector<KvBlock>> Context::ExportSlotBlocks(int slot, uint32_t first_block) const {
   const int32_t n = SlotLength(slot);
-  if (n == 0) return std::vector<KvBlock>{};
-  std::span<uint8_t> buf = staging_.Get(SlotStateSize(slot));
-  AGENTKV_RETURN_IF_ERROR(CopySlotState(slot, buf));
+  if (int64_t{first_block} * kBlockTokens >= n) return std::vector<KvBlock>{};  // nothing new (or empty)
+  // Only the rows of the blocks asked for leave the device: a turn's end
+  // costs O(new tokens), not O(context).
+  const auto pos_min = static_cast<int32_t>(std::min<int64_t>(int64_t{first_block} * kBlockTokens, n));
+  std::span<uint8_t> buf = staging_.Get(SlotStateSize(slot, pos_min));
+  AGENTKV_RETURN_IF_ERROR(CopySlotState(slot, buf, pos_min));
   return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n), first_block, n_threads());
 }
 

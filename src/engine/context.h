@@ -96,10 +96,10 @@ class Context {
   Context(const Model& model, const ContextOptions& options)
       : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}
   Status Probe();
-  // llama.cpp's state of one slot: its exact size, and a copy into dst
-  // (REQUIRES dst.size() == SlotStateSize(slot)).
-  size_t SlotStateSize(int slot) const;
-  Status CopySlotState(int slot, std::span<uint8_t> dst) const;
+  // llama.cpp's state of one slot, or of its positions >= pos_min only: its
+  // exact size, and a copy into dst (REQUIRES dst.size() == SlotStateSize(slot, pos_min)).
+  size_t SlotStateSize(int slot, int32_t pos_min = 0) const;
+  Status CopySlotState(int slot, std::span<uint8_t> dst, int32_t pos_min = 0) const;
 
   const Model& model_;
   ContextOptions options_;

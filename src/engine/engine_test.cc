@@ -169,6 +169,12 @@ TEST_F(EngineTest, ExportImportAcrossSlotsIsExact) {
     auto blocks2 = ctx->ExportSlotBlocks(2);
     ASSERT_TRUE(blocks2.ok());
     EXPECT_EQ(*blocks2, *blocks);
+    // An export of the tail (only those rows leave llama.cpp) gives the same blocks.
+    for (uint32_t first : {1u, 3u, 4u}) {
+      auto tail = ctx->ExportSlotBlocks(0, first);
+      ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+      EXPECT_EQ(*tail, std::vector<KvBlock>(blocks->begin() + first, blocks->end())) << "from block " << first;
+    }
 
     auto a = Prefill(*ctx, 0, {t.tokens.back()});
     auto b = Prefill(*ctx, 2, {t.tokens.back()});

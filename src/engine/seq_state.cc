@@ -202,6 +202,7 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
       cell_of[p] = static_cast<int64_t>(c);
     }
     auto [need_lo, need_hi] = RequiredRange(s, n_tokens);
+    need_lo = std::max(need_lo, std::min(need_hi, first_block * kBlockTokens));  // earlier rows: not needed
     for (uint32_t p = need_lo; p < need_hi; ++p) {
       if (cell_of[p] == -1) return Bad("position " + std::to_string(p) + " missing in section " + std::to_string(si));
     }

@@ -80,8 +80,10 @@ Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, co
 // into ceil(n_tokens / 256) blocks. Tensor names: "c<section>.l<layer>.k|v".
 // Fails if a non-windowed section does not hold exactly positions [0, n_tokens).
 // With first_block > 0 only blocks [first_block, ceil(n_tokens / 256)) are
-// built (the caller already holds the earlier ones); the whole state is
-// still validated. Large states are copied on up to n_threads threads.
+// built (the caller already holds the earlier ones), and the state may lack
+// the positions before them (an export of the sequence's tail,
+// Context::ExportSlotBlocks); what it holds is still validated. Large states
+// are copied on up to n_threads threads.
 Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
                                            uint32_t n_tokens, uint32_t first_block = 0, int n_threads = 1);
 

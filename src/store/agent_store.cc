@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "store/block_file.h"
+#include "store/block_read.h"
 #include "store/durable_io.h"
 #include "store/manifest.h"
 #include "store/store_ids.h"
@@ -17,8 +18,14 @@ namespace agentkv {
 namespace {
 
 // Block files read at once during a load: enough parallel requests to keep
-// an NVMe queue busy (one file per 256-token block, 0.3-10 MB each).
-constexpr int kReadThreads = 8;
+// a virtual or NVMe disk's queue busy (one file per 256-token block, 0.3-10 MB
+// each). Measured on the H200 host's disk (16 cores; bench/RESULTS.md, issue
+// #8): cold reads of 137 9.4 MB files reach 1.9, 2.0, 2.2 GB/s with 8, 16, 32
+// threads; the threads mostly wait on the disk, so twice the cores, at least 8.
+int ReadThreads() {
+  static const int n = std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 8, 32);
+  return n;
+}
 
 // Tokens block i of the record covers (the last block may be partial).
 uint32_t BlockTokensAt(const AgentRecord& rec, uint32_t i) {
@@ -133,19 +140,6 @@ Result<AgentRecord> AgentStore::GetRecord(std::string_view ns_name, std::string_
   return ReadRecordLocked(ns, std::string(agent_id));
 }
 
-namespace {
-
-// The block file at `path`, read and decoded. A read failure keeps its own
-// status (NotFound / I/O); a decode failure is Corruption (DecodeBlockFile's
-// contract).
-Result<DecodedBlock> ReadAndDecode(FileSystem* fs, const std::string& path) {
-  auto bytes = fs->ReadFile(path);
-  if (!bytes.ok()) return bytes.status();
-  return DecodeBlockFile(*bytes);
-}
-
-}  // namespace
-
 Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i,
                                             std::optional<Result<DecodedBlock>> read) {
   const BlockRef& ref = rec.blocks[i];
@@ -156,7 +150,7 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
     return Status::NotFound(where + ": missing");
   }
   const std::string path = BlockPath(*ns, ref.id);
-  Result<DecodedBlock> dec = read ? std::move(*read) : ReadAndDecode(fs_, path);
+  Result<DecodedBlock> dec = read ? std::move(*read) : ReadBlockFile(fs_, path);
   if (!dec.ok() && dec.status().code() != StatusCode::kCorruption) {
     if (dec.status().code() == StatusCode::kNotFound) {
       ++stats_.missing_blocks;
@@ -196,7 +190,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
   const std::string id(agent_id);
-  // The block files are read (and decoded and checksummed) on kReadThreads
+  // The block files are read (and decoded and checksummed) on ReadThreads()
   // threads while this thread reads the manifest: their ids come from the
   // in-memory index, which names the same blocks as the manifest unless the
   // file changed under us (then the blocks that differ are read here, in
@@ -211,7 +205,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     std::vector<std::string> paths;
     for (uint32_t b = first; b < indexed.size(); ++b) paths.push_back(BlockPath(*ns, indexed[b].id));
     reader = std::thread([this, &ahead, first, paths = std::move(paths)] {
-      ParallelFor(paths.size(), kReadThreads, [&](size_t k) { ahead[first + k] = ReadAndDecode(fs_, paths[k]); });
+      ParallelFor(paths.size(), ReadThreads(), [&](size_t k) { ahead[first + k] = ReadBlockFile(fs_, paths[k]); });
     });
   }
   auto rec_or = ReadRecordLocked(ns, id);

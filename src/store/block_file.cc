@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -121,14 +122,28 @@ Result<std::string> EncodeBlockFile(const KvBlock& block, const BlockMeta& meta)
   return out;
 }
 
-Result<DecodedBlock> DecodeBlockFile(std::string_view bytes) {
-  if (bytes.size() < 8) return Bad("shorter than 8 bytes (" + std::to_string(bytes.size()) + ")");
+Result<uint64_t> BlockDataOffset(std::string_view head, uint64_t file_size) {
+  if (file_size < 8 || head.size() < 8) return Bad("shorter than 8 bytes (" + std::to_string(file_size) + ")");
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
-  if (n > bytes.size() - 8) return Bad("header length " + std::to_string(n) + " exceeds file size");
+  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<uint8_t>(head[i])} << (8 * i);
+  if (n > file_size - 8) return Bad("header length " + std::to_string(n) + " exceeds file size");
   if (n > kMaxBlockHeaderBytes) return Bad("header length " + std::to_string(n) + " too large");
-  std::string_view header_text = bytes.substr(8, n);
-  std::string_view data = bytes.substr(8 + n);
+  return 8 + n;
+}
+
+std::vector<std::span<uint8_t>> BlockFileLayout::DataPieces() {
+  std::vector<std::span<uint8_t>> out;
+  out.reserve(file_order.size());
+  for (size_t k : file_order) out.emplace_back(decoded.block.tensors[k].data);
+  return out;
+}
+
+Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size) {
+  AGENTKV_ASSIGN_OR_RETURN(const uint64_t data_offset, BlockDataOffset(head, file_size));
+  if (head.size() < data_offset) return Status::InvalidArgument("block header: need the first " +
+                                                                std::to_string(data_offset) + " bytes");
+  std::string_view header_text = head.substr(8, data_offset - 8);
+  const uint64_t data_size = file_size - data_offset;
   json header = json::parse(header_text.begin(), header_text.end(), nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return Bad("header is not a JSON object");
 
@@ -141,7 +156,9 @@ Result<DecodedBlock> DecodeBlockFile(std::string_view bytes) {
     *out = it->get<std::string>();
     return true;
   };
-  DecodedBlock out;
+  BlockFileLayout layout;
+  layout.data_offset = data_offset;
+  DecodedBlock& out = layout.decoded;
   std::string format, index_s, n_tokens_s, order_s, checksum_s;
   if (!meta_str("format", &format) || !meta_str("block_id", &out.meta.block_id) ||
       !meta_str("parent_id", &out.meta.parent_id) || !meta_str("index", &index_s) ||
@@ -152,23 +169,21 @@ Result<DecodedBlock> DecodeBlockFile(std::string_view bytes) {
   }
   if (format != kBlockFormat) return Bad("unknown format \"" + format.substr(0, 64) + "\"");
 
-  // Checksum first: once it matches, the rest is what the writer wrote.
-  uint64_t want = 0;
+  // The checksum field, located so that FinishBlockFile can verify the whole
+  // file once its data has been read.
   if (checksum_s.size() != 16 || !std::all_of(checksum_s.begin(), checksum_s.end(), [](char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
       })) {
     return Bad("malformed checksum");
   }
-  std::from_chars(checksum_s.data(), checksum_s.data() + 16, want, 16);
+  std::from_chars(checksum_s.data(), checksum_s.data() + 16, layout.checksum, 16);
   const std::string needle = ChecksumNeedle(checksum_s);
   size_t at = header_text.find(needle);
   if (at == std::string_view::npos || header_text.find(needle, at + 1) != std::string_view::npos) {
     return Bad("checksum field not found exactly once");
   }
-  std::string zeroed(bytes.substr(0, 8 + n));
-  zeroed.replace(8 + at + 12, 16, kZeroChecksum);
-  if (FileChecksum(zeroed, {data}) != want) return Bad("checksum mismatch");
-  out.meta.checksum = want;
+  layout.zeroed_header.assign(head.substr(0, data_offset));
+  layout.zeroed_header.replace(8 + at + 12, 16, kZeroChecksum);
 
   uint64_t index = 0, n_tokens = 0;
   if (!ParseU64(index_s, &index) || index > UINT32_MAX / kBlockTokens) return Bad("bad index");
@@ -185,7 +200,7 @@ Result<DecodedBlock> DecodeBlockFile(std::string_view bytes) {
   if (order.is_discarded() || !order.is_array()) return Bad("tensor list is not a JSON array");
   if (order.size() + 1 != header.size()) return Bad("tensor list does not match the header");
 
-  struct Span { uint64_t begin, end; };
+  struct Span { uint64_t begin, end; size_t tensor; };
   std::vector<Span> spans;
   const uint64_t lo = index * kBlockTokens, hi = lo + n_tokens;
   for (const json& item : order) {
@@ -213,17 +228,16 @@ Result<DecodedBlock> DecodeBlockFile(std::string_view bytes) {
     uint64_t rows = (*sh)[0].get<uint64_t>(), row_bytes = (*sh)[1].get<uint64_t>();
     uint64_t begin = (*of)[0].get<uint64_t>(), end = (*of)[1].get<uint64_t>();
     if (rows > UINT32_MAX || row_bytes > UINT32_MAX || first_pos > UINT32_MAX) return Bad("tensor " + t.name + ": too large");
-    if (begin > end || end > data.size()) return Bad("tensor " + t.name + ": offsets out of range");
+    if (begin > end || end > data_size) return Bad("tensor " + t.name + ": offsets out of range");
     if (end - begin != rows * row_bytes) return Bad("tensor " + t.name + ": shape does not match offsets");
     if (rows > 0 && (first_pos < lo || first_pos + rows > hi)) return Bad("tensor " + t.name + ": rows outside the block");
     t.row_bytes = static_cast<uint32_t>(row_bytes);
     t.n_rows = static_cast<uint32_t>(rows);
     t.first_pos = static_cast<uint32_t>(first_pos);
-    t.data.assign(data.begin() + begin, data.begin() + end);
     for (const KvTensor& prev : out.block.tensors) {
       if (prev.name == t.name) return Bad("duplicate tensor " + t.name);
     }
-    spans.push_back({begin, end});
+    spans.push_back({begin, end, out.block.tensors.size()});
     out.block.tensors.push_back(std::move(t));
   }
   // Offsets must tile the data section exactly: no overlap, no hole, no tail.
@@ -234,15 +248,41 @@ Result<DecodedBlock> DecodeBlockFile(std::string_view bytes) {
   for (const Span& s : spans) {
     if (s.begin != expect) return Bad("tensor data overlaps or leaves a hole");
     expect = s.end;
+    layout.file_order.push_back(s.tensor);
   }
-  if (expect != data.size()) return Bad("data section has trailing bytes");
+  if (expect != data_size) return Bad("data section has trailing bytes");
+  // Sized only now that the sizes are known to add up to the file's.
+  for (KvTensor& t : out.block.tensors) t.data.resize(uint64_t{t.n_rows} * t.row_bytes);
   // Accept nothing the writer would refuse (found by block_file_fuzz): names,
   // fingerprint and kv types as EncodeBlockHeader checks them.
   if (!IsPrintable(out.meta.fingerprint) || !IsPrintable(out.meta.kv_types)) {
     return Bad("fingerprint or kv types not printable");
   }
   if (Status st = CheckBlock(out.block); !st.ok()) return Bad(st.message());
-  return out;
+  return layout;
+}
+
+Result<DecodedBlock> FinishBlockFile(BlockFileLayout layout) {
+  Xxh3Stream h;
+  h.Update(layout.zeroed_header.data(), layout.zeroed_header.size());
+  for (size_t k : layout.file_order) {
+    const auto& d = layout.decoded.block.tensors[k].data;
+    h.Update(d.data(), d.size());
+  }
+  if (h.Digest() != layout.checksum) return Bad("checksum mismatch");
+  layout.decoded.meta.checksum = layout.checksum;
+  return std::move(layout.decoded);
+}
+
+Result<DecodedBlock> DecodeBlockFile(std::string_view bytes) {
+  AGENTKV_ASSIGN_OR_RETURN(const uint64_t data_offset, BlockDataOffset(bytes, bytes.size()));
+  AGENTKV_ASSIGN_OR_RETURN(BlockFileLayout layout, DecodeBlockHeader(bytes.substr(0, data_offset), bytes.size()));
+  size_t at = data_offset;
+  for (std::span<uint8_t> piece : layout.DataPieces()) {
+    if (!piece.empty()) std::memcpy(piece.data(), bytes.data() + at, piece.size());
+    at += piece.size();
+  }
+  return FinishBlockFile(std::move(layout));
 }
 
 }  // namespace agentkv

@@ -14,6 +14,7 @@
 // Pure functions on bytes: no I/O, no global state; thread-safe.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,7 +63,31 @@ struct DecodedBlock {
 // size before anything else, JSON well formed, every field present and typed,
 // offsets in range, contiguous and non-overlapping, shapes matching offsets,
 // rows inside the block, the checksum. Any failure is Corruption("block file:
-// ..."); never crashes or throws, whatever the bytes.
+// ..."); never crashes or throws, whatever the bytes. Same checks as the
+// three steps below, which a reader uses to read tensor data in place.
 Result<DecodedBlock> DecodeBlockFile(std::string_view bytes);
+
+// Reading a block file in place, in three steps:
+//   1. BlockDataOffset(first >= 8 bytes, file size) -> 8 + header length;
+//   2. DecodeBlockHeader(the first 8 + header length bytes, file size): every
+//      structural check of DecodeBlockFile; the tensors come back with their
+//      data sized (contents unspecified) and DataPieces() lists those buffers
+//      in the order their bytes follow the header in the file;
+//   3. the caller fills the pieces with the file's data section, then
+//      FinishBlockFile checks the checksum over header and data.
+// Each step fails with Corruption("block file: ...") on bad bytes.
+struct BlockFileLayout {
+  DecodedBlock decoded;            // meta.checksum set by FinishBlockFile
+  uint64_t data_offset = 0;        // 8 + header length: where the data section starts
+  std::vector<size_t> file_order;  // tensor indices in file order
+  std::string zeroed_header;       // the file's first data_offset bytes, checksum digits as '0'
+  uint64_t checksum = 0;           // as the header records it
+  // The tensors' data buffers in file order; they tile the data section.
+  std::vector<std::span<uint8_t>> DataPieces();
+};
+Result<uint64_t> BlockDataOffset(std::string_view head, uint64_t file_size);
+// REQUIRES head.size() >= BlockDataOffset(head, file_size) (InvalidArgument otherwise).
+Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size);
+Result<DecodedBlock> FinishBlockFile(BlockFileLayout layout);
 
 }  // namespace agentkv

@@ -1,6 +1,8 @@
 #include "store/file_system.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include "util/log.h"
 
@@ -22,6 +24,20 @@ void NoteFileAccess(const char* op, const std::string& path) {
     t_file_access_logged = true;
     AKV_LOG_ERROR("file access on a thread that must not wait on the disk: %s %s", op, path.c_str());
   }
+}
+
+Result<size_t> FileSystem::ReadScattered(const std::string& path, uint64_t offset,
+                                         std::span<const std::span<uint8_t>> pieces) {
+  size_t total = 0;
+  for (auto piece : pieces) total += piece.size();
+  AGENTKV_ASSIGN_OR_RETURN(std::string bytes, ReadRange(path, offset, total));
+  size_t at = 0;
+  for (auto piece : pieces) {
+    const size_t n = std::min(piece.size(), bytes.size() - at);
+    if (n > 0) std::memcpy(piece.data(), bytes.data() + at, n);
+    at += n;
+  }
+  return bytes.size();
 }
 
 uint64_t ForbiddenFileAccesses() { return g_forbidden_file_accesses.load(std::memory_order_relaxed); }

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,13 @@ class FileSystem {
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
   // Up to `n` bytes at `offset` (fewer at end of file; empty past it).
   virtual Result<std::string> ReadRange(const std::string& path, uint64_t offset, size_t n) = 0;
+  // Reads the bytes at [offset, offset + total size of `pieces`) into
+  // `pieces`, in order (a scatter read: block data goes straight into its
+  // tensors). Returns how many bytes were read: fewer only at end of file.
+  // The default reads the range with ReadRange and copies it (so wrappers
+  // that override ReadRange see these reads too); PosixFileSystem reads in place.
+  virtual Result<size_t> ReadScattered(const std::string& path, uint64_t offset,
+                                       std::span<const std::span<uint8_t>> pieces);
   virtual Result<uint64_t> FileSize(const std::string& path) = 0;
   // True for files and directories.
   virtual bool Exists(const std::string& path) = 0;

@@ -31,7 +31,7 @@ TEST(FuzzResealTest, ResealedBlockFilePassesChecksum) {
   EXPECT_EQ(static_cast<char>(fixed->block.tensors.back().data.back()), bytes.back());
 }
 
-// Past the checksum, a structural fault is reported as such.
+// A re-sealed file with a structural fault is reported for that fault.
 TEST(FuzzResealTest, ResealedBlockFileReachesStructuralChecks) {
   std::string bytes = fuzz::SeedBlockFile(2);
   const size_t at = bytes.find("\"n_tokens\":\"");

@@ -3,10 +3,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <vector>
 
 namespace agentkv {
 namespace {
@@ -112,6 +116,41 @@ Result<std::string> PosixFileSystem::ReadFile(const std::string& path) {
 Result<std::string> PosixFileSystem::ReadRange(const std::string& path, uint64_t offset, size_t n) {
   NoteFileAccess("ReadRange", path);
   return ReadAt(path, offset, n, /*whole=*/false);
+}
+
+Result<size_t> PosixFileSystem::ReadScattered(const std::string& path, uint64_t offset,
+                                              std::span<const std::span<uint8_t>> pieces) {
+  NoteFileAccess("ReadScattered", path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return PosixError("open", path, errno);
+  std::vector<iovec> iov;
+  iov.reserve(pieces.size());
+  for (auto piece : pieces) {
+    if (!piece.empty()) iov.push_back({piece.data(), piece.size()});
+  }
+  size_t got = 0;
+  size_t first = 0;  // iov[first..] still to fill; iov[first] may be partly filled
+  while (first < iov.size()) {
+    const int n_iov = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    ssize_t r = ::preadv(fd, iov.data() + first, n_iov, static_cast<off_t>(offset + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return PosixError("read", path, err);
+    }
+    if (r == 0) break;  // end of file
+    got += static_cast<size_t>(r);
+    for (size_t left = static_cast<size_t>(r); left > 0;) {
+      const size_t take = std::min(left, iov[first].iov_len);
+      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + take;
+      iov[first].iov_len -= take;
+      left -= take;
+      if (iov[first].iov_len == 0) ++first;
+    }
+  }
+  ::close(fd);
+  return got;
 }
 
 Result<uint64_t> PosixFileSystem::FileSize(const std::string& path) {

@@ -12,6 +12,8 @@ class PosixFileSystem final : public FileSystem {
   Result<std::string> ReadFile(const std::string& path) override;
   bool ConcurrentReads() const override { return true; }  // plain syscalls, no shared state
   Result<std::string> ReadRange(const std::string& path, uint64_t offset, size_t n) override;
+  Result<size_t> ReadScattered(const std::string& path, uint64_t offset,
+                               std::span<const std::span<uint8_t>> pieces) override;
   Result<uint64_t> FileSize(const std::string& path) override;
   bool Exists(const std::string& path) override;
   Status RenameFile(const std::string& from, const std::string& to) override;

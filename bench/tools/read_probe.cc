@@ -1,0 +1,172 @@
+// Disk read probe (issue #8): how fast N block files (or one big file of the same bytes) are
+// read cold, by threads, destination memory (fresh vs pre-faulted), copy-out, O_DIRECT and
+// readahead hints. Build: g++ -O2 -std=c++17 -pthread bench/tools/read_probe.cc -o /tmp/rp
+// Run:   /tmp/rp DIR [n_files=137] [file_bytes=9445376] [reps=3]   (writes, then deletes, its files in DIR)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+static double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+static void Die(const char* what, const std::string& p) {
+  perror((std::string(what) + " " + p).c_str());
+  exit(1);
+}
+static void Drop(const std::string& p) {
+  int fd = open(p.c_str(), O_RDONLY);
+  if (fd < 0) Die("open", p);
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+}
+static void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& f) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&] {
+      for (size_t i; (i = next++) < n;) f(i);
+    });
+  for (auto& t : ts) t.join();
+}
+static void ReadAll(int fd, uint8_t* dst, size_t n, off_t off = 0) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = pread(fd, dst + done, n - done, off + done);
+    if (r <= 0) Die("pread", "");
+    done += r;
+  }
+}
+
+int main(int argc, char** argv) {
+  std::string dir = argc > 1 ? argv[1] : "/tmp/probe";
+  size_t n_files = argc > 2 ? atol(argv[2]) : 137;
+  size_t fbytes = argc > 3 ? atol(argv[3]) : 9437184 + 8192;
+  int reps = argc > 4 ? atoi(argv[4]) : 3;
+  mkdir(dir.c_str(), 0700);
+  std::vector<std::string> files;
+  std::string big = dir + "/big.bin";
+  {
+    std::vector<uint8_t> buf(fbytes);
+    std::mt19937_64 rng(1);
+    for (size_t i = 0; i < buf.size(); i += 8) *reinterpret_cast<uint64_t*>(&buf[i]) = rng();
+    int bfd = open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    for (size_t i = 0; i < n_files; ++i) {
+      buf[0] = uint8_t(i);
+      buf[4096] = uint8_t(i >> 8);
+      std::string p = dir + "/b" + std::to_string(i) + ".safetensors";
+      int fd = open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd < 0 || write(fd, buf.data(), buf.size()) != (ssize_t)buf.size()) Die("write", p);
+      fsync(fd);
+      close(fd);
+      if (write(bfd, buf.data(), buf.size()) != (ssize_t)buf.size()) Die("write", big);
+      files.push_back(p);
+    }
+    fsync(bfd);
+    close(bfd);
+  }
+  const double total = double(n_files) * fbytes;
+  printf("files %zu x %zu bytes = %.2f GB in %s\n", n_files, fbytes, total / 1e9, dir.c_str());
+  std::vector<uint8_t*> fresh_bufs;
+  auto dropall = [&] {
+    for (auto& f : files) Drop(f);
+    Drop(big);
+  };
+  // pre-faulted destination
+  uint8_t* final_buf = static_cast<uint8_t*>(aligned_alloc(4096, n_files * fbytes + 4096));
+  memset(final_buf, 1, n_files * fbytes);
+  auto run = [&](const char* name, const std::function<void()>& body) {
+    std::vector<double> gbs;
+    for (int r = 0; r < reps; ++r) {
+      dropall();
+      double t0 = Now();
+      body();
+      double dt = Now() - t0;
+      gbs.push_back(total / dt / 1e9);
+    }
+    std::sort(gbs.begin(), gbs.end());
+    printf("%-58s median %.2f GB/s  [%.2f - %.2f]\n", name, gbs[gbs.size() / 2], gbs.front(), gbs.back());
+    fflush(stdout);
+  };
+  run("big file: one read into fresh malloc (llama-server)", [&] {
+    uint8_t* b = static_cast<uint8_t*>(malloc(n_files * fbytes));
+    int fd = open(big.c_str(), O_RDONLY);
+    ReadAll(fd, b, n_files * fbytes);
+    close(fd);
+    free(b);
+  });
+  run("big file: 1 thread into pre-faulted", [&] {
+    int fd = open(big.c_str(), O_RDONLY);
+    ReadAll(fd, final_buf, n_files * fbytes);
+    close(fd);
+  });
+  for (int t : {1, 2, 4, 8, 16, 32}) {
+    run(("blocks: " + std::to_string(t) + " thr, fresh buf + copy-out (today)").c_str(), [&] {
+      ParallelFor(n_files, t, [&](size_t i) {
+        int fd = open(files[i].c_str(), O_RDONLY);
+        std::string s;
+        s.resize(fbytes);
+        ReadAll(fd, reinterpret_cast<uint8_t*>(s.data()), fbytes);
+        close(fd);
+        std::vector<uint8_t> out(s.begin() + 8192, s.end());
+        asm volatile("" ::"r"(out.data()));
+      });
+    });
+    run(("blocks: " + std::to_string(t) + " thr, into pre-faulted final").c_str(), [&] {
+      ParallelFor(n_files, t, [&](size_t i) {
+        int fd = open(files[i].c_str(), O_RDONLY);
+        ReadAll(fd, final_buf + i * fbytes, fbytes);
+        close(fd);
+      });
+    });
+  }
+  for (int t : {4, 8, 16}) {
+    run(("blocks: " + std::to_string(t) + " thr, O_DIRECT into pre-faulted").c_str(), [&] {
+      ParallelFor(n_files, t, [&](size_t i) {
+        int fd = open(files[i].c_str(), O_RDONLY | O_DIRECT);
+        if (fd < 0) Die("open O_DIRECT", files[i]);
+        size_t n = fbytes & ~size_t(4095);
+        ReadAll(fd, final_buf + i * n, n);
+        close(fd);
+      });
+    });
+  }
+  for (int t : {8, 16}) {
+    run(("blocks: WILLNEED all, " + std::to_string(t) + " thr into pre-faulted").c_str(), [&] {
+      for (auto& f : files) {
+        int fd = open(f.c_str(), O_RDONLY);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+        close(fd);
+      }
+      ParallelFor(n_files, t, [&](size_t i) {
+        int fd = open(files[i].c_str(), O_RDONLY);
+        ReadAll(fd, final_buf + i * fbytes, fbytes);
+        close(fd);
+      });
+    });
+  }
+  run("big file: 8 thr chunks of 16 MB into pre-faulted", [&] {
+    int fd = open(big.c_str(), O_RDONLY);
+    size_t chunk = 16 << 20, n = n_files * fbytes;
+    ParallelFor((n + chunk - 1) / chunk, 8, [&](size_t i) {
+      size_t off = i * chunk;
+      ReadAll(fd, final_buf + off, std::min(chunk, n - off), off);
+    });
+    close(fd);
+  });
+  for (auto& f : files) unlink(f.c_str());
+  unlink(big.c_str());
+}
