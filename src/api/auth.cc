@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "api/identity.h"
 #include "util/hash.h"
@@ -18,10 +19,26 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// The key of "Bearer KEY" (case-insensitive scheme, spaces trimmed), or
+// nullopt when the header is not of that form.
+std::optional<std::string_view> BearerKey(std::string_view authorization) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() <= kBearer.size() ||
+      !std::equal(kBearer.begin(), kBearer.end(), authorization.begin(),
+                  [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+    return std::nullopt;
+  }
+  std::string_view key = authorization.substr(kBearer.size());
+  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+  while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
+  return key;
+}
+
 }  // namespace
 
-Result<ApiKeys> ApiKeys::Parse(const std::vector<std::string>& specs) {
+Result<ApiKeys> ApiKeys::Parse(const std::vector<std::string>& specs, std::string admin_key) {
   ApiKeys keys;
+  keys.admin_key_ = std::move(admin_key);
   for (const std::string& spec : specs) {
     Entry e;
     const size_t colon = spec.find(':');
@@ -37,29 +54,31 @@ Result<ApiKeys> ApiKeys::Parse(const std::vector<std::string>& specs) {
     for (const Entry& other : keys.entries_) {
       if (other.key == e.key) return Status::InvalidArgument("api key: the same key given twice");
     }
+    if (!keys.admin_key_.empty() && e.key == keys.admin_key_) {
+      return Status::InvalidArgument("api key: the admin key must differ from every tenant key");
+    }
     keys.entries_.push_back(std::move(e));
   }
   return keys;
 }
 
+ApiKeys::AdminAccess ApiKeys::AuthenticateAdmin(std::string_view authorization) const {
+  if (admin_key_.empty()) return entries_.empty() ? AdminAccess::kGranted : AdminAccess::kDisabled;
+  std::optional<std::string_view> key = BearerKey(authorization);
+  return key && ConstantTimeEquals(admin_key_, *key) ? AdminAccess::kGranted : AdminAccess::kBadKey;
+}
+
 Result<std::string> ApiKeys::Authenticate(std::string_view authorization) const {
   if (entries_.empty()) return std::string(kDefaultNamespace);
-  constexpr std::string_view kBearer = "Bearer ";
   if (authorization.empty()) {
     return Status::InvalidArgument(
         "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.");
   }
-  if (authorization.size() <= kBearer.size() ||
-      !std::equal(kBearer.begin(), kBearer.end(), authorization.begin(),
-                  [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
-    return Status::InvalidArgument("Malformed Authorization header; expected 'Bearer KEY'.");
-  }
-  std::string_view key = authorization.substr(kBearer.size());
-  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
-  while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
+  std::optional<std::string_view> key = BearerKey(authorization);
+  if (!key) return Status::InvalidArgument("Malformed Authorization header; expected 'Bearer KEY'.");
   const std::string* found = nullptr;
   for (const Entry& e : entries_) {  // no early exit: same work for every key
-    if (ConstantTimeEquals(e.key, key) && found == nullptr) found = &e.namespace_id;
+    if (ConstantTimeEquals(e.key, *key) && found == nullptr) found = &e.namespace_id;
   }
   if (found == nullptr) return Status::InvalidArgument("Incorrect API key provided.");
   return *found;

@@ -8,6 +8,11 @@
 // A spec containing ':' is always read as NAME:KEY. With no keys configured,
 // every request is accepted and lands in namespace "default".
 //
+// The admin key (optional, --admin-key) guards server-wide routes (/metrics):
+// configured, only it opens them; not configured, they are open without
+// tenant keys and closed (403) with them, since server-wide counters tell
+// one tenant about the others' traffic.
+//
 // Thread safety: immutable after construction; Authenticate is const.
 
 #include <string>
@@ -25,10 +30,17 @@ class ApiKeys {
   ApiKeys() = default;  // no keys: open server
 
   // Parses specs (see above). InvalidArgument for an empty key, a bad NAME,
-  // or two specs with the same key.
-  static Result<ApiKeys> Parse(const std::vector<std::string>& specs);
+  // two specs with the same key, or an admin key equal to a tenant key.
+  // `admin_key` "" = none.
+  static Result<ApiKeys> Parse(const std::vector<std::string>& specs, std::string admin_key = "");
 
   bool enabled() const { return !entries_.empty(); }
+
+  enum class AdminAccess { kGranted, kBadKey, kDisabled };
+  // For server-wide routes: kGranted (no keys at all, or the admin key sent),
+  // kBadKey (an admin key is configured and was not sent: 401), kDisabled
+  // (tenant keys but no admin key configured: 403).
+  AdminAccess AuthenticateAdmin(std::string_view authorization) const;
 
   // `authorization` is the raw Authorization header ("" if absent).
   // Returns the namespace, or InvalidArgument("...") for a missing, malformed
@@ -42,6 +54,7 @@ class ApiKeys {
     std::string namespace_id;
   };
   std::vector<Entry> entries_;
+  std::string admin_key_;
 };
 
 }  // namespace agentkv::api

@@ -175,18 +175,20 @@ class Backend {
   // False while the model loads (/health answers 503, generation routes 503).
   virtual bool IsReady() const = 0;
   // Context size in tokens; a prompt of this many tokens or more is refused
-  // with 413 before Submit.
+  // with 413 (by Submit, which tokenizes it).
   virtual int64_t ContextTokens() const = 0;
-  // Number of tokens the prompt would take after the chat template, without
-  // any model compute (template + tokenizer only). Any thread.
-  // Failure: InvalidArgument (e.g. text the template rejects) -> 400.
-  virtual Result<int64_t> CountPromptTokens(const GenerationRequest& request) const = 0;
+  // A prompt whose client text (message contents, or the completion prompt)
+  // exceeds this many bytes cannot fit the context whatever its content: api/
+  // refuses it with 413 before anything tokenizes it. Must be an upper bound:
+  // ContextTokens() x the most bytes one token can cover.
+  virtual int64_t MaxPromptBytes() const = 0;
 
   // Queues the request. On OK the backend owns a reference to `sink` and
   // honours the GenerationSink contract; the caller may drop its own
   // reference at any time (e.g. after the client went away) and sets
   // request.cancel instead of waiting. Must not block on generation.
   // Failure (no sink callback will follow):
+  //   OutOfRange        -> 413 context_length_exceeded (prompt >= ContextTokens())
   //   ResourceExhausted -> 429 + Retry-After (queue full)
   //   Unavailable       -> 503 (loading, shutting down)
   //   InvalidArgument   -> 400, NotFound -> 404,

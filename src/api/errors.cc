@@ -1,12 +1,46 @@
 #include "api/errors.h"
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
+#include "util/hash.h"
+#include "util/log.h"
+
 namespace agentkv::api {
+namespace {
+
+bool IsPathByte(char c) { return c != ' ' && c != '"' && c != '\'' && c != ',' && c != ';' && c != ')'; }
+
+// A short reference that ties a client's generic 500 to the logged detail.
+std::string ErrorRef(const Status& status) {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return Hex64(Xxh3_64(status.message(), static_cast<uint64_t>(now))).substr(0, 12);
+}
+
+}  // namespace
+
+std::string RedactPaths(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (size_t i = 0; i < message.size();) {
+    const bool starts_path = message[i] == '/' && (i == 0 || message[i - 1] == ' ' || message[i - 1] == '"' ||
+                                                   message[i - 1] == '\'' || message[i - 1] == '(' ||
+                                                   message[i - 1] == '=' || message[i - 1] == ':');
+    if (!starts_path) {
+      out += message[i++];
+      continue;
+    }
+    out += "<path>";
+    while (i < message.size() && IsPathByte(message[i])) ++i;
+    if (i > 0 && message[i - 1] == ':' && out.back() == '>') out += ':';  // "open /x/y: ENOENT"
+  }
+  return out;
+}
 
 ApiError ApiErrorFromStatus(const Status& status, std::string param) {
   ApiError e;
-  e.message = status.message().empty() ? status.ToString() : status.message();
+  e.message = RedactPaths(status.message().empty() ? status.ToString() : status.message());
   e.param = std::move(param);
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
@@ -35,6 +69,11 @@ ApiError ApiErrorFromStatus(const Status& status, std::string param) {
       e.code = "rate_limit_exceeded";
       e.retry_after_s = 1;
       break;
+    case StatusCode::kOutOfRange:
+      e.http_status = 413;
+      e.type = "invalid_request_error";
+      e.code = "context_length_exceeded";
+      break;
     case StatusCode::kCancelled:
       e.http_status = 499;
       e.type = "cancelled";
@@ -46,11 +85,17 @@ ApiError ApiErrorFromStatus(const Status& status, std::string param) {
       e.code = "service_unavailable";
       e.retry_after_s = 1;
       break;
-    default:
+    default: {
+      // Internal, I/O and corruption errors carry store paths and details
+      // that are the operator's business: logged, not sent.
+      const std::string ref = ErrorRef(status);
+      AKV_LOG_ERROR("api: internal error %s: %s", ref.c_str(), EscapeForLog(status.ToString(), 1024).c_str());
       e.http_status = 500;
       e.type = "server_error";
       e.code = "internal_error";
+      e.message = "The server had an internal error (reference " + ref + "); the details are in its log.";
       break;
+    }
   }
   return e;
 }

@@ -27,14 +27,18 @@ void FakeBackend::JoinAll() {
   for (std::thread& t : threads) t.join();
 }
 
-Result<int64_t> FakeBackend::CountPromptTokens(const GenerationRequest& request) const {
+int64_t FakeBackend::CountPromptTokens(const GenerationRequest& request) const {
   int64_t n = static_cast<int64_t>(request.prompt.size());
   for (const ChatMessage& m : request.messages) n += static_cast<int64_t>(m.content.size()) + 4;
   return n;
 }
 
 Status FakeBackend::Submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) {
+  submit_calls_.fetch_add(1);
   if (!config_.submit_status.ok()) return config_.submit_status;
+  if (CountPromptTokens(request) >= config_.context_tokens) {
+    return Status::OutOfRange("The prompt is " + std::to_string(CountPromptTokens(request)) + " tokens.");
+  }
   submitted_.fetch_add(1);
   std::lock_guard<std::mutex> lock(mu_);
   last_request_ = request;
@@ -61,7 +65,7 @@ void FakeBackend::Run(GenerationRequest request, std::shared_ptr<GenerationSink>
     }
   }
   Usage usage;
-  usage.prompt_tokens = *CountPromptTokens(request);
+  usage.prompt_tokens = CountPromptTokens(request);
   usage.agent_id = request.agent_id.empty() ? "implicit-1" : request.agent_id;
   FinishReason reason = stopped ? FinishReason::kStop : FinishReason::kStop;
   size_t pos = 0;

@@ -41,7 +41,9 @@ class FakeBackend final : public Backend {
   std::string ModelId() const override { return config_.model_id; }
   bool IsReady() const override { return ready_.load(); }
   int64_t ContextTokens() const override { return config_.context_tokens; }
-  Result<int64_t> CountPromptTokens(const GenerationRequest& request) const override;
+  // 1 token per byte + 4 per message; Submit refuses >= context_tokens.
+  int64_t CountPromptTokens(const GenerationRequest& request) const;
+  int64_t MaxPromptBytes() const override { return config_.context_tokens; }
   Status Submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
   Result<std::vector<AgentInfo>> ListAgents(const std::string& namespace_id) override;
   Result<AgentInfo> GetAgent(const std::string& namespace_id, const std::string& agent_id) override;
@@ -50,7 +52,8 @@ class FakeBackend final : public Backend {
   std::string MetricsText() const override;
 
   // Test inspection.
-  int submitted() const { return submitted_.load(); }
+  int submitted() const { return submitted_.load(); }  // accepted by Submit
+  int submit_calls() const { return submit_calls_.load(); }  // tokenizations, accepted or not
   int cancelled() const { return cancelled_.load(); }
   int finished() const { return finished_.load(); }
   GenerationRequest last_request() const;
@@ -64,6 +67,7 @@ class FakeBackend final : public Backend {
   Config config_;
   std::atomic<bool> ready_{true};
   std::atomic<int> submitted_{0};
+  std::atomic<int> submit_calls_{0};
   std::atomic<int> cancelled_{0};
   std::atomic<int> finished_{0};
   mutable std::mutex mu_;

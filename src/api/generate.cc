@@ -23,8 +23,10 @@ HttpResponse ClientGoneResponse() {
 class SseBodyStream final : public BodyStream {
  public:
   SseBodyStream(std::shared_ptr<GenerationChannel> channel, CancellationToken cancel,
-                std::vector<GenerationEvent> pending, SseEncoder encoder, HttpMetrics* metrics)
-      : channel_(std::move(channel)),
+                std::vector<GenerationEvent> pending, SseEncoder encoder, HttpMetrics* metrics,
+                std::shared_ptr<void> tenant_ticket)
+      : tenant_ticket_(std::move(tenant_ticket)),
+        channel_(std::move(channel)),
         cancel_(std::move(cancel)),
         pending_(std::move(pending)),
         encoder_(std::move(encoder)),
@@ -70,6 +72,7 @@ class SseBodyStream final : public BodyStream {
   }
 
  private:
+  std::shared_ptr<void> tenant_ticket_;  // the tenant's in-flight slot, held until the stream ends
   std::shared_ptr<GenerationChannel> channel_;
   CancellationToken cancel_;
   std::vector<GenerationEvent> pending_;
@@ -112,17 +115,29 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
   gen.request_id = NextRequestId(kind);
   gen.received = received;
 
+  // A prompt too long for the context whatever its tokens is refused by its
+  // size, before anything tokenizes it; the exact token count is Submit's.
   const char* prompt_param = kind == RequestKind::kChat ? "messages" : "prompt";
-  Result<int64_t> n_prompt = backend_->CountPromptTokens(gen);
-  if (!n_prompt.ok()) return ErrorResponse(ApiErrorFromStatus(n_prompt.status(), prompt_param));
-  const int64_t n_ctx = backend_->ContextTokens();
-  if (*n_prompt >= n_ctx) {
-    ApiError e = InvalidRequest("The prompt is " + std::to_string(*n_prompt) +
-                                    " tokens; the context holds " + std::to_string(n_ctx) +
-                                    " tokens including the reply.",
+  int64_t prompt_bytes = static_cast<int64_t>(gen.prompt.size());
+  for (const ChatMessage& m : gen.messages) prompt_bytes += static_cast<int64_t>(m.content.size());
+  // Every rendered message takes at least one token, so more messages than
+  // the context holds cannot fit either (even empty ones).
+  const bool too_many_messages = static_cast<int64_t>(gen.messages.size()) >= backend_->ContextTokens();
+  if (prompt_bytes > backend_->MaxPromptBytes() || too_many_messages) {
+    ApiError e = InvalidRequest("The prompt is " + std::to_string(prompt_bytes) + " bytes in " +
+                                    std::to_string(gen.messages.size()) + " messages: more than the context of " +
+                                    std::to_string(backend_->ContextTokens()) + " tokens can hold.",
                                 prompt_param, "context_length_exceeded");
     e.http_status = 413;
     return ErrorResponse(e);
+  }
+
+  // One tenant cannot take the whole queue (held until the response ends).
+  std::shared_ptr<void> ticket = tenants_.Acquire(ns);
+  if (!ticket) {
+    return ErrorResponse(ApiErrorFromStatus(Status::ResourceExhausted(
+        "This API key has " + std::to_string(tenants_.max_per_tenant()) +
+        " requests in flight, its limit; retry when one has finished.")));
   }
 
   const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind};
@@ -131,7 +146,10 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
   CancellationToken cancel = gen.cancel;
   auto channel = std::make_shared<GenerationChannel>();
   Status submitted = backend_->Submit(std::move(gen), channel);
-  if (!submitted.ok()) return ErrorResponse(ApiErrorFromStatus(submitted));
+  if (!submitted.ok()) {
+    return ErrorResponse(ApiErrorFromStatus(
+        submitted, submitted.code() == StatusCode::kOutOfRange ? prompt_param : ""));
+  }
 
   // Wait for the first event: an error before any output still gets a proper
   // HTTP status. Non-streamed requests wait for the terminal event.
@@ -158,7 +176,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
     r.headers.emplace_back("Cache-Control", "no-cache");
     r.headers.emplace_back("X-Request-Id", meta.id);
     r.stream = std::make_shared<SseBodyStream>(channel, cancel, std::move(events),
-                                               SseEncoder(meta, include_usage), &metrics_);
+                                               SseEncoder(meta, include_usage), &metrics_, std::move(ticket));
     return r;
   }
 

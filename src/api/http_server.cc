@@ -1,7 +1,10 @@
 #include "api/http_server.h"
 
+#include <algorithm>
+
 #include <cpp-httplib/httplib.h>
 
+#include "api/worker_pool.h"
 #include "util/log.h"
 
 namespace agentkv::api {
@@ -35,10 +38,9 @@ Result<int> HttpServer::Start() {
   assert(server_ == nullptr && "HttpServer::Start called twice");
   server_ = std::make_unique<httplib::Server>();
   httplib::Server& s = *server_;
-  if (options_.worker_threads > 0) {
-    const size_t n = static_cast<size_t>(options_.worker_threads);
-    s.new_task_queue = [n] { return new httplib::ThreadPool(n); };
-  }
+  const size_t base = options_.worker_threads > 0 ? static_cast<size_t>(options_.worker_threads) : size_t{8};
+  const size_t max = std::max(base, static_cast<size_t>(std::max(options_.max_worker_threads, 0)));
+  s.new_task_queue = [base, max] { return new WorkerPool(base, max, std::chrono::seconds(3)); };
   // httplib sets SO_REUSEPORT by default, which lets a second server bind
   // the same port and silently share its connections. SO_REUSEADDR only:
   // quick restarts, but "port in use" is reported.
@@ -48,6 +50,7 @@ Result<int> HttpServer::Start() {
   });
   s.set_payload_max_length(options_.max_body_bytes);
   s.set_read_timeout(options_.read_timeout_s, 0);
+  s.set_keep_alive_timeout(options_.keep_alive_timeout_s);
   s.set_write_timeout(options_.write_timeout_s, 0);
 
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {

@@ -21,12 +21,23 @@ class Server;
 
 namespace agentkv::api {
 
+// cpp-httplib gives every connection a worker thread for as long as it is
+// open, idle or not: before a request arrives it waits up to
+// keep_alive_timeout_s, while a request arrives up to read_timeout_s per
+// read. So the pool (worker_pool.h) grows on demand up to max_worker_threads, idle waits are
+// short, and 1,000 idle connections or a few dozen slow-loris clients cannot
+// take every worker from /health (bench/hostile_clients.py measures it).
+// Remaining limit: more than max_worker_threads connections trickling bytes
+// faster than read_timeout_s still queue new ones; put a proxy with
+// per-client limits in front of a server exposed beyond trusted clients.
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // loopback unless asked otherwise
   int port = 8080;                 // 0: any free port (see Start's result)
   size_t max_body_bytes = size_t{32} << 20;  // larger bodies: 413
-  int worker_threads = 0;          // 0: httplib's default pool
-  int read_timeout_s = 60;         // for reading a request
+  int worker_threads = 0;          // threads kept when idle; 0: 8
+  int max_worker_threads = 2048;   // grown on demand (>= worker_threads); idle ones exit after 3 s
+  int read_timeout_s = 10;         // per read of a request (headers, body)
+  int keep_alive_timeout_s = 2;    // a connection idle this long (before or between requests) is closed
   int write_timeout_s = 60;        // per write to a slow client
 };
 

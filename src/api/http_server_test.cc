@@ -6,6 +6,11 @@
 #include <cpp-httplib/httplib.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <thread>
 
 #include "api/api_test_util.h"
@@ -173,6 +178,65 @@ TEST(HttpServerTwoTest, TwoServersInOneProcess) {
   taken.port = *pa;
   HttpServer sc(&a, taken);
   EXPECT_EQ(sc.Start().status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace agentkv::api
+
+namespace agentkv::api {
+namespace {
+
+// Opens a TCP connection to the server that sends nothing. -1 on failure.
+int IdleConnection(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Issue 12: every open connection holds a worker, so idle connections used to
+// starve /health once they outnumbered the pool (one worker per connection,
+// held up to the keep-alive timeout). The pool now grows on demand.
+TEST_F(HttpServerTest, IdleConnectionsDoNotStarveHealth) {
+  HttpServerOptions options;
+  options.worker_threads = 4;
+  options.keep_alive_timeout_s = 5;
+  StartServer(options);
+  std::vector<int> idle;
+  for (int i = 0; i < 64; ++i) idle.push_back(IdleConnection(port_));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted and waiting
+  const auto t0 = std::chrono::steady_clock::now();
+  httplib::Client c = Client();
+  auto health = c.Get("/health");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_LT(ms.count(), 1000) << "health waited behind idle connections";
+  for (int fd : idle) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+// An idle connection is closed after keep_alive_timeout_s, not held open.
+TEST_F(HttpServerTest, IdleConnectionsAreClosed) {
+  HttpServerOptions options;
+  options.keep_alive_timeout_s = 1;
+  StartServer(options);
+  const int fd = IdleConnection(port_);
+  ASSERT_GE(fd, 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char byte;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(recv(fd, &byte, 1, 0), 0);  // EOF: the server closed it
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  close(fd);
 }
 
 }  // namespace

@@ -74,6 +74,7 @@ Router::Router(Backend* backend, ApiKeys keys, RouterOptions options)
     : backend_(backend),
       keys_(std::move(keys)),
       options_(std::move(options)),
+      tenants_(options_.max_requests_per_tenant),
       created_unix_s_(std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()) {
@@ -93,8 +94,9 @@ HttpResponse Router::Handle(const HttpRequest& request) {
   try {
     response = Dispatch(request, &route);
   } catch (const std::exception& ex) {
-    AKV_LOG_ERROR("api: %s %s: unexpected exception: %s", request.method.c_str(),
-                  request.path.c_str(), ex.what());
+    // Method and path are the client's bytes: escaped (no CR/LF injection).
+    AKV_LOG_ERROR("api: %s %s: unexpected exception: %s", EscapeForLog(request.method, 16).c_str(),
+                  EscapeForLog(request.path).c_str(), EscapeForLog(ex.what()).c_str());
     response = ErrorResponse(ApiErrorFromStatus(Status::Internal("internal error")));
   } catch (...) {
     response = ErrorResponse(ApiErrorFromStatus(Status::Internal("internal error")));
@@ -145,6 +147,26 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
                          (get || post || req.method == "DELETE");
   if (!method_ok) return MethodNotAllowed(req, allowed);
 
+  if (*route == Route::kMetrics) {  // server-wide: the admin key, not a tenant's
+    switch (keys_.AuthenticateAdmin(req.Header("Authorization").value_or(""))) {
+      case ApiKeys::AdminAccess::kGranted: {
+        HttpResponse r = JsonResponse(200, backend_->MetricsText() + metrics_.Render());
+        r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        return r;
+      }
+      case ApiKeys::AdminAccess::kBadKey:
+        return Unauthorized(Status::InvalidArgument("/metrics needs the admin key (--admin-key)."));
+      case ApiKeys::AdminAccess::kDisabled: {
+        ApiError e = InvalidRequest(
+            "/metrics is server-wide and disabled when API keys are configured; start the server with "
+            "--admin-key to enable it.",
+            "", "admin_key_required");
+        e.http_status = 403;
+        e.type = "permission_error";
+        return ErrorResponse(e);
+      }
+    }
+  }
   Result<std::string> ns = keys_.Authenticate(req.Header("Authorization").value_or(""));
   if (!ns.ok()) return Unauthorized(ns.status());
 
@@ -158,11 +180,6 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
         return ErrorResponse(ApiErrorFromStatus(Status::Unavailable("The model is loading.")));
       }
       return JsonResponse(200, ModelsJson(backend_->ModelId(), created_unix_s_));
-    case Route::kMetrics: {
-      HttpResponse r = JsonResponse(200, backend_->MetricsText() + metrics_.Render());
-      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      return r;
-    }
     case Route::kAgents:
       return Agents(req, *ns);
     default:

@@ -30,6 +30,7 @@
 #include "api/backend.h"
 #include "api/errors.h"
 #include "api/http_metrics.h"
+#include "api/tenant_limiter.h"
 
 namespace agentkv::api {
 
@@ -73,6 +74,9 @@ struct RouterOptions {
   std::vector<std::string> model_aliases;  // also accepted as "model"
   size_t max_body_bytes = size_t{32} << 20;
   std::chrono::milliseconds poll_interval{50};  // client-gone checks while waiting
+  // Generation requests one namespace may have in flight (queued or
+  // generating); more are 429. 0: no cap (tenant_limiter.h).
+  size_t max_requests_per_tenant = 0;
 };
 
 class Router {
@@ -99,6 +103,7 @@ class Router {
   uint64_t id_seed_;
   std::atomic<uint64_t> next_id_{0};
   HttpMetrics metrics_;
+  TenantLimiter tenants_;
 };
 
 // An error response (status, Retry-After, JSON body).

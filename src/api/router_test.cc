@@ -171,6 +171,23 @@ TEST_F(RouterTest, ClientErrorsAnsweredBeforeAnyWork) {
   ExpectError(r, 413, "messages");
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(backend_.submitted(), 0);
+  // Issue 12: refused by its size (100 bytes > 50 tokens x 1 byte), before
+  // anything tokenized it.
+  EXPECT_EQ(backend_.submit_calls(), 0);
+  // Within the byte bound but over the context in tokens (48 + 4 >= 50): the
+  // backend's one tokenization (in Submit) refuses it, still as a 413.
+  r = Post("/v1/completions", R"({"prompt":")" + std::string(50, 'y') + R"("})");
+  ExpectError(r, 413, "prompt");
+  r = Post("/v1/chat/completions", ChatBody(std::string(48, 'x')));
+  ExpectError(r, 413, "messages");
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(backend_.submit_calls(), 2);
+  EXPECT_EQ(backend_.submitted(), 0);
+  // As many (empty) messages as the context has tokens cannot fit either.
+  std::string many = R"({"messages":[)";
+  for (int i = 0; i < 50; ++i) many += std::string(i ? "," : "") + R"({"role":"user","content":""})";
+  ExpectError(Post("/v1/chat/completions", many + "]}"), 413, "messages");
+  EXPECT_EQ(backend_.submit_calls(), 2);
   // ... and the router still serves.
   backend_.config().context_tokens = 4096;
   EXPECT_EQ(Post("/v1/chat/completions", ChatBody("ok")).status, 200);
@@ -220,7 +237,7 @@ TEST(RouterAuthTest, KeysMapToIsolatedNamespaces) {
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
   ExpectError(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-c"))), 401);
   ExpectError(router.Handle(Req("GET", "/v1/agents", "", as("wrong"))), 401);
-  ExpectError(router.Handle(Req("GET", "/metrics")), 401);
+  ExpectError(router.Handle(Req("GET", "/metrics")), 403);  // no admin key configured
   EXPECT_EQ(router.Handle(Req("GET", "/health")).status, 200);  // probes need no key
   EXPECT_EQ(backend.submitted(), 0);
 
@@ -237,6 +254,66 @@ TEST(RouterAuthTest, KeysMapToIsolatedNamespaces) {
   ExpectError(router.Handle(Req("GET", "/v1/agents/shared", "", as("sk-b"))), 404);
   ExpectError(router.Handle(Req("DELETE", "/v1/agents/shared", "", as("sk-b"))), 404);
   EXPECT_EQ(router.Handle(Req("GET", "/v1/agents/shared", "", as("sk-a"))).status, 200);
+}
+
+// Issue 12: /metrics is server-wide, so with tenant keys it needs the admin key.
+TEST(RouterAuthTest, MetricsNeedAdminKey) {
+  FakeBackend backend;
+  auto as = [](const char* key) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", std::string("Bearer ") + key}};
+  };
+  {  // tenant keys, no admin key: closed to everyone, tenants included
+    Router router(&backend, *ApiKeys::Parse({"alice:sk-a"}));
+    HttpResponse r = router.Handle(Req("GET", "/metrics", "", as("sk-a")));
+    ExpectError(r, 403);
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "admin_key_required");
+  }
+  {  // tenant keys + admin key: only the admin key opens it
+    Router router(&backend, *ApiKeys::Parse({"alice:sk-a"}, "sk-admin"));
+    ExpectError(router.Handle(Req("GET", "/metrics", "", as("sk-a"))), 401);
+    ExpectError(router.Handle(Req("GET", "/metrics")), 401);
+    EXPECT_EQ(router.Handle(Req("GET", "/metrics", "", as("sk-admin"))).status, 200);
+    // The admin key is not a tenant key.
+    ExpectError(router.Handle(Req("GET", "/v1/agents", "", as("sk-admin"))), 401);
+  }
+  {  // no keys at all: open, as before
+    Router router(&backend, ApiKeys());
+    EXPECT_EQ(router.Handle(Req("GET", "/metrics")).status, 200);
+  }
+  {  // admin key only: tenants are open, metrics are not
+    Router router(&backend, *ApiKeys::Parse({}, "sk-admin"));
+    ExpectError(router.Handle(Req("GET", "/metrics")), 401);
+    EXPECT_EQ(router.Handle(Req("GET", "/metrics", "", as("sk-admin"))).status, 200);
+  }
+  EXPECT_FALSE(ApiKeys::Parse({"alice:sk-a"}, "sk-a").ok());
+}
+
+// Issue 12: one tenant cannot fill the queue; others are still served.
+TEST(RouterTenantTest, PerTenantCapIs429) {
+  FakeBackend backend;
+  backend.config().delay_ms = 20;
+  RouterOptions options;
+  options.max_requests_per_tenant = 2;
+  Router router(&backend, *ApiKeys::Parse({"alice:sk-a", "bob:sk-b"}), options);
+  auto as = [](const char* key) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", std::string("Bearer ") + key}};
+  };
+  const std::string body = ChatBody("a long enough message", R"(,"stream":true)");
+  HttpResponse a1 = router.Handle(Req("POST", "/v1/chat/completions", body, as("sk-a")));
+  HttpResponse a2 = router.Handle(Req("POST", "/v1/chat/completions", body, as("sk-a")));
+  ASSERT_EQ(a1.status, 200);
+  ASSERT_EQ(a2.status, 200);
+  HttpResponse a3 = router.Handle(Req("POST", "/v1/chat/completions", body, as("sk-a")));
+  ExpectError(a3, 429);
+  EXPECT_EQ(Header(a3, "Retry-After"), "1");
+  EXPECT_EQ(backend.submit_calls(), 2);  // refused before the backend
+  HttpResponse b1 = router.Handle(Req("POST", "/v1/chat/completions", body, as("sk-b")));
+  EXPECT_EQ(b1.status, 200);
+  a1 = HttpResponse();  // the stream ends (dropped): alice has a slot again
+  HttpResponse a4 = router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-a")));
+  EXPECT_EQ(a4.status, 200);  // non-streamed: released when answered
+  HttpResponse a5 = router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-a")));
+  EXPECT_EQ(a5.status, 200);
 }
 
 TEST_F(RouterTest, AdminRoutes) {

@@ -77,7 +77,7 @@ TEST(SseTest, IncompleteTailFlushedAsReplacementAndErrorEndsStream) {
 
   SseEncoder err({"id", "m", 1, RequestKind::kChat}, false);
   std::string e = err.Delta("a");
-  e += err.Error(ApiErrorFromStatus(Status::Internal("boom")));
+  e += err.Error(ApiErrorFromStatus(Status::InvalidArgument("boom")));
   const auto frames = Frames(e);
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_EQ(json::parse(frames[2])["error"]["message"], "boom");

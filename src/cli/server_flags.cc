@@ -23,7 +23,7 @@ std::vector<std::string> SplitKeys(const std::string& s) {
 bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model,
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
-                                    "cache-ram", "cache-disk", "api-key", "api-key-file", "t", "threads",
+                                    "cache-ram", "cache-disk", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "help"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
@@ -73,6 +73,14 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     }
   }
   if (auto k = flags.Get("api-key")) config->api_keys = SplitKeys(*k);
+  if (auto a = flags.Get("admin-key")) config->admin_key = *a;
+  long long tenant_requests;
+  if (!flags.GetInt("tenant-requests", "", -1, &tenant_requests, error)) return false;
+  if (tenant_requests < -1 || tenant_requests > 1000000) {
+    *error = "--tenant-requests is out of range";
+    return false;
+  }
+  config->tenant_requests = static_cast<int>(tenant_requests);
   if (auto f = flags.Get("api-key-file")) {
     std::ifstream in(*f);
     if (!in) {

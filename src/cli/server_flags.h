@@ -11,10 +11,15 @@ namespace agentkv::cli {
 inline constexpr const char* kServeUsage =
     "usage: agentkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--slots N]\n"
     "                     [--kv q4_0|q8_0|f16] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
-    "                     [--api-key KEY[,KEY...]|--api-key-file F] [-t THREADS] [--prefill-chunk N]\n"
+    "                     [--api-key KEY[,KEY...]|--api-key-file F] [--admin-key KEY] [-t THREADS]\n"
+    "                     [--prefill-chunk N] [--tenant-requests N]\n"
     "                     [--gpu-layers N]   (-1 = all on the GPU when built with CUDA and a GPU is present)\n"
     "Every flag is also read from AGENTKV_<FLAG> (e.g. AGENTKV_PORT, AGENTKV_CACHE_RAM).\n"
-    "API keys: KEY or NAME:KEY; each key is its own namespace. BYTES: 512M, 4G, ...\n"
+    "API keys: KEY or NAME:KEY; each key is its own namespace. WITHOUT --api-key ALL CLIENTS SHARE\n"
+    "ONE NAMESPACE (they can read and continue each other's agents). --admin-key guards /metrics\n"
+    "(with --api-key and no --admin-key, /metrics is off). --tenant-requests: generation requests one\n"
+    "key may have in flight (0 = no cap; default half the queue with 2+ keys, else none).\n"
+    "BYTES: 512M, 4G, ...\n"
     "Defaults: cache dir $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv; cache RAM 25% of memory;\n"
     "context = the model's training context capped at 8192 per slot; 4 slots.\n";
 

@@ -25,10 +25,9 @@ class ServerStack::DeferredBackend : public api::Backend {
     auto* t = target_.load();
     return t ? t->ContextTokens() : 0;
   }
-  Result<int64_t> CountPromptTokens(const api::GenerationRequest& r) const override {
+  int64_t MaxPromptBytes() const override {
     auto* t = target_.load();
-    if (!t) return Status::Unavailable("model loading");
-    return t->CountPromptTokens(r);
+    return t ? t->MaxPromptBytes() : 0;
   }
   Status Submit(api::GenerationRequest r, std::shared_ptr<api::GenerationSink> s) override {
     auto* t = target_.load();
@@ -98,9 +97,17 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   stack->backend_ = std::make_unique<DeferredBackend>();
   stack->backend_->SetModelId(std::filesystem::path(config.model_path).stem().string());
   if (config.http) {
-    AGENTKV_ASSIGN_OR_RETURN(api::ApiKeys keys, api::ApiKeys::Parse(config.api_keys));
+    AGENTKV_ASSIGN_OR_RETURN(api::ApiKeys keys, api::ApiKeys::Parse(config.api_keys, config.admin_key));
     api::RouterOptions ro;
     ro.model_aliases = {std::filesystem::path(config.model_path).filename().string(), "agentkv"};
+    // With several tenants, none may take more than half the queue.
+    const size_t max_queue = sched::SchedulerOptions{}.max_queue;
+    ro.max_requests_per_tenant = config.tenant_requests >= 0 ? static_cast<size_t>(config.tenant_requests)
+                                 : config.api_keys.size() >= 2 ? max_queue / 2
+                                                               : 0;
+    if (config.api_keys.empty() && !config.quiet) {
+      AKV_LOG_WARN("no --api-key: every client shares one namespace and can read and continue every agent");
+    }
     stack->router_ = std::make_unique<api::Router>(stack->backend_.get(), std::move(keys), ro);
     api::HttpServerOptions ho;
     ho.host = config.host;

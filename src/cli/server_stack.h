@@ -36,6 +36,8 @@ struct ServerConfig {
   uint64_t cache_ram_bytes = 0;    // 0: DefaultCacheRamBytes()
   uint64_t cache_disk_bytes = 0;   // 0: unlimited
   std::vector<std::string> api_keys;  // "KEY" or "NAME:KEY"
+  std::string admin_key;              // "" = none (api/auth.h: who may read /metrics)
+  int tenant_requests = -1;           // per-key in-flight cap; 0 none; -1: half the queue with 2+ keys
   bool quiet = false;
 };
 

@@ -1,5 +1,6 @@
 #include "engine/tokenizer.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "llama.h"
@@ -13,11 +14,27 @@ Tokenizer::Tokenizer(const Model& model) : model_(model), vocab_(model.vocab()) 
     llama_chat_message probe{"user", "x"};
     if (llama_chat_apply_template(tmpl, &probe, 1, true, nullptr, 0) >= 0) template_ = tmpl;
   }
+  const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
+  for (int32_t t = 0; t < n_vocab; ++t) {
+    max_token_bytes_ = std::max(max_token_bytes_, Piece(t).size());
+    const int attr = llama_vocab_get_attr(vocab_, t);
+    if ((attr & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED | LLAMA_TOKEN_ATTR_UNKNOWN)) == 0) continue;
+    const char* text = llama_vocab_get_text(vocab_, t);
+    if (text == nullptr || *text == '\0') continue;
+    specials_.push_back({text, t, (attr & LLAMA_TOKEN_ATTR_LSTRIP) != 0, (attr & LLAMA_TOKEN_ATTR_RSTRIP) != 0});
+  }
+  std::stable_sort(specials_.begin(), specials_.end(),
+                   [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
 }
 
 int32_t Tokenizer::Bos() const {
   const llama_token bos = llama_vocab_bos(vocab_);
   return bos == LLAMA_TOKEN_NULL ? -1 : bos;
+}
+
+int32_t Tokenizer::Eos() const {
+  const llama_token eos = llama_vocab_eos(vocab_);
+  return eos == LLAMA_TOKEN_NULL ? -1 : eos;
 }
 
 bool Tokenizer::AddsBos() const { return llama_vocab_get_add_bos(vocab_) && Bos() >= 0; }
@@ -40,20 +57,92 @@ std::string Tokenizer::Detokenize(const std::vector<int32_t>& tokens) const {
   return out;
 }
 
-TokenizedText Tokenizer::Tokenize(std::string_view text, bool add_bos) const {
-  TokenizedText out;
-  bool add_special = add_bos && AddsBos();
-  if (add_special && text.starts_with(Piece(Bos()))) add_special = false;  // already there
+std::vector<int32_t> Tokenizer::RawTokens(std::string_view text, bool add_special, bool parse_special) const {
   std::vector<llama_token> toks(text.size() + 8);
   int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), toks.data(),
-                             static_cast<int32_t>(toks.size()), add_special, /*parse_special=*/true);
+                             static_cast<int32_t>(toks.size()), add_special, parse_special);
   if (n < 0) {
     toks.resize(static_cast<size_t>(-n));
     n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), toks.data(),
-                       static_cast<int32_t>(toks.size()), add_special, true);
+                       static_cast<int32_t>(toks.size()), add_special, parse_special);
   }
   toks.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  out.tokens.assign(toks.begin(), toks.end());
+  return std::vector<int32_t>(toks.begin(), toks.end());
+}
+
+TokenizedText Tokenizer::Tokenize(std::string_view text, bool add_bos) const {
+  bool add_special = add_bos && AddsBos();
+  if (add_special && text.starts_with(Piece(Bos()))) add_special = false;  // already there
+  return Align(text, RawTokens(text, add_special, /*parse_special=*/true), add_special);
+}
+
+TokenizedText Tokenizer::Tokenize(std::string_view text, bool add_bos, const std::vector<TextRange>& plain) const {
+  if (plain.empty()) return Tokenize(text, add_bos);
+  // Where specials may be matched: the complement of `plain`.
+  std::vector<TextRange> open;
+  size_t cursor = 0;
+  for (const TextRange& r : plain) {
+    if (r.begin > cursor) open.push_back({cursor, std::min(r.begin, text.size())});
+    cursor = std::max(cursor, r.end);
+  }
+  if (cursor < text.size()) open.push_back({cursor, text.size()});
+  // llama.cpp's partition: each special in turn (longest first) splits the
+  // remaining open ranges at its occurrences.
+  struct Match {
+    size_t pos;
+    const Special* special;
+  };
+  std::vector<Match> matches;
+  for (const Special& sp : specials_) {
+    std::vector<TextRange> next;
+    for (const TextRange& r : open) {
+      const std::string_view area = text.substr(0, r.end);
+      size_t at = r.begin;
+      for (size_t m; (m = area.find(sp.text, at)) != std::string_view::npos; at = m + sp.text.size()) {
+        if (m > at) next.push_back({at, m});
+        matches.push_back({m, &sp});
+      }
+      if (at < r.end) next.push_back({at, r.end});
+    }
+    open.swap(next);
+    if (open.empty()) break;
+  }
+  std::sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) { return a.pos < b.pos; });
+
+  bool add_special = add_bos && AddsBos();
+  if (add_special && !matches.empty() && matches[0].pos == 0 && matches[0].special->token == Bos()) {
+    add_special = false;  // the template wrote the BOS itself
+  }
+  std::vector<int32_t> tokens;
+  if (add_special) tokens.push_back(Bos());
+  auto raw = [&](size_t begin, size_t end) {
+    if (end <= begin) return;
+    std::vector<int32_t> t = RawTokens(text.substr(begin, end - begin), false, /*parse_special=*/false);
+    tokens.insert(tokens.end(), t.begin(), t.end());
+  };
+  cursor = 0;
+  for (size_t i = 0; i < matches.size(); ++i) {
+    const Match& m = matches[i];
+    size_t end = m.pos;
+    if (m.special->lstrip) {
+      while (end > cursor && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+    }
+    raw(cursor, end);
+    tokens.push_back(m.special->token);
+    cursor = m.pos + m.special->text.size();
+    if (m.special->rstrip) {
+      const size_t limit = i + 1 < matches.size() ? matches[i + 1].pos : text.size();
+      while (cursor < limit && std::isspace(static_cast<unsigned char>(text[cursor]))) ++cursor;
+    }
+  }
+  raw(cursor, text.size());
+  if (add_special && llama_vocab_get_add_eos(vocab_)) tokens.push_back(llama_vocab_eos(vocab_));
+  return Align(text, std::move(tokens), add_special);
+}
+
+TokenizedText Tokenizer::Align(std::string_view text, std::vector<int32_t> tokens, bool add_special) const {
+  TokenizedText out;
+  out.tokens = std::move(tokens);
 
   // Align each token's piece with the text. SentencePiece vocabularies add a
   // dummy space before a text fragment that follows a special token (or the
@@ -109,16 +198,94 @@ std::string Tokenizer::ApplyChatTemplate(const std::vector<ChatMessage>& message
       return buf;
     }
   }
-  // Fallback: "role: content\n\n" ..., then "assistant:". No space is added
-  // before content that starts with whitespace, so a reply generated after
-  // "assistant:" (" Hello") renders back identically on the next turn.
+  return RenderFallback(messages, nullptr);
+}
+
+// Fallback: "role: content\n\n" ..., then "assistant:". No space is added
+// before content that starts with whitespace, so a reply generated after
+// "assistant:" (" Hello") renders back identically on the next turn.
+std::string Tokenizer::RenderFallback(const std::vector<ChatMessage>& messages, std::vector<TextRange>* contents) {
   std::string out;
   for (const auto& m : messages) {
     out += m.role + ":";
     if (!m.content.empty() && !std::isspace(static_cast<unsigned char>(m.content[0]))) out += " ";
+    if (contents != nullptr && !m.content.empty()) contents->push_back({out.size(), out.size() + m.content.size()});
     out += m.content + "\n\n";
   }
   out += "assistant:";
+  return out;
+}
+
+namespace {
+
+// What llama.cpp's templates do to content they trim.
+std::string_view Trimmed(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Stands in for message i's content; no template emits these bytes.
+std::string Marker(size_t i) { return "\x1d" "akv" + std::to_string(i) + "\x1d"; }
+
+// `marked` with every marker replaced by its message's content (trimmed if
+// `trim`), recording where the contents landed. False on a malformed marker.
+bool Substitute(std::string_view marked, const std::vector<ChatMessage>& messages, bool trim, std::string* out,
+                std::vector<TextRange>* ranges) {
+  constexpr std::string_view kOpen = "\x1d" "akv";
+  size_t at = 0;
+  for (size_t m; (m = marked.find(kOpen, at)) != std::string_view::npos;) {
+    const size_t close = marked.find('\x1d', m + kOpen.size());
+    if (close == std::string_view::npos) return false;
+    const std::string_view digits = marked.substr(m + kOpen.size(), close - m - kOpen.size());
+    size_t index = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;
+      index = index * 10 + static_cast<size_t>(c - '0');
+    }
+    if (digits.empty() || index >= messages.size()) return false;
+    out->append(marked.substr(at, m - at));
+    const std::string_view content = trim ? Trimmed(messages[index].content) : messages[index].content;
+    if (!content.empty()) ranges->push_back({out->size(), out->size() + content.size()});
+    out->append(content);
+    at = close + 1;
+  }
+  out->append(marked.substr(at));
+  return true;
+}
+
+}  // namespace
+
+RenderedPrompt Tokenizer::RenderChat(const std::vector<ChatMessage>& messages) const {
+  RenderedPrompt out;
+  if (template_.empty()) {
+    out.text = RenderFallback(messages, &out.plain);
+    return out;
+  }
+  out.text = ApplyChatTemplate(messages);
+  std::vector<ChatMessage> marked_messages = messages;
+  for (size_t i = 0; i < marked_messages.size(); ++i) {
+    if (!marked_messages[i].content.empty()) marked_messages[i].content = Marker(i);
+  }
+  const std::string marked = ApplyChatTemplate(marked_messages);
+  for (bool trim : {false, true}) {
+    std::string rebuilt;
+    std::vector<TextRange> ranges;
+    if (Substitute(marked, messages, trim, &rebuilt, &ranges) && rebuilt == out.text) {
+      out.plain = std::move(ranges);
+      return out;
+    }
+  }
+  // The template transforms content in a way we cannot locate: parse no
+  // special token at all rather than risk parsing the client's.
+  if (!out.text.empty()) out.plain = {{0, out.text.size()}};
+  return out;
+}
+
+RenderedPrompt Tokenizer::RenderPlain(std::string text) {
+  RenderedPrompt out;
+  out.text = std::move(text);
+  if (!out.text.empty()) out.plain = {{0, out.text.size()}};
   return out;
 }
 

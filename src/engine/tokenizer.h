@@ -37,6 +37,22 @@ struct ChatMessage {
   std::string content;
 };
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+// A prompt as rendered for the model, with the ranges that hold client text
+// (message contents, a raw completion prompt). Special tokens are parsed only
+// outside `plain`: the template's own "<|im_start|>" is one token, a client's
+// "<|im_start|>" (or "<s>", "</s>") is text, so no role or turn can be forged.
+// Ranges are sorted, disjoint and inside `text`.
+struct RenderedPrompt {
+  std::string text;
+  std::vector<TextRange> plain;
+};
+
 class Tokenizer {
  public:
   explicit Tokenizer(const Model& model);
@@ -46,12 +62,27 @@ class Tokenizer {
   // and the text does not already start with it.
   TokenizedText Tokenize(std::string_view text, bool add_bos) const;
 
+  // The same, but inside the `plain` ranges (sorted, disjoint) special-token
+  // text is ordinary text: specials are matched only in the rest of `text`,
+  // with llama.cpp's precedence (longest first) and strip rules, and the text
+  // between them is tokenized without special parsing. Without special text
+  // in `plain`, the result equals Tokenize(text, add_bos). A BOS is added as
+  // by Tokenize, unless `text` starts with the BOS text outside `plain`.
+  TokenizedText Tokenize(std::string_view text, bool add_bos, const std::vector<TextRange>& plain) const;
+
+  // An upper bound on the bytes of text one token covers (the longest piece
+  // in the vocabulary): a text of more than n * MaxTokenBytes() bytes has
+  // more than n tokens, so over-long prompts can be refused before
+  // tokenizing them.
+  size_t MaxTokenBytes() const { return max_token_bytes_; }
+
   // The text a token contributes (specials rendered as their text).
   std::string Piece(int32_t token) const;
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
 
   bool IsEndOfGeneration(int32_t token) const;  // EOS, EOT, ...
   int32_t Bos() const;                          // -1 when the model has none
+  int32_t Eos() const;                          // -1 when the model has none
   bool AddsBos() const;
 
   // Renders messages with the GGUF's chat template (llama.cpp's built-in
@@ -64,10 +95,34 @@ class Tokenizer {
   std::string ApplyChatTemplate(const std::vector<ChatMessage>& messages) const;
   bool uses_fallback_template() const { return template_.empty(); }
 
+  // ApplyChatTemplate's text, and where each message's content lies in it:
+  // found by rendering with a marker in place of each content, so content
+  // that repeats template text (a user writing "<|im_start|>user") is never
+  // mistaken for it. A template that alters content (other than trimming
+  // it) gets the whole text marked plain: no special is parsed, none forged.
+  RenderedPrompt RenderChat(const std::vector<ChatMessage>& messages) const;
+  // A raw completion prompt: all of it plain.
+  static RenderedPrompt RenderPlain(std::string text);
+
  private:
   const Model& model_;
   const llama_vocab* vocab_;
+  // The fallback template; appends each non-empty content's range.
+  static std::string RenderFallback(const std::vector<ChatMessage>& messages, std::vector<TextRange>* contents);
+  std::vector<int32_t> RawTokens(std::string_view text, bool add_special, bool parse_special) const;
+  TokenizedText Align(std::string_view text, std::vector<int32_t> tokens, bool bos_added) const;
+
   std::string template_;  // empty: fallback
+  // Special tokens (control, user-defined, unknown) by text, longest first:
+  // llama.cpp's own matching order.
+  struct Special {
+    std::string text;
+    int32_t token = 0;
+    bool lstrip = false;
+    bool rstrip = false;
+  };
+  std::vector<Special> specials_;
+  size_t max_token_bytes_ = 1;
 };
 
 }  // namespace agentkv::engine

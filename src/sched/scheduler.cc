@@ -39,38 +39,26 @@ void Scheduler::Stop() {
   saves_.Flush();
 }
 
-std::string Scheduler::RenderPrompt(const api::GenerationRequest& r) const {
-  if (r.kind == api::RequestKind::kCompletion) return r.prompt;
+// Client text (message contents, a completion prompt) is marked plain: a
+// "<|im_start|>" or "</s>" in it is text, never a special token.
+engine::RenderedPrompt Scheduler::RenderPrompt(const api::GenerationRequest& r) const {
+  if (r.kind == api::RequestKind::kCompletion) return engine::Tokenizer::RenderPlain(r.prompt);
   std::vector<engine::ChatMessage> msgs;
   msgs.reserve(r.messages.size());
   for (const auto& m : r.messages) {
     const char* role = m.role == api::Role::kSystem ? "system" : m.role == api::Role::kUser ? "user" : "assistant";
     msgs.push_back({role, m.content});
   }
-  return tokenizer_.ApplyChatTemplate(msgs);
+  return tokenizer_.RenderChat(msgs);
 }
 
-namespace {
+int64_t Scheduler::MaxPromptBytes() const {
+  return ContextTokens() * static_cast<int64_t>(tokenizer_.MaxTokenBytes());
+}
 
-// The API layer counts a request's prompt tokens (its 413 check) and submits
-// it right after, on the same thread: the tokenization is kept here so Submit
-// reuses it instead of tokenizing a long prompt twice. Matched by request id
-// and the rendered text; anything else tokenizes afresh.
-struct LastTokenized {
-  std::string request_id;
-  std::string prompt;
-  engine::TokenizedText tokens;
-};
-thread_local LastTokenized t_last_tokenized;
-
-}  // namespace
-
-Result<int64_t> Scheduler::CountPromptTokens(const api::GenerationRequest& request) const {
-  LastTokenized& last = t_last_tokenized;
-  last.request_id = request.request_id;
-  last.prompt = RenderPrompt(request);
-  last.tokens = tokenizer_.Tokenize(last.prompt, true);
-  return static_cast<int64_t>(last.tokens.tokens.size());
+int64_t Scheduler::CountPromptTokens(const api::GenerationRequest& request) const {
+  const engine::RenderedPrompt prompt = RenderPrompt(request);
+  return static_cast<int64_t>(tokenizer_.Tokenize(prompt.text, true, prompt.plain).tokens.size());
 }
 
 Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
@@ -81,15 +69,16 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", request.namespace_id));
   auto w = std::make_unique<Waiting>();
   w->received = request.received != Clock::time_point{} ? request.received : Clock::now();
-  w->prompt = RenderPrompt(request);
-  // Tokenized here, on the caller's thread, not on the inference thread.
-  LastTokenized& last = t_last_tokenized;
-  if (!request.request_id.empty() && last.request_id == request.request_id && last.prompt == w->prompt) {
-    w->fresh = std::move(last.tokens);
-  } else {
-    w->fresh = tokenizer_.Tokenize(w->prompt, true);
+  // Rendered and tokenized here, on the caller's thread, not on the
+  // inference thread; the tokens live in the request and die with it.
+  engine::RenderedPrompt prompt = RenderPrompt(request);
+  w->fresh = tokenizer_.Tokenize(prompt.text, true, prompt.plain);
+  w->prompt = std::move(prompt.text);
+  const int64_t n_prompt = static_cast<int64_t>(w->fresh.tokens.size());
+  if (n_prompt >= ContextTokens()) {
+    return Status::OutOfRange("The prompt is " + std::to_string(n_prompt) + " tokens; the context holds " +
+                              std::to_string(ContextTokens()) + " tokens including the reply.");
   }
-  last = LastTokenized{};
   w->req = std::move(request);
   w->sink = std::move(sink);
   const AgentKey key{w->req.namespace_id, w->req.agent_id};

@@ -81,12 +81,18 @@ class Scheduler : public api::Backend {
   std::string ModelId() const override { return options_.model_id; }
   bool IsReady() const override { return running_.load(); }
   int64_t ContextTokens() const override { return ctx_.options().slot_ctx; }
-  Result<int64_t> CountPromptTokens(const api::GenerationRequest& request) const override;
+  int64_t MaxPromptBytes() const override;
+  // Submit tokenizes the prompt on the calling thread and refuses one of
+  // ContextTokens() tokens or more with OutOfRange (-> 413).
   Status Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) override;
   Result<std::vector<api::AgentInfo>> ListAgents(const std::string& namespace_id) override;
   Result<api::AgentInfo> GetAgent(const std::string& namespace_id, const std::string& agent_id) override;
   Status DeleteAgent(const std::string& namespace_id, const std::string& agent_id, bool evict_only) override;
   std::string MetricsText() const override;
+
+  // Tokens of the request's prompt after the template, as Submit counts them
+  // (tests). Any thread.
+  int64_t CountPromptTokens(const api::GenerationRequest& request) const;
 
   // The RAM pool's eviction observer: counts evictions.
   void OnPoolEviction(const EvictionEvent& event);
@@ -140,7 +146,7 @@ class Scheduler : public api::Backend {
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
                 uint64_t pool_version);
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
-  std::string RenderPrompt(const api::GenerationRequest& r) const;
+  engine::RenderedPrompt RenderPrompt(const api::GenerationRequest& r) const;
   api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 

@@ -253,6 +253,12 @@ Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_s
   if (expect != data_size) return Bad("data section has trailing bytes");
   // Sized only now that the sizes are known to add up to the file's.
   for (KvTensor& t : out.block.tensors) t.data.resize(uint64_t{t.n_rows} * t.row_bytes);
+  // Accept nothing the writer would refuse (found by block_file_fuzz): names,
+  // fingerprint and kv types as EncodeBlockHeader checks them.
+  if (!IsPrintable(out.meta.fingerprint) || !IsPrintable(out.meta.kv_types)) {
+    return Bad("fingerprint or kv types not printable");
+  }
+  if (Status st = CheckBlock(out.block); !st.ok()) return Bad(st.message());
   return layout;
 }
 

@@ -32,8 +32,43 @@ void LogF(LogLevel level, const char* fmt, ...) {
   va_start(ap, fmt);
   std::vsnprintf(body, sizeof body, fmt, ap);
   va_end(ap);
-  std::string line = std::string("agentkv ") + kNames[static_cast<int>(level)] + ": " + body + "\n";
+  // One event, one line: a CR/LF (or other control byte) that reached the
+  // message from outside cannot forge a second line.
+  std::string line = std::string("agentkv ") + kNames[static_cast<int>(level)] + ": ";
+  for (const char* p = body; *p != '\0'; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      line += "\\x";
+      line += kHex[c >> 4];
+      line += kHex[c & 15];
+    } else {
+      line += static_cast<char>(c);
+    }
+  }
+  line += "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+std::string EscapeForLog(std::string_view s, size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  const size_t n = s.size() < max_bytes ? s.size() : max_bytes;
+  out.reserve(n + 16);
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c >= 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (n < s.size()) out += "...(" + std::to_string(s.size()) + " bytes)";
+  return out;
 }
 
 }  // namespace agentkv

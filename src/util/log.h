@@ -3,6 +3,9 @@
 // Level from AGENTKV_LOG=debug|info|warn|error (default info).
 
 #include <cstdarg>
+#include <cstddef>
+#include <string>
+#include <string_view>
 
 namespace agentkv {
 
@@ -10,6 +13,12 @@ enum class LogLevel { kDebug = 0, kInfo, kWarn, kError };
 
 void LogF(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 bool LogEnabled(LogLevel level);
+
+// `s` made safe to log: control bytes (CR, LF, ESC, ...), DEL, backslash and
+// bytes >= 0x80 become \xNN (backslash: \\), so client-supplied text can
+// neither start a forged log line nor send terminal escapes. At most
+// `max_bytes` input bytes are kept; longer input ends with "...(N bytes)".
+std::string EscapeForLog(std::string_view s, size_t max_bytes = 256);
 
 }  // namespace agentkv
 

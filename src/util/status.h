@@ -26,6 +26,7 @@ enum class StatusCode {
   kUnavailable,       // try again later (loading, shutting down)
   kCancelled,
   kInternal,
+  kOutOfRange,        // a value past a hard limit (e.g. a prompt longer than the context)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -47,6 +48,7 @@ class [[nodiscard]] Status {
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

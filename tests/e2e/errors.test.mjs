@@ -7,11 +7,14 @@ import { Server, makeTemp, rmTemp, chatReq, rawRequest, MODEL_ID, LONG_SYSTEM } 
 
 const KEY = 'sk-e2e-test-key-0123456789';
 const AUTH = { authorization: `Bearer ${KEY}` };
+// /metrics is server-wide: with tenant keys it takes the admin key (docs/api.md).
+const ADMIN_KEY = 'sk-e2e-admin-key-9876543210';
+const ADMIN = { authorization: `Bearer ${ADMIN_KEY}` };
 
 let dir, server, client;
 before(async () => {
   dir = await makeTemp('errors');
-  server = await Server.start({ cacheDir: `${dir}/cache`, apiKey: KEY, ctx: 512 });
+  server = await Server.start({ cacheDir: `${dir}/cache`, apiKey: KEY, adminKey: ADMIN_KEY, ctx: 512 });
   client = server.client({ apiKey: KEY });
 });
 after(async () => {
@@ -48,7 +51,7 @@ async function stillServes() {
 }
 
 async function metric(name) {
-  const r = await rawRequest(server, 'GET', '/metrics', { headers: AUTH });
+  const r = await rawRequest(server, 'GET', '/metrics', { headers: ADMIN });
   assert.equal(r.status, 200);
   return [...r.text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'gm'))]
     .reduce((s, m) => s + Number(m[1]), 0);
@@ -198,6 +201,8 @@ test('missing or wrong API key -> 401 on every route but /health', async () => {
       assert.match(r.headers['www-authenticate'] ?? '', /Bearer/i, `${method} ${path}: WWW-Authenticate`);
     }
   }
+  // A tenant's own key does not open the server-wide /metrics.
+  checkError(await rawRequest(server, 'GET', '/metrics', { headers: AUTH }), 401, { code: 'invalid_api_key' });
   // Even a bad body is answered 401 first when the key is missing.
   checkError(await rawRequest(server, 'POST', '/v1/chat/completions', { body: '{bad json' }), 401);
   // The SDK with a wrong key.

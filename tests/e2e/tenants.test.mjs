@@ -9,11 +9,12 @@ import {
 } from './lib/server.mjs';
 
 const KA = 'sk-alice-0123456789', KB = 'sk-bob-9876543210';
+const KADMIN = 'sk-admin-5555555555';  // /metrics is server-wide: the admin key, not a tenant's
 let dir, cacheDir, server, alice, bob;
 before(async () => {
   dir = await makeTemp('tenants');
   cacheDir = path.join(dir, 'cache');
-  server = await Server.start({ cacheDir, apiKey: `alice:${KA},bob:${KB}` });
+  server = await Server.start({ cacheDir, apiKey: `alice:${KA},bob:${KB}`, adminKey: KADMIN });
   alice = server.client({ apiKey: KA });
   bob = server.client({ apiKey: KB });
 });
@@ -66,7 +67,7 @@ test('tenants: same agent id and same prompt are separate per API key', async ()
 
 test('a client that disconnects mid-stream cancels its request', async () => {
   const disconnects = async () => {
-    const t = (await rawRequest(server, 'GET', '/metrics', { headers: auth(KA) })).text;
+    const t = (await rawRequest(server, 'GET', '/metrics', { headers: auth(KADMIN) })).text;
     return Number(/^agentkv_http_client_disconnects_total (\d+)/m.exec(t)?.[1] ?? NaN);
   };
   const d0 = await disconnects();

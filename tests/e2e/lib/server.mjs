@@ -80,6 +80,7 @@ export class Server {
       '-c', String(o.ctx ?? 1024),
       '-t', String(o.threads ?? 2)];
     if (o.apiKey) a.push('--api-key', o.apiKey);
+    if (o.adminKey) a.push('--admin-key', o.adminKey);
     if (o.cacheRam) a.push('--cache-ram', String(o.cacheRam));
     if (o.extraArgs) a.push(...o.extraArgs);
     return a;
