@@ -16,7 +16,9 @@ constexpr const char* kUsage =
     "  ls      agents with tokens, blocks, bytes, last use (all model fingerprints)\n"
     "  show    one agent's record (text preview, blocks)\n"
     "  verify  read and checksum every block (--repair quarantines bad files)\n"
-    "  rm      erase an agent's manifest and unshared blocks (do not run beside a server)\n"
+    "  rm      erase an agent's manifest and unshared blocks\n"
+    "ls/show/verify read a server's live cache read-only; rm and verify --repair\n"
+    "refuse while a server holds the cache dir's LOCK.\n"
     "Default cache dir: $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv.\n";
 
 std::string Time(int64_t ms) {
@@ -53,6 +55,15 @@ int CmdCache(int argc, char** argv) {
   if ((verb == "show" || verb == "rm") && q.agent_id.empty()) {
     std::fprintf(stderr, "agentkv cache %s: AGENT is required\n", verb.c_str());
     return 2;
+  }
+  const bool writes = verb == "rm" || (verb == "verify" && flags.Has("repair"));
+  if (!writes && (verb == "ls" || verb == "show" || verb == "verify")) {
+    auto live = CacheInUse(nullptr, q.cache_dir);
+    if (!live.ok()) return Fail(live.status());
+    if (*live) {
+      std::fprintf(stderr, "agentkv cache: note: a running server holds %s; reading its live cache read-only "
+                   "(agents may change while this runs)\n", CacheLockPath(q.cache_dir).c_str());
+    }
   }
   if (verb == "ls") {
     auto rows = CacheList(q);

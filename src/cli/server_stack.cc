@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "store/cache_admin.h"
 #include "util/log.h"
 
 namespace agentkv::cli {
@@ -93,6 +94,14 @@ Result<uint64_t> ParseBytes(const std::string& text) {
 ServerStack::~ServerStack() { Stop(); }
 
 Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& config) {
+  const std::string cache_dir = config.cache_dir.empty() ? DefaultCacheDir() : config.cache_dir;
+  // Fail fast, before the port and the model: AgentStore::Open's lock is
+  // what excludes a second server; this only saves loading a model for nothing.
+  AGENTKV_ASSIGN_OR_RETURN(bool in_use, CacheInUse(nullptr, cache_dir));
+  if (in_use) {
+    return Status::FailedPrecondition("cache dir " + cache_dir + " is in use by another agentkv server (it holds " +
+                                      CacheLockPath(cache_dir) + "); stop it or pass another --cache-dir");
+  }
   auto stack = std::unique_ptr<ServerStack>(new ServerStack());
   stack->config_ = config;
   stack->backend_ = std::make_unique<DeferredBackend>();
@@ -126,7 +135,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   const engine::ModelCacheSpec& spec = stack->context_->spec();
 
   AgentStoreOptions so;
-  so.cache_dir = config.cache_dir.empty() ? DefaultCacheDir() : config.cache_dir;
+  so.cache_dir = cache_dir;
   so.fingerprint = spec.fingerprint;
   so.kv_types = spec.KvTypesString();
   so.disk_budget_bytes = config.cache_disk_bytes;

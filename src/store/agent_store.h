@@ -17,6 +17,12 @@
 // agent at its old or its new version, and every block a durable manifest
 // names stays on disk. Open() removes temp files and orphan blocks.
 //
+// One writer per cache directory: a writable store holds an exclusive lock on
+// <cache_dir>/LOCK (FileSystem::LockFile) from Open until it is destroyed, so
+// a second server or `agentkv cache rm` cannot delete its files. A read-only
+// store takes no lock and deletes nothing; live() says whether a writer held
+// the lock when it opened.
+//
 // Thread safety: internally synchronized; every public method may be called
 // from any thread. Calls serialize on one mutex, file I/O included, except
 // that SaveAgent writes its new block files without it (saves serialize on
@@ -133,6 +139,9 @@ struct StoreStats {
   uint64_t agents_evicted = 0;
 };
 
+// <cache_dir>/LOCK: the file whose lock a writable store holds.
+std::string CacheLockPath(const std::string& cache_dir);
+
 class AgentStore {
  public:
   // Scans <cache_dir>/<fingerprint>: verifies every manifest (bad ones are
@@ -140,6 +149,8 @@ class AgentStore {
   // index of warm agents without reading block data, applies the budget.
   // InvalidArgument for a bad fingerprint (before any file work); IOError if
   // the directory cannot be created or listed.
+  // Unless read_only, first takes the cache directory's lock:
+  // FailedPrecondition if another store (any process) holds it.
   static Result<std::unique_ptr<AgentStore>> Open(AgentStoreOptions options);
 
   AgentStore(const AgentStore&) = delete;
@@ -186,6 +197,10 @@ class AgentStore {
   Result<VerifyReport> VerifyAgent(std::string_view ns, std::string_view agent_id);
 
   StoreStats stats();
+  // Read-only stores: whether a writer (a running server) held the cache
+  // directory's lock at Open, so that what is read may change meanwhile.
+  // Always false for a writable store (it holds the lock itself).
+  bool live() const { return live_; }
   const std::string& fingerprint() const { return options_.fingerprint; }
   // <cache_dir>/<fingerprint>
   const std::string& root_dir() const { return root_; }
@@ -267,6 +282,8 @@ class AgentStore {
   const AgentStoreOptions options_;
   FileSystem* const fs_;
   const std::string root_;
+  std::unique_ptr<FileLock> lock_;  // writable stores: <cache_dir>/LOCK, released last
+  bool live_ = false;               // set by Open, then constant
 
   std::mutex save_mu_;  // serializes SaveAgent (held without mu_ while it writes block files)
   std::mutex mu_;
