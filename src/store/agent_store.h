@@ -83,6 +83,7 @@ struct AgentSummary {
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
   int64_t last_used_ms = 0;       // max(updated, last load) in this process
+  uint64_t version = 0;           // its manifest's (AgentRecord::version)
   bool usable = true;             // false: kv types differ from the store's
 };
 
@@ -179,6 +180,11 @@ class AgentStore {
   // ns/fingerprint/kv types; provider errors and IOError are returned as is.
   // On failure the agent is at its old version (or, if the failure came after
   // the manifest's rename, possibly at the new one), never a mix.
+  // Versions never go backwards: FailedPrecondition ("stale save"), with no
+  // file touched, if record.version is lower than the version on disk, or
+  // equal to it with other content (text, tokens, spans, kv types, layout).
+  // record.version 0 is replaced by on-disk version + 1 (no check).
+  // res.record.version is the version written.
   Result<SaveResult> SaveAgent(std::string_view ns, const AgentRecord& record, const BlockProvider& provider);
 
   // Reads and verifies blocks [first_block, n_blocks) and stops at the first
@@ -222,6 +228,7 @@ class AgentStore {
     int64_t created_ms = 0;
     int64_t updated_ms = 0;
     int64_t last_used_ms = 0;
+    uint64_t version = 0;
     bool usable = true;
   };
   struct NamespaceState {
@@ -262,6 +269,9 @@ class AgentStore {
   // (ns.dir is immutable).
   Result<WrittenBlock> WriteBlockFile(const NamespaceState& ns, const AgentRecord& rec,
                                       const std::vector<std::string>& ids, uint32_t i, const BlockProvider& provider);
+  // SaveAgent's version rule (see there): OK, and rec->version set, if `rec`
+  // may replace what `ns` holds for its agent.
+  Status CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec);
   NamespaceState* FindNamespaceLocked(std::string_view ns);
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);

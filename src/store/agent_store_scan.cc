@@ -169,6 +169,7 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
     a.created_ms = rec->created_ms;
     a.updated_ms = rec->updated_ms;
     a.last_used_ms = rec->updated_ms;
+    a.version = rec->version;
     a.usable = options_.kv_types.empty() || options_.kv_types == rec->kv_types;
     for (const BlockRef& b : rec->blocks) known.emplace(b.id, b);
     ns->agents[rec->agent_id] = std::move(a);
