@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -124,7 +125,16 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   if (!config.quiet) AKV_LOG_INFO("loading %s", config.model_path.c_str());
   engine::ModelOptions mo;
   mo.n_gpu_layers = config.n_gpu_layers;
+  // The digest of all weights (the model fingerprint) is cached beside the
+  // KV caches; a dot directory is never taken for a fingerprint directory.
+  mo.weights_digest.cache_dir = cache_dir + "/.model-digests";
+  const auto t_load = std::chrono::steady_clock::now();
   AGENTKV_ASSIGN_OR_RETURN(stack->model_, engine::Model::Load(config.model_path, mo));
+  if (!config.quiet && stack->model_->info().weights_bytes_hashed > 0) {
+    AKV_LOG_INFO("fingerprinted all %.0f MiB of weights (load %.1f s; cached for the next start)",
+                 double(stack->model_->info().weights_bytes_hashed) / (1 << 20),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
+  }
   engine::ContextOptions co;
   co.n_slots = config.n_slots;
   co.slot_ctx = config.slot_ctx > 0 ? config.slot_ctx : std::min(stack->model_->info().n_ctx_train, 8192);
