@@ -84,9 +84,10 @@ int CmdCache(int argc, char** argv) {
     for (const auto& d : *rows) {
       const auto& r = d.record;
       std::printf("agent %s (namespace %s, model %s)\n  tokens %zu, blocks %zu, kv %s, layout v%u\n"
-                  "  created %s, updated %s\n",
+                  "  created %s, updated %s, version %llu\n",
                   r.agent_id.c_str(), r.ns.c_str(), d.fingerprint.c_str(), r.tokens.size(), r.blocks.size(),
-                  r.kv_types.c_str(), r.layout_version, Time(r.created_ms).c_str(), Time(r.updated_ms).c_str());
+                  r.kv_types.c_str(), r.layout_version, Time(r.created_ms).c_str(), Time(r.updated_ms).c_str(),
+                  static_cast<unsigned long long>(r.version));
       for (size_t i = 0; i < r.blocks.size(); ++i) {
         std::printf("  block %zu  %s  %u tokens  %llu bytes\n", i, r.blocks[i].id.c_str(), r.blocks[i].n_tokens,
                     static_cast<unsigned long long>(r.blocks[i].file_bytes));
