@@ -32,6 +32,33 @@ void LeaveInFlightFiles(FileSystem* fs, const std::string& cache_dir, std::vecto
   }
 }
 
+// The FileSystem contract, on both implementations: one holder at a time,
+// released with its object; a test takes no lock; no file, no holder.
+TEST(CacheLockTest, FileSystemLockContract) {
+  MemFileSystem mem;
+  ASSERT_TRUE(mem.CreateDirs("/d").ok());
+  std::string dir = ::testing::TempDir() + "/agentkv_fslock_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  PosixFileSystem posix;
+  for (auto [fs, root] : {std::pair<FileSystem*, std::string>{&mem, "/d"}, {&posix, dir}}) {
+    const std::string path = root + "/LOCK";
+    EXPECT_FALSE(*fs->IsLockHeld(path)) << root;  // absent
+    {
+      auto lock = fs->LockFile(path);
+      ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+      EXPECT_TRUE(fs->Exists(path));
+      EXPECT_TRUE(*fs->IsLockHeld(path));
+      EXPECT_TRUE(*fs->IsLockHeld(path));  // testing did not take it
+      auto second = fs->LockFile(path);
+      EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition) << root;
+    }
+    EXPECT_FALSE(*fs->IsLockHeld(path)) << root;
+    EXPECT_TRUE(fs->LockFile(path).ok()) << root;
+    EXPECT_FALSE(fs->LockFile(root + "/no/such/dir/LOCK").ok()) << root;
+  }
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
 TEST(CacheLockTest, SecondWriterIsRefusedAndDeletesNothing) {
   MemFileSystem mem;
   auto server = AgentStore::Open(Options(&mem));
