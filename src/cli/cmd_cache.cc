@@ -16,7 +16,9 @@ constexpr const char* kUsage =
     "  ls      agents with tokens, blocks, bytes, last use (all model fingerprints)\n"
     "  show    one agent's record (text preview, blocks)\n"
     "  verify  read and checksum every block (--repair quarantines bad files)\n"
-    "  rm      erase an agent's manifest and unshared blocks (do not run beside a server)\n"
+    "  rm      erase an agent's manifest and unshared blocks\n"
+    "ls/show/verify read a server's live cache read-only; rm and verify --repair\n"
+    "refuse while a server holds the cache dir's LOCK.\n"
     "Default cache dir: $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv.\n";
 
 std::string Time(int64_t ms) {
@@ -54,6 +56,15 @@ int CmdCache(int argc, char** argv) {
     std::fprintf(stderr, "agentkv cache %s: AGENT is required\n", verb.c_str());
     return 2;
   }
+  const bool writes = verb == "rm" || (verb == "verify" && flags.Has("repair"));
+  if (!writes && (verb == "ls" || verb == "show" || verb == "verify")) {
+    auto live = CacheInUse(nullptr, q.cache_dir);
+    if (!live.ok()) return Fail(live.status());
+    if (*live) {
+      std::fprintf(stderr, "agentkv cache: note: a running server holds %s; reading its live cache read-only "
+                   "(agents may change while this runs)\n", CacheLockPath(q.cache_dir).c_str());
+    }
+  }
   if (verb == "ls") {
     auto rows = CacheList(q);
     if (!rows.ok()) return Fail(rows.status());
@@ -73,9 +84,10 @@ int CmdCache(int argc, char** argv) {
     for (const auto& d : *rows) {
       const auto& r = d.record;
       std::printf("agent %s (namespace %s, model %s)\n  tokens %zu, blocks %zu, kv %s, layout v%u\n"
-                  "  created %s, updated %s\n",
+                  "  created %s, updated %s, version %llu\n",
                   r.agent_id.c_str(), r.ns.c_str(), d.fingerprint.c_str(), r.tokens.size(), r.blocks.size(),
-                  r.kv_types.c_str(), r.layout_version, Time(r.created_ms).c_str(), Time(r.updated_ms).c_str());
+                  r.kv_types.c_str(), r.layout_version, Time(r.created_ms).c_str(), Time(r.updated_ms).c_str(),
+                  static_cast<unsigned long long>(r.version));
       for (size_t i = 0; i < r.blocks.size(); ++i) {
         std::printf("  block %zu  %s  %u tokens  %llu bytes\n", i, r.blocks[i].id.c_str(), r.blocks[i].n_tokens,
                     static_cast<unsigned long long>(r.blocks[i].file_bytes));

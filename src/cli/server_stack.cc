@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
+#include "store/cache_admin.h"
 #include "util/log.h"
 
 namespace agentkv::cli {
@@ -92,6 +94,14 @@ Result<uint64_t> ParseBytes(const std::string& text) {
 ServerStack::~ServerStack() { Stop(); }
 
 Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& config) {
+  const std::string cache_dir = config.cache_dir.empty() ? DefaultCacheDir() : config.cache_dir;
+  // Fail fast, before the port and the model: AgentStore::Open's lock is
+  // what excludes a second server; this only saves loading a model for nothing.
+  AGENTKV_ASSIGN_OR_RETURN(bool in_use, CacheInUse(nullptr, cache_dir));
+  if (in_use) {
+    return Status::FailedPrecondition("cache dir " + cache_dir + " is in use by another agentkv server (it holds " +
+                                      CacheLockPath(cache_dir) + "); stop it or pass another --cache-dir");
+  }
   auto stack = std::unique_ptr<ServerStack>(new ServerStack());
   stack->config_ = config;
   stack->backend_ = std::make_unique<DeferredBackend>();
@@ -122,7 +132,16 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   if (!config.quiet) AKV_LOG_INFO("loading %s", config.model_path.c_str());
   engine::ModelOptions mo;
   mo.n_gpu_layers = config.n_gpu_layers;
+  // The digest of all weights (the model fingerprint) is cached beside the
+  // KV caches; a dot directory is never taken for a fingerprint directory.
+  mo.weights_digest.cache_dir = cache_dir + "/.model-digests";
+  const auto t_load = std::chrono::steady_clock::now();
   AGENTKV_ASSIGN_OR_RETURN(stack->model_, engine::Model::Load(config.model_path, mo));
+  if (!config.quiet && stack->model_->info().weights_bytes_hashed > 0) {
+    AKV_LOG_INFO("fingerprinted all %.0f MiB of weights (load %.1f s; cached for the next start)",
+                 double(stack->model_->info().weights_bytes_hashed) / (1 << 20),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
+  }
   engine::ContextOptions co;
   co.n_slots = config.n_slots;
   co.slot_ctx = config.slot_ctx > 0 ? config.slot_ctx : std::min(stack->model_->info().n_ctx_train, 8192);
@@ -133,7 +152,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   const engine::ModelCacheSpec& spec = stack->context_->spec();
 
   AgentStoreOptions so;
-  so.cache_dir = config.cache_dir.empty() ? DefaultCacheDir() : config.cache_dir;
+  so.cache_dir = cache_dir;
   so.fingerprint = spec.fingerprint;
   so.kv_types = spec.KvTypesString();
   so.disk_budget_bytes = config.cache_disk_bytes;

@@ -66,33 +66,16 @@ void AppendKv(const gguf_context* g, int64_t i, std::string* out) {
   out->push_back('\n');
 }
 
-// Identity of a weights file without reading all of it: the full metadata and
-// tensor table plus 17 samples of 256 KiB spread over the data section.
-// Two files differing only outside the samples would collide; for GGUF files
-// produced by converters/quantizers every tensor change moves sampled bytes in
-// practice, and synthetic models differ in every byte.
-Result<std::string> IdentityHash(const std::string& path, const gguf_context* g, uint64_t file_bytes) {
-  std::string id = "agentkv-model-identity-v1\n";
+// Identity of a weights file: the full metadata and tensor table, and the
+// digest of every tensor data byte (so no edited weight goes unnoticed).
+std::string IdentityHash(const gguf_context* g, const WeightsDigest& weights) {
+  std::string id = "agentkv-model-identity-v2\n";
   for (int64_t i = 0; i < gguf_get_n_kv(g); ++i) AppendKv(g, i, &id);
   for (int64_t t = 0; t < gguf_get_n_tensors(g); ++t) {
     id += std::string(gguf_get_tensor_name(g, t)) + ":" + std::to_string(gguf_get_tensor_type(g, t)) + ":" +
           std::to_string(gguf_get_tensor_offset(g, t)) + ":" + std::to_string(gguf_get_tensor_size(g, t)) + "\n";
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::IOError("load model: cannot read " + path);
-  const uint64_t data_begin = gguf_get_data_offset(g);
-  constexpr uint64_t kSample = 256 * 1024;
-  constexpr int kSamples = 16;
-  std::vector<char> buf(kSample);
-  for (int s = 0; s <= kSamples; ++s) {
-    if (data_begin >= file_bytes) break;
-    const uint64_t span = file_bytes - data_begin;
-    uint64_t off = data_begin + (span > kSample ? (span - kSample) * s / kSamples : 0);
-    f.seekg(static_cast<std::streamoff>(off));
-    f.read(buf.data(), static_cast<std::streamsize>(std::min<uint64_t>(kSample, file_bytes - off)));
-    id.append(buf.data(), static_cast<size_t>(f.gcount()));
-    f.clear();
-  }
+  id += "tensor-data-xxh3=" + Hex64(weights.xxh3) + "\n";
   return Sha256Hex(id);
 }
 
@@ -149,7 +132,11 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
   model->info_.name = std::filesystem::path(path).filename().string();
   model->info_.architecture = gguf_get_val_str(g, arch_key);
   model->info_.file_bytes = file_bytes;
-  AGENTKV_ASSIGN_OR_RETURN(model->info_.identity_hash, IdentityHash(path, g, file_bytes));
+  auto weights = DigestWeights(path, gguf_get_data_offset(g), options.weights_digest);
+  if (!weights.ok()) return weights.status().WithContext(op);
+  model->info_.identity_hash = IdentityHash(g, *weights);
+  model->info_.weights_bytes_hashed = weights->bytes_hashed;
+  model->info_.tensor_data_offset = gguf_get_data_offset(g);
 
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = options.n_gpu_layers >= 0 ? options.n_gpu_layers : (llama_supports_gpu_offload() ? 999 : 0);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/weights_digest.h"
 #include "util/status.h"
 
 struct llama_model;
@@ -21,6 +22,9 @@ struct ModelOptions {
   // Layers to offload to a GPU. -1: all of them when a GPU backend is built
   // and finds a device (llama_supports_gpu_offload), none otherwise.
   int n_gpu_layers = -1;
+  // Where the digest of the tensor data is cached ("" = read all weights on
+  // every load); see weights_digest.h.
+  WeightsDigestOptions weights_digest;
 };
 
 struct ModelInfo {
@@ -28,6 +32,7 @@ struct ModelInfo {
   std::string name;          // file name without directory
   std::string architecture;  // general.architecture
   uint64_t file_bytes = 0;
+  uint64_t tensor_data_offset = 0;  // where the tensor data section begins in the file
   uint64_t n_params = 0;
   int32_t n_layer = 0;
   int32_t n_embd = 0;
@@ -39,8 +44,10 @@ struct ModelInfo {
   int32_t n_gpu_layers = 0;  // layers llama.cpp was asked to offload (0: CPU only)
   bool has_chat_template = false;
   // sha256 over the GGUF metadata (all keys and values, tokenizer arrays
-  // included) and sampled weight bytes; see docs/fingerprint in model.cc.
+  // included), the tensor table and the XXH3-64 of all tensor data bytes;
+  // see docs/engine.md "Model fingerprint".
   std::string identity_hash;
+  uint64_t weights_bytes_hashed = 0;  // read by Load for the digest (0: it came from the cache)
 };
 
 class Model {

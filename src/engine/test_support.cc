@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fstream>
 #include <sstream>
@@ -46,9 +47,39 @@ Result<std::vector<int32_t>> GreedyDecode(Context& ctx, int slot, std::vector<fl
   return out;
 }
 
+Result<GreedyRun> GreedyDecodeWithGaps(Context& ctx, int slot, std::vector<float> logits, int n) {
+  GreedyRun run;
+  for (int i = 0; i < n; ++i) {
+    const int32_t tok = Sampler::Greedy(logits);
+    float second = -std::numeric_limits<float>::infinity();
+    for (size_t j = 0; j < logits.size(); ++j) {
+      if (static_cast<int32_t>(j) != tok) second = std::max(second, logits[j]);
+    }
+    run.tokens.push_back(tok);
+    run.top2_gap.push_back(logits[static_cast<size_t>(tok)] - second);
+    BatchItem item{slot, tok, ctx.SlotLength(slot), true};
+    AGENTKV_RETURN_IF_ERROR(ctx.Decode({&item, 1}));
+    auto row = ctx.Logits(0);
+    logits.assign(row.begin(), row.end());
+  }
+  return run;
+}
+
+size_t StepsBeforeNearTie(const GreedyRun& a, const GreedyRun& b, float tie) {
+  size_t n = 0;
+  while (n < a.tokens.size() && n < b.tokens.size() && a.top2_gap[n] >= tie && b.top2_gap[n] >= tie) ++n;
+  return n;
+}
+
 float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  constexpr float kFail = std::numeric_limits<float>::infinity();
+  if (a.size() != b.size() || a.empty()) return kFail;
   float d = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float x = std::abs(a[i] - b[i]);
+    if (!std::isfinite(x)) return kFail;
+    d = std::max(d, x);
+  }
   return d;
 }
 

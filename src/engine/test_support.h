@@ -18,8 +18,22 @@ std::string SampleText(size_t bytes);
 Result<std::vector<float>> Prefill(Context& ctx, int slot, const std::vector<int32_t>& tokens);
 // Greedy-decodes n tokens in `slot` starting from `logits`; returns the tokens.
 Result<std::vector<int32_t>> GreedyDecode(Context& ctx, int slot, std::vector<float> logits, int n);
-// Largest |a[i] - b[i]| (REQUIRES equal sizes), and the index of the largest value.
+// Greedy decoding that also records, for each step, the gap between the best
+// and the second-best logit (how close the choice was to a tie).
+struct GreedyRun {
+  std::vector<int32_t> tokens;
+  std::vector<float> top2_gap;  // one per token
+};
+Result<GreedyRun> GreedyDecodeWithGaps(Context& ctx, int slot, std::vector<float> logits, int n);
+// Leading steps of two runs that an oracle may compare: up to (excluding) the
+// first step where either run's top-2 gap is below `tie`, there two kernels'
+// rounding may legitimately pick different tokens.
+size_t StepsBeforeNearTie(const GreedyRun& a, const GreedyRun& b, float tie);
+
+// Largest |a[i] - b[i]|; +infinity (fails any tolerance) if the sizes differ,
+// either is empty, or a difference is not finite (NaN, inf).
 float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b);
+// Index of the largest value.
 int32_t Argmax(const std::vector<float>& logits);
 
 }  // namespace agentkv::engine::testing

@@ -57,6 +57,8 @@ class GatedFileSystem final : public FileSystem {
   Status CreateDirs(const std::string& dir) override { return base_->CreateDirs(dir); }
   Status RemoveDir(const std::string& dir) override { return base_->RemoveDir(dir); }
   Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override { return base_->LockFile(path); }
+  Result<bool> IsLockHeld(const std::string& path) override { return base_->IsLockHeld(path); }
   bool ConcurrentReads() const override { return true; }
 
  private:

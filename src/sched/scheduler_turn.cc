@@ -68,6 +68,7 @@ std::unique_ptr<Scheduler::Agent> Scheduler::AgentFromDisk(const AgentRecord& re
   a->seq = FromRecord(rec);
   a->on_disk = true;
   a->last_use_ms = rec.updated_ms;
+  a->version = rec.version;
   return a;
 }
 
@@ -375,6 +376,8 @@ void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored)
     refs.push_back({ids[refs.size()], std::make_shared<KvBlock>(std::move((*exported)[i]))});
   }
   AgentRecord record = ToRecord(agent.key, agent.seq, ctx_.spec());
+  agent.version = std::max(agent.version + 1, static_cast<uint64_t>(std::max<int64_t>(agent.last_use_ms, 0)));
+  record.version = agent.version;
   auto version = pool_.Put(agent.key, refs, /*dirty=*/store_ != nullptr);
   if (store_ == nullptr) return;
   agent.on_disk = true;  // once the save lands; until then reads find the turn in unsaved_

@@ -26,6 +26,10 @@ struct Scheduler::Agent {
   bool on_disk = false;        // the store holds a manifest for it
   std::optional<AgentKey> fork_source;  // implicit fork: restore from this agent's blocks
   int64_t last_use_ms = 0;
+  // Of its newest committed turn (AgentRecord::version; the store refuses to
+  // go back to a lower one): max(previous + 1, commit time in Unix ms), so a
+  // later commit has a higher version, across restarts too.
+  uint64_t version = 0;
 };
 
 // An agent read from the store (or from `unsaved_`) by the read executor.

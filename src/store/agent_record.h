@@ -37,6 +37,12 @@ struct AgentRecord {
   uint32_t layout_version = 0;  // engine's per-sequence layout version
   int64_t created_ms = 0;       // set by the store (first save)
   int64_t updated_ms = 0;       // set by the store (every save)
+  // Monotonic per agent: the store never replaces a manifest by one of a
+  // lower version, nor by another content under the same version (a stale,
+  // out-of-order save). 0 on save: the store assigns on-disk version + 1
+  // (the caller opts out of the check). 0 when read from a manifest written
+  // before versions existed.
+  uint64_t version = 0;
 
   bool operator==(const AgentRecord&) const = default;
 };

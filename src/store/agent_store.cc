@@ -68,6 +68,7 @@ AgentSummary AgentStore::SummaryLocked(const NamespaceState& ns, const std::stri
   s.created_ms = a.created_ms;
   s.updated_ms = a.updated_ms;
   s.last_used_ms = a.last_used_ms;
+  s.version = a.version;
   s.usable = a.usable;
   return s;
 }
@@ -286,6 +287,31 @@ Result<AgentStore::WrittenBlock> AgentStore::WriteBlockFile(const NamespaceState
   return WrittenBlock{ids[i], enc.checksum, enc.file_bytes};
 }
 
+Status AgentStore::CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec) {
+  auto it = ns->agents.find(rec->agent_id);
+  if (it == ns->agents.end()) {
+    if (rec->version == 0) rec->version = 1;
+    return Status::OK();
+  }
+  const uint64_t on_disk = it->second.version;
+  if (rec->version == 0) {
+    rec->version = on_disk + 1;
+    return Status::OK();
+  }
+  const std::string stale = "stale save: version " + std::to_string(rec->version) + " ";
+  if (rec->version < on_disk) {
+    return Status::FailedPrecondition(stale + "is older than version " + std::to_string(on_disk) + " on disk");
+  }
+  if (rec->version > on_disk) return Status::OK();
+  // The same version again: only a retry of the same content may rewrite it.
+  AGENTKV_ASSIGN_OR_RETURN(AgentRecord disk, ReadRecordLocked(ns, rec->agent_id));
+  if (disk.text != rec->text || disk.tokens != rec->tokens || disk.spans != rec->spans ||
+      disk.kv_types != rec->kv_types || disk.layout_version != rec->layout_version) {
+    return Status::FailedPrecondition(stale + "is on disk with other content");
+  }
+  return Status::OK();
+}
+
 Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRecord& in,
                                          const BlockProvider& provider) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, in.agent_id).WithContext("save agent"));
@@ -320,6 +346,9 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
     ns->dir = root_ + "/" + NameHash(rec.ns);
   }
   AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(ns).WithContext(where));
+  // Checked once: saves are serialized (save_mu_), no other process writes
+  // (the cache dir's lock), and nothing else raises a version.
+  AGENTKV_RETURN_IF_ERROR(CheckNotStaleLocked(ns, &rec).WithContext(where));
   // From here on, any failure leaves the namespace to be rescanned from disk.
   auto fail = [&](const Status& st) {
     ns->dirty = true;
@@ -410,6 +439,7 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
   a.created_ms = rec.created_ms;
   a.updated_ms = rec.updated_ms;
   a.last_used_ms = now;
+  a.version = rec.version;
   a.usable = true;
   RecountRefsLocked(ns);
   res.blocks_deleted = CollectGarbageLocked(ns);

@@ -17,6 +17,12 @@
 // agent at its old or its new version, and every block a durable manifest
 // names stays on disk. Open() removes temp files and orphan blocks.
 //
+// One writer per cache directory: a writable store holds an exclusive lock on
+// <cache_dir>/LOCK (FileSystem::LockFile) from Open until it is destroyed, so
+// a second server or `agentkv cache rm` cannot delete its files. A read-only
+// store takes no lock and deletes nothing; live() says whether a writer held
+// the lock when it opened.
+//
 // Thread safety: internally synchronized; every public method may be called
 // from any thread. Calls serialize on one mutex, file I/O included, except
 // that SaveAgent writes its new block files without it (saves serialize on
@@ -77,6 +83,7 @@ struct AgentSummary {
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
   int64_t last_used_ms = 0;       // max(updated, last load) in this process
+  uint64_t version = 0;           // its manifest's (AgentRecord::version)
   bool usable = true;             // false: kv types differ from the store's
 };
 
@@ -133,6 +140,9 @@ struct StoreStats {
   uint64_t agents_evicted = 0;
 };
 
+// <cache_dir>/LOCK: the file whose lock a writable store holds.
+std::string CacheLockPath(const std::string& cache_dir);
+
 class AgentStore {
  public:
   // Scans <cache_dir>/<fingerprint>: verifies every manifest (bad ones are
@@ -140,6 +150,8 @@ class AgentStore {
   // index of warm agents without reading block data, applies the budget.
   // InvalidArgument for a bad fingerprint (before any file work); IOError if
   // the directory cannot be created or listed.
+  // Unless read_only, first takes the cache directory's lock:
+  // FailedPrecondition if another store (any process) holds it.
   static Result<std::unique_ptr<AgentStore>> Open(AgentStoreOptions options);
 
   AgentStore(const AgentStore&) = delete;
@@ -168,6 +180,11 @@ class AgentStore {
   // ns/fingerprint/kv types; provider errors and IOError are returned as is.
   // On failure the agent is at its old version (or, if the failure came after
   // the manifest's rename, possibly at the new one), never a mix.
+  // Versions never go backwards: FailedPrecondition ("stale save"), with no
+  // file touched, if record.version is lower than the version on disk, or
+  // equal to it with other content (text, tokens, spans, kv types, layout).
+  // record.version 0 is replaced by on-disk version + 1 (no check).
+  // res.record.version is the version written.
   Result<SaveResult> SaveAgent(std::string_view ns, const AgentRecord& record, const BlockProvider& provider);
 
   // Reads and verifies blocks [first_block, n_blocks) and stops at the first
@@ -186,6 +203,10 @@ class AgentStore {
   Result<VerifyReport> VerifyAgent(std::string_view ns, std::string_view agent_id);
 
   StoreStats stats();
+  // Read-only stores: whether a writer (a running server) held the cache
+  // directory's lock at Open, so that what is read may change meanwhile.
+  // Always false for a writable store (it holds the lock itself).
+  bool live() const { return live_; }
   const std::string& fingerprint() const { return options_.fingerprint; }
   // <cache_dir>/<fingerprint>
   const std::string& root_dir() const { return root_; }
@@ -207,6 +228,7 @@ class AgentStore {
     int64_t created_ms = 0;
     int64_t updated_ms = 0;
     int64_t last_used_ms = 0;
+    uint64_t version = 0;
     bool usable = true;
   };
   struct NamespaceState {
@@ -247,6 +269,9 @@ class AgentStore {
   // (ns.dir is immutable).
   Result<WrittenBlock> WriteBlockFile(const NamespaceState& ns, const AgentRecord& rec,
                                       const std::vector<std::string>& ids, uint32_t i, const BlockProvider& provider);
+  // SaveAgent's version rule (see there): OK, and rec->version set, if `rec`
+  // may replace what `ns` holds for its agent.
+  Status CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec);
   NamespaceState* FindNamespaceLocked(std::string_view ns);
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
@@ -267,6 +292,8 @@ class AgentStore {
   const AgentStoreOptions options_;
   FileSystem* const fs_;
   const std::string root_;
+  std::unique_ptr<FileLock> lock_;  // writable stores: <cache_dir>/LOCK, released last
+  bool live_ = false;               // set by Open, then constant
 
   std::mutex save_mu_;  // serializes SaveAgent (held without mu_ while it writes block files)
   std::mutex mu_;

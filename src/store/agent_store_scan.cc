@@ -58,8 +58,22 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) 
   }
   std::unique_ptr<AgentStore> store(new AgentStore(std::move(options)));
   std::lock_guard<std::mutex> l(store->mu_);
+  const std::string lock_path = CacheLockPath(store->options_.cache_dir);
   if (!store->options_.read_only) {
     AGENTKV_RETURN_IF_ERROR(CreateDirsDurably(store->fs_, store->root_, ParentDir(store->options_.cache_dir)).WithContext("open store"));
+    // Before the scan, which deletes files another writer may still need.
+    auto lock = store->fs_->LockFile(lock_path);
+    if (!lock.ok() && lock.status().code() == StatusCode::kFailedPrecondition) {
+      return Status::FailedPrecondition("open store: cache dir " + store->options_.cache_dir +
+                                        " is in use by another agentkv process (it holds " + lock_path +
+                                        "); stop it or use another cache dir");
+    }
+    if (!lock.ok()) return lock.status().WithContext("open store");
+    store->lock_ = std::move(lock).value();
+  } else {
+    auto held = store->fs_->IsLockHeld(lock_path);
+    if (!held.ok()) return held.status().WithContext("open store");
+    store->live_ = *held;
   }
   AGENTKV_RETURN_IF_ERROR(store->ScanAllLocked().WithContext("open store " + store->root_));
   if (!store->options_.read_only) {
@@ -68,6 +82,8 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) 
   }
   return store;
 }
+
+std::string CacheLockPath(const std::string& cache_dir) { return JoinPath(cache_dir, "LOCK"); }
 
 int64_t AgentStore::NowMs() const {
   if (options_.now_ms) return options_.now_ms();
@@ -153,6 +169,7 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
     a.created_ms = rec->created_ms;
     a.updated_ms = rec->updated_ms;
     a.last_used_ms = rec->updated_ms;
+    a.version = rec->version;
     a.usable = options_.kv_types.empty() || options_.kv_types == rec->kv_types;
     for (const BlockRef& b : rec->blocks) known.emplace(b.id, b);
     ns->agents[rec->agent_id] = std::move(a);

@@ -17,6 +17,15 @@ Status CheckQuery(const CacheQuery& q, bool need_agent) {
   return Status::OK();
 }
 
+// Writable verbs refuse a live cache here with a message naming the verb;
+// the lock taken by AgentStore::Open is what really excludes the server.
+Status RefuseIfLive(const CacheQuery& q, const char* verb, const char* instead) {
+  AGENTKV_ASSIGN_OR_RETURN(bool live, CacheInUse(FsOf(q), q.cache_dir));
+  if (!live) return Status::OK();
+  return Status::FailedPrecondition(std::string(verb) + ": refused: a running agentkv server holds " +
+                                    CacheLockPath(q.cache_dir) + "; stop it first, or " + instead);
+}
+
 // Calls fn(fingerprint, store, summary) for every agent matching q.
 Status ForEachAgent(const CacheQuery& q, bool read_only,
                     const std::function<Status(const std::string&, AgentStore*, const AgentSummary&)>& fn) {
@@ -53,6 +62,12 @@ Result<std::vector<std::string>> ListCacheFingerprints(FileSystem* fs, const std
   return out;
 }
 
+Result<bool> CacheInUse(FileSystem* fs, const std::string& cache_dir) {
+  auto held = (fs ? fs : DefaultFileSystem())->IsLockHeld(CacheLockPath(cache_dir));
+  if (!held.ok()) return held.status().WithContext("cache");
+  return *held;
+}
+
 Result<std::vector<CacheAgentRow>> CacheList(const CacheQuery& q) {
   AGENTKV_RETURN_IF_ERROR(CheckQuery(q, false).WithContext("cache ls"));
   std::vector<CacheAgentRow> rows;
@@ -80,6 +95,7 @@ Result<std::vector<CacheAgentDetail>> CacheShow(const CacheQuery& q) {
 
 Result<std::vector<CacheVerifyRow>> CacheVerify(const CacheQuery& q, bool repair) {
   AGENTKV_RETURN_IF_ERROR(CheckQuery(q, false).WithContext("cache verify"));
+  if (repair) AGENTKV_RETURN_IF_ERROR(RefuseIfLive(q, "cache verify --repair", "run verify without --repair"));
   std::vector<CacheVerifyRow> out;
   AGENTKV_RETURN_IF_ERROR(
       ForEachAgent(q, !repair, [&](const std::string& fp, AgentStore* s, const AgentSummary& a) {
@@ -92,6 +108,7 @@ Result<std::vector<CacheVerifyRow>> CacheVerify(const CacheQuery& q, bool repair
 
 Result<size_t> CacheRemove(const CacheQuery& q) {
   AGENTKV_RETURN_IF_ERROR(CheckQuery(q, true).WithContext("cache rm"));
+  AGENTKV_RETURN_IF_ERROR(RefuseIfLive(q, "cache rm", "erase through the server: DELETE /v1/agents/<id>"));
   size_t n = 0;
   AGENTKV_RETURN_IF_ERROR(ForEachAgent(q, false, [&](const std::string&, AgentStore* s, const AgentSummary& a) {
     AGENTKV_RETURN_IF_ERROR(s->DeleteAgent(a.ns, a.agent_id));

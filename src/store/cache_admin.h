@@ -4,8 +4,11 @@
 // model loaded. Each fingerprint directory is opened as an AgentStore
 // (read-only for ls/show and for verify without repair).
 //
-// Not for use while a server writes the same cache_dir, except read-only
-// ls/show/verify (which never modify files). Thread-compatible.
+// A running server holds the lock on <cache_dir>/LOCK (agent_store.h).
+// ls/show/verify open the cache read-only (no file is created, deleted or
+// moved) and may run beside it; CacheInUse tells the CLI to say so. rm and
+// verify --repair need the lock: FailedPrecondition while a server holds it.
+// Thread-compatible.
 
 #include <string>
 #include <vector>
@@ -41,6 +44,9 @@ struct CacheVerifyRow {
 // Model fingerprint directories under cache_dir (sorted; others ignored).
 Result<std::vector<std::string>> ListCacheFingerprints(FileSystem* fs, const std::string& cache_dir);
 
+// Whether another process (a running server) holds cache_dir's lock now.
+Result<bool> CacheInUse(FileSystem* fs, const std::string& cache_dir);
+
 // `cache ls`: agents matching the query, sorted by fingerprint, ns, id.
 Result<std::vector<CacheAgentRow>> CacheList(const CacheQuery& q);
 
@@ -49,11 +55,13 @@ Result<std::vector<CacheAgentRow>> CacheList(const CacheQuery& q);
 Result<std::vector<CacheAgentDetail>> CacheShow(const CacheQuery& q);
 
 // `cache verify`: reads every block of the matching agents. With `repair`,
-// bad files are quarantined (the store is opened writable).
+// bad files are quarantined (the store is opened writable, which needs the
+// lock: FailedPrecondition while a server runs).
 Result<std::vector<CacheVerifyRow>> CacheVerify(const CacheQuery& q, bool repair);
 
 // `cache rm`: erases the matching agents (agent_id required). Returns how many
-// were removed; NotFound if none matched.
+// were removed; NotFound if none matched; FailedPrecondition while a server
+// holds the lock (erase through its API instead: DELETE /v1/agents/<id>).
 Result<size_t> CacheRemove(const CacheQuery& q);
 
 }  // namespace agentkv

@@ -79,5 +79,47 @@ TEST_F(CacheAdminTest, VerifyAndRemove) {
   EXPECT_EQ(CacheRemove(Q()).status().code(), StatusCode::kInvalidArgument);  // agent required
 }
 
+// Beside a running server (a writable store holding the lock): ls/show/verify
+// read its cache without changing a file; rm and verify --repair refuse and
+// touch nothing.
+TEST_F(CacheAdminTest, LiveCacheIsReadOnlyForTheCli) {
+  const std::string block = "/cache/" + std::string(kFp) + "/" + NameHash("ns1") + "/blocks/" +
+                            ComputeBlockIds(kFp, MakeTokens(300, 1))[1] + ".safetensors";
+  ASSERT_TRUE(mem_.CorruptFile(block, "junk").ok());
+  auto in_use = CacheInUse(&mem_, "/cache");
+  ASSERT_TRUE(in_use.ok());
+  EXPECT_FALSE(*in_use);
+  auto server = AgentStore::Open(Options(&mem_));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  in_use = CacheInUse(&mem_, "/cache");
+  ASSERT_TRUE(in_use.ok());
+  EXPECT_TRUE(*in_use);
+  const auto before = mem_.AllFiles();
+
+  auto rows = CacheList(Q());
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(rows->size(), 4u);
+  EXPECT_TRUE(CacheShow(Q("ns1", "a")).ok());
+  auto v = CacheVerify(Q("ns1", "a"), /*repair=*/false);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->size(), 2u);
+
+  auto repair = CacheVerify(Q("ns1", "a"), /*repair=*/true);
+  EXPECT_EQ(repair.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(repair.status().message().find("cache verify --repair: refused: a running agentkv server holds"),
+            std::string::npos)
+      << repair.status().ToString();
+  auto rm = CacheRemove(Q("", "a"));
+  EXPECT_EQ(rm.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(rm.status().message().find("cache rm: refused"), std::string::npos) << rm.status().ToString();
+  EXPECT_EQ(mem_.AllFiles(), before);
+  EXPECT_TRUE(mem_.Exists(block));  // not quarantined under the server
+
+  server->reset();
+  auto n = CacheRemove(Q("", "a"));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2u);
+}
+
 }  // namespace
 }  // namespace agentkv

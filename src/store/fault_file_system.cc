@@ -156,4 +156,14 @@ Status FaultInjectingFileSystem::SyncDir(const std::string& dir) {
   return base_->SyncDir(dir);
 }
 
+Result<std::unique_ptr<FileLock>> FaultInjectingFileSystem::LockFile(const std::string& path) {
+  AGENTKV_RETURN_IF_ERROR(Begin("lock", path));
+  return base_->LockFile(path);
+}
+
+Result<bool> FaultInjectingFileSystem::IsLockHeld(const std::string& path) {
+  AGENTKV_RETURN_IF_ERROR(Begin("testlock", path));
+  return base_->IsLockHeld(path);
+}
+
 }  // namespace agentkv

@@ -54,6 +54,9 @@ class FaultInjectingFileSystem final : public FileSystem {
   Status CreateDirs(const std::string& dir) override;
   Status RemoveDir(const std::string& dir) override;
   Status SyncDir(const std::string& dir) override;
+  // Taking a lock is an operation ("lock"); releasing it is not (it cannot fail).
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override;
+  Result<bool> IsLockHeld(const std::string& path) override;
 
  private:
   class Writer;

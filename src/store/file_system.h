@@ -43,6 +43,13 @@ class WritableFile {
   virtual Status Close() = 0;
 };
 
+// An advisory lock on a file, held until this object is destroyed (LevelDB
+// `FileLock`). Released by the OS when the process dies, also by kill -9.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 struct DirEntry {
   std::string name;  // base name, never "." or ".."
   bool is_dir = false;
@@ -80,6 +87,15 @@ class FileSystem {
   virtual Status RemoveDir(const std::string& dir) = 0;
   // Makes the directory's entries (creations, renames, removals) durable.
   virtual Status SyncDir(const std::string& dir) = 0;
+  // Creates `path` if needed and takes an exclusive lock on it without
+  // waiting, held until the returned object is destroyed. Two locks on one
+  // path exclude each other whether they are taken by two processes or twice
+  // in one process. FailedPrecondition if someone holds it; IOError if the
+  // file cannot be created or locked. REQUIRES: the parent directory exists.
+  virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) = 0;
+  // Whether someone holds the lock on `path` now (false if the file does not
+  // exist). Takes no lock itself. IOError if it cannot tell.
+  virtual Result<bool> IsLockHeld(const std::string& path) = 0;
   // Whether ReadFile may be called from several threads at once (the store
   // then reads block files ahead in parallel). Test file systems that count
   // or order operations keep the default: one thread, deterministic order.

@@ -100,6 +100,7 @@ json RecordToJson(const AgentRecord& r) {
   j["layout_version"] = r.layout_version;
   j["created_ms"] = r.created_ms;
   j["updated_ms"] = r.updated_ms;
+  j["version"] = r.version;
   if (IsUtf8(r.text)) {
     j["text"] = r.text;
   } else {
@@ -151,6 +152,8 @@ Status RecordFromJson(const json& j, AgentRecord* r) {
       !GetInt(j, "updated_ms", &r->updated_ms)) {
     return Corrupt("missing or mistyped field");
   }
+  // Optional: manifests written before versions existed have none (version 0).
+  if (j.contains("version") && !GetInt(j, "version", &r->version)) return Corrupt("mistyped version");
   std::string b64;
   if (GetStr(j, "text", &r->text)) {
     if (j.contains("text_base64")) return Corrupt("both text and text_base64");

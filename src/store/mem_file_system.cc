@@ -36,6 +36,19 @@ class MemFileSystem::Writer final : public WritableFile {
   std::shared_ptr<File> file_;
 };
 
+class MemFileSystem::Lock final : public FileLock {
+ public:
+  Lock(MemFileSystem* fs, std::string path) : fs_(fs), path_(std::move(path)) {}
+  ~Lock() override {
+    std::lock_guard<std::mutex> l(fs_->mu_);
+    fs_->locked_.erase(path_);
+  }
+
+ private:
+  MemFileSystem* fs_;
+  std::string path_;
+};
+
 std::string MemFileSystem::Norm(const std::string& path) {
   NoteFileAccess("mem", path);  // every operation normalizes its paths first
   if (path == ".") return "";
@@ -173,6 +186,23 @@ Status MemFileSystem::SyncDir(const std::string& dir_in) {
     if (ParentDir(p) == dir) durable_dirs_.insert(p);
   }
   return Status::OK();
+}
+
+Result<std::unique_ptr<FileLock>> MemFileSystem::LockFile(const std::string& path_in) {
+  std::string path = Norm(path_in);
+  std::lock_guard<std::mutex> l(mu_);
+  if (!IsDirLocked(ParentDir(path))) return Status::NotFound("create lock file " + path + ": no parent directory");
+  if (IsDirLocked(path)) return Status::IOError("create lock file " + path + ": is a directory");
+  if (locked_.count(path)) return Status::FailedPrecondition("lock " + path + ": held by another process");
+  if (!files_.count(path)) files_[path] = std::make_shared<File>();
+  locked_.insert(path);
+  return std::unique_ptr<FileLock>(new Lock(this, path));
+}
+
+Result<bool> MemFileSystem::IsLockHeld(const std::string& path_in) {
+  std::string path = Norm(path_in);
+  std::lock_guard<std::mutex> l(mu_);
+  return locked_.count(path) > 0;
 }
 
 void MemFileSystem::SimulateCrash() {

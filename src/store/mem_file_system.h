@@ -39,6 +39,10 @@ class MemFileSystem final : public FileSystem {
   Status CreateDirs(const std::string& dir) override;
   Status RemoveDir(const std::string& dir) override;
   Status SyncDir(const std::string& dir) override;
+  // Locks live in this object (two locks of one MemFileSystem conflict); the
+  // lock file is created like an unsynced empty file.
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override;
+  Result<bool> IsLockHeld(const std::string& path) override;
 
   // Drops everything not yet durable (see above).
   void SimulateCrash();
@@ -57,6 +61,8 @@ class MemFileSystem final : public FileSystem {
   };
   class Writer;
   friend class Writer;
+  class Lock;
+  friend class Lock;
 
   bool IsDirLocked(const std::string& path) const;
   static std::string Norm(const std::string& path);
@@ -66,6 +72,7 @@ class MemFileSystem final : public FileSystem {
   std::set<std::string> dirs_;                                  // current
   std::map<std::string, std::shared_ptr<File>> durable_files_;  // durable entries
   std::set<std::string> durable_dirs_;
+  std::set<std::string> locked_;  // paths whose lock is held
 };
 
 }  // namespace agentkv

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -62,6 +63,45 @@ class PosixWritableFile final : public WritableFile {
   std::string path_;
   int fd_;
 };
+
+// Holds the descriptor whose lock it is; closing it releases the lock.
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }
+
+ private:
+  const int fd_;
+};
+
+// 0, or the errno of a failed attempt to lock (or test) the whole file.
+// `exclusive`: a write lock; else a read lock. `test`: only ask whether a
+// conflicting lock is held (*held), do not take it.
+int LockWholeFile(int fd, bool exclusive, bool test, bool* held) {
+#ifdef F_OFD_SETLK
+  struct flock fl = {};
+  fl.l_type = exclusive ? F_WRLCK : F_RDLCK;
+  fl.l_whence = SEEK_SET;  // l_start = l_len = 0: the whole file; l_pid must be 0
+  if (::fcntl(fd, test ? F_OFD_GETLK : F_OFD_SETLK, &fl) != 0) return errno;
+  if (test) *held = fl.l_type != F_UNLCK;
+  return 0;
+#else
+  // flock locks belong to the open file description too (BSD, macOS). A
+  // test takes a shared lock for an instant.
+  if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    if (test && errno == EWOULDBLOCK) {
+      *held = true;
+      return 0;
+    }
+    return errno;
+  }
+  if (test) {
+    *held = false;
+    ::flock(fd, LOCK_UN);
+  }
+  return 0;
+#endif
+}
 
 Result<std::string> ReadAt(const std::string& path, uint64_t offset, size_t n, bool whole) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -226,6 +266,36 @@ Status PosixFileSystem::SyncDir(const std::string& dir) {
   ::close(fd);
   if (rc != 0) return PosixError("fsync dir", dir, err);
   return Status::OK();
+}
+
+Result<std::unique_ptr<FileLock>> PosixFileSystem::LockFile(const std::string& path) {
+  NoteFileAccess("LockFile", path);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return PosixError("create lock file", path, errno);
+  int err = LockWholeFile(fd, /*exclusive=*/true, /*test=*/false, nullptr);
+  if (err != 0) {
+    ::close(fd);
+    if (err == EAGAIN || err == EACCES || err == EWOULDBLOCK) {
+      return Status::FailedPrecondition("lock " + path + ": held by another process");
+    }
+    return PosixError("lock", path, err);
+  }
+  return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+}
+
+Result<bool> PosixFileSystem::IsLockHeld(const std::string& path) {
+  NoteFileAccess("IsLockHeld", path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return false;
+    return PosixError("open lock file", path, errno);
+  }
+  bool held = false;
+  // A read lock conflicts exactly with the writer's exclusive lock.
+  int err = LockWholeFile(fd, /*exclusive=*/false, /*test=*/true, &held);
+  ::close(fd);
+  if (err != 0) return PosixError("test lock", path, err);
+  return held;
 }
 
 }  // namespace agentkv

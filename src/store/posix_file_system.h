@@ -22,6 +22,10 @@ class PosixFileSystem final : public FileSystem {
   Status CreateDirs(const std::string& dir) override;
   Status RemoveDir(const std::string& dir) override;
   Status SyncDir(const std::string& dir) override;
+  // Linux: an open-file-description lock (fcntl F_OFD_SETLK), so a second
+  // lock conflicts within one process too and works on NFS; elsewhere flock().
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override;
+  Result<bool> IsLockHeld(const std::string& path) override;
 };
 
 }  // namespace agentkv
