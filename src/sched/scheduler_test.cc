@@ -150,8 +150,10 @@ TEST_F(SchedulerTest, DeleteErasesAndEvictOnlyKeepsTheDiskCopy) {
 
 // Chunked, interleaved prefill: while agent A's long prompt is prefilled in
 // 64-token chunks, agent B (already decoding) gets one token per iteration,
-// so B finishes long before A's first token. Asserted on ordering, not time.
+// so B finishes long before A's first token. Asserted on the order of the
+// events (sink timestamps), not on durations.
 TEST_F(SchedulerTest, LongPrefillDoesNotStallOtherStreams) {
+  using Clock = RecordingSink::Clock;
   SchedulerOptions opt;
   opt.prefill_chunk = 64;
   Boot(2, 64u << 20, opt, 2048);
@@ -159,11 +161,19 @@ TEST_F(SchedulerTest, LongPrefillDoesNotStallOtherStreams) {
   b->WaitForDeltas(1);  // B is decoding
   const std::string long_prompt = engine::testing::SampleText(7000);
   auto a = Send("a", long_prompt, 4);
+  const auto a_sent = Clock::now();  // after A's arrival, so arrival + wait_ms <= a_sent + wait_ms
   b->Wait();
-  // A needs > 20 chunks of 64 tokens; B needs 12 iterations.
-  EXPECT_FALSE(a->text().size() > 0 && a->usage().ttft_ms > 0) << "A produced output before B finished";
   a->Wait();
+  ASSERT_TRUE(a->error().ok()) << a->error().ToString();
+  // A needs > 20 chunks of 64 tokens; B needs 12 iterations.
   EXPECT_GT(a->usage().tokens_prefilled, 20 * 64);
+  const auto a_admitted_by =
+      a_sent + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(a->usage().wait_ms));
+  // A was admitted (its prefill under way) before B finished, B kept getting
+  // tokens after that, and B's last token came before A's first.
+  EXPECT_LT(a_admitted_by, b->done_at());
+  EXPECT_GE(b->DeltasBetween(a_admitted_by, a->first_delta_at()), 5) << "B stalled while A was prefilled";
+  EXPECT_LT(b->done_at(), a->first_delta_at()) << "A produced output before B finished";
   EXPECT_TRUE(a->error().ok()) << a->error().ToString();
   EXPECT_EQ(b->reason(), api::FinishReason::kLength);
 }
@@ -204,9 +214,11 @@ TEST_F(SchedulerTest, ShortPromptOvertakesALongPrefill) {
   }
   auto b = Send("short", Prompt(0).substr(0, 200), 2);
   b->Wait();
-  EXPECT_TRUE(b->error().ok());
-  EXPECT_EQ(a->text(), "") << "the long prompt finished first";
   a->Wait();
+  EXPECT_TRUE(b->error().ok());
+  EXPECT_TRUE(a->error().ok());
+  EXPECT_LT(b->first_delta_at(), a->first_delta_at()) << "the long prompt's first token came first";
+  EXPECT_LT(b->done_at(), a->first_delta_at()) << "the short prompt waited for the long prefill";
   EXPECT_GT(a->usage().ttft_ms, b->usage().ttft_ms);
 }
 

@@ -1,9 +1,12 @@
 #pragma once
 // A GenerationSink for tests: records everything, lets a test wait for the end.
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "api/backend.h"
 
@@ -12,10 +15,13 @@ namespace agentkv::sched::testing {
 class RecordingSink : public api::GenerationSink {
  public:
   void OnStart() override {}
+  using Clock = std::chrono::steady_clock;
+
   void OnDelta(std::string_view text) override {
     std::lock_guard<std::mutex> l(mu_);
     text_ += text;
     ++n_deltas_;
+    delta_times_.push_back(Clock::now());
     cv_.notify_all();
   }
   void OnFinish(api::FinishReason reason, const api::Usage& usage) override {
@@ -23,6 +29,7 @@ class RecordingSink : public api::GenerationSink {
     reason_ = reason;
     usage_ = usage;
     done_ = true;
+    done_at_ = Clock::now();
     cv_.notify_all();
   }
   void OnError(const Status& status) override {
@@ -65,12 +72,31 @@ class RecordingSink : public api::GenerationSink {
     std::lock_guard<std::mutex> l(mu_);
     return error_;
   }
+  // When events reached the sink (the scheduler calls every sink from its one
+  // inference thread, so times of different sinks are ordered like the events).
+  // first_delta_at() is Clock::time_point::max() before the first delta.
+  Clock::time_point first_delta_at() {
+    std::lock_guard<std::mutex> l(mu_);
+    return delta_times_.empty() ? Clock::time_point::max() : delta_times_.front();
+  }
+  Clock::time_point done_at() {
+    std::lock_guard<std::mutex> l(mu_);
+    return done_ ? done_at_ : Clock::time_point::max();
+  }
+  // Deltas that arrived in [from, to).
+  int DeltasBetween(Clock::time_point from, Clock::time_point to) {
+    std::lock_guard<std::mutex> l(mu_);
+    return static_cast<int>(std::count_if(delta_times_.begin(), delta_times_.end(),
+                                          [&](Clock::time_point t) { return t >= from && t < to; }));
+  }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;
   int n_deltas_ = 0;
+  std::vector<Clock::time_point> delta_times_;
+  Clock::time_point done_at_;
   api::Usage usage_;
   api::FinishReason reason_ = api::FinishReason::kStop;
   Status error_;
