@@ -4,6 +4,7 @@
 // blocks + a partial one into slot 0, export to blocks, import into slot 2;
 // next-token logits must be identical and 32 greedy tokens equal.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -21,7 +22,7 @@ class ArchTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
   const std::string preset = GetParam();
-  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_" + preset + ".gguf");
+  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
   synth::SynthOptions so;
   so.preset = preset;
   so.output_path = path.string();

@@ -3,6 +3,7 @@
 // oracle: a slot exported to blocks and imported elsewhere must give the same
 // logits and greedy tokens as the original.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -24,7 +25,7 @@ using testing::Prefill;
 using testing::SampleText;
 
 std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("agentkv_engine_test_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("agentkv_engine_test_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
 TEST(ModelLoadTest, BadFilesGiveClearErrors) {

@@ -5,6 +5,7 @@
 // never touched the disk.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
@@ -30,7 +31,8 @@ class SchedulerTest : public ::testing::Test {
   void SetUp() override {
     forbidden_at_start_ = ForbiddenFileAccesses();
     dir_ = std::filesystem::temp_directory_path() /
-           ("agentkv_sched_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("agentkv_sched_test_" + std::to_string(::getpid()) + "_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));  // per process: runs side by side never share it
     std::filesystem::remove_all(dir_);
   }
   void TearDown() override {
