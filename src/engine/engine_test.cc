@@ -13,6 +13,7 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "engine/bundled_model_fixture.h"
 #include "engine/test_support.h"
 #include "engine/tokenizer.h"
 
@@ -51,15 +52,8 @@ TEST(ModelLoadTest, BadFilesGiveClearErrors) {
   }
 }
 
-class EngineTest : public ::testing::Test {
+class EngineTest : public testing::BundledModelTest {
  protected:
-  static void SetUpTestSuite() {
-    auto m = Model::Load(BundledModelPath());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-  }
-  static void TearDownTestSuite() { delete model_; }
-
   std::unique_ptr<Context> MakeContext(KvType t = KvType::kQ4_0, int slots = 2, int slot_ctx = 2048) {
     ContextOptions o;
     o.n_slots = slots;
@@ -70,10 +64,7 @@ class EngineTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;
   }
-
-  static Model* model_;
 };
-Model* EngineTest::model_ = nullptr;
 
 TEST_F(EngineTest, ModelInfoMatchesTheBundledModel) {
   const ModelInfo& info = model_->info();

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/bundled_model_fixture.h"
 #include "engine/test_support.h"
 
 namespace agentkv::engine {
@@ -15,17 +16,7 @@ namespace {
 using testing::BundledModelPath;
 using testing::SampleText;
 
-class TokenizerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto m = Model::Load(BundledModelPath());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-  }
-  static void TearDownTestSuite() { delete model_; }
-  static Model* model_;
-};
-Model* TokenizerTest::model_ = nullptr;
+class TokenizerTest : public testing::BundledModelTest {};
 
 size_t Count(const std::vector<int32_t>& v, int32_t t) { return static_cast<size_t>(std::count(v.begin(), v.end(), t)); }
 
