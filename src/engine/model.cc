@@ -140,6 +140,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
 
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = options.n_gpu_layers >= 0 ? options.n_gpu_layers : (llama_supports_gpu_offload() ? 999 : 0);
+  mp.vocab_only = options.vocab_only;
   t_last_llama_error.clear();
   model->model_ = llama_model_load_from_file(path.c_str(), mp);
   if (model->model_ == nullptr) {
@@ -147,6 +148,10 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
     return Status::Unsupported(op + ": architecture '" + model->info_.architecture + "': " + why);
   }
   llama_model* m = model->model_;
+  if (options.vocab_only) {  // no hyperparameters to read or check
+    model->info_.n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    return model;
+  }
   if (llama_model_is_recurrent(m) || llama_model_is_hybrid(m) || llama_model_has_encoder(m) ||
       llama_model_is_diffusion(m)) {
     return Status::Unsupported(op + ": architecture '" + model->info_.architecture +

@@ -25,6 +25,9 @@ struct ModelOptions {
   // Where the digest of the tensor data is cached ("" = read all weights on
   // every load); see weights_digest.h.
   WeightsDigestOptions weights_digest;
+  // Load only the vocabulary (tokenizer tests on llama.cpp's vocab-only
+  // GGUF files): no weights, so no Context can be made from the model.
+  bool vocab_only = false;
 };
 
 struct ModelInfo {

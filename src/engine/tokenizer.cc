@@ -25,6 +25,7 @@ Tokenizer::Tokenizer(const Model& model) : model_(model), vocab_(model.vocab()) 
   }
   std::stable_sort(specials_.begin(), specials_.end(),
                    [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
+  cut_rule_ = DetectCutRule();
 }
 
 int32_t Tokenizer::Bos() const {

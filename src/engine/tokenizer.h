@@ -53,6 +53,14 @@ struct RenderedPrompt {
   std::vector<TextRange> plain;
 };
 
+// A prompt's tokenization and what it was computed from, the input of
+// Tokenizer::TokenizeExtending: tokenized == Tokenize(text, true, plain).
+struct PromptTokens {
+  std::string text;
+  std::vector<TextRange> plain;
+  TokenizedText tokenized;
+};
+
 class Tokenizer {
  public:
   explicit Tokenizer(const Model& model);
@@ -69,6 +77,18 @@ class Tokenizer {
   // in `plain`, the result equals Tokenize(text, add_bos). A BOS is added as
   // by Tokenize, unless `text` starts with the BOS text outside `plain`.
   TokenizedText Tokenize(std::string_view text, bool add_bos, const std::vector<TextRange>& plain) const;
+
+  // Tokenize(text, /*add_bos=*/true, plain), computed from `prev` (an earlier
+  // prompt that shares a prefix with this one, e.g. the agent's previous
+  // turn): prev's tokens before a safe cut are reused and only the text after
+  // the cut is tokenized. The result equals the full tokenization (the cut
+  // rule and why it holds: docs/engine.md "Incremental tokenization"); with
+  // no safe cut in the shared prefix, or a vocabulary without a proven rule
+  // (tokenizes_incrementally() false), it is the full tokenization.
+  // *reused (optional) receives the number of tokens taken from prev.
+  TokenizedText TokenizeExtending(const PromptTokens& prev, std::string_view text,
+                                  const std::vector<TextRange>& plain, size_t* reused = nullptr) const;
+  bool tokenizes_incrementally() const { return cut_rule_ != CutRule::kNone; }
 
   // An upper bound on the bytes of text one token covers (the longest piece
   // in the vocabulary): a text of more than n * MaxTokenBytes() bytes has
@@ -113,6 +133,14 @@ class Tokenizer {
   TokenizedText Align(std::string_view text, std::vector<int32_t> tokens, bool bos_added) const;
 
   std::string template_;  // empty: fallback
+
+  // How TokenizeExtending cuts (tokenizer_extend.cc). kSpace: at a safe cut c
+  // the text from c on is tokenized as its own fragment. kDummyPrefixSpace:
+  // from c + 1, the space at c being the one SentencePiece puts before every
+  // fragment. kNone: never (always the full tokenization).
+  enum class CutRule { kNone, kSpace, kDummyPrefixSpace };
+  CutRule cut_rule_ = CutRule::kNone;
+  CutRule DetectCutRule();
   // Special tokens (control, user-defined, unknown) by text, longest first:
   // llama.cpp's own matching order.
   struct Special {
