@@ -50,6 +50,7 @@
 #include "kv/block_pool.h"
 #include "sched/io_executor.h"
 #include "sched/metrics.h"
+#include "sched/prompt_token_cache.h"
 #include "sched/turn_plan.h"
 #include "store/agent_store.h"
 
@@ -62,6 +63,8 @@ struct SchedulerOptions {
   int64_t queue_timeout_ms = 120000;  // a request waiting longer -> error
   int default_max_tokens = 256;     // when the request sets none
   double diverge_ratio = 0.5;
+  // Agents' last prompts kept for incremental tokenization (PromptTokenCache).
+  size_t prompt_token_cache_bytes = size_t{64} << 20;
 };
 
 class Scheduler : public api::Backend {
@@ -147,6 +150,9 @@ class Scheduler : public api::Backend {
                 uint64_t pool_version);
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
   engine::RenderedPrompt RenderPrompt(const api::GenerationRequest& r) const;
+  // The prompt's tokens (with BOS), from the agent's previous prompt where
+  // it can (PromptTokenCache); remembers this one. Any thread.
+  engine::TokenizedText TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt);
   api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
@@ -157,6 +163,7 @@ class Scheduler : public api::Backend {
   AgentStore* store_;
   const SchedulerOptions options_;
   SchedulerMetrics metrics_;
+  PromptTokenCache prompt_tokens_;
 
   // Shared with other threads.
   mutable std::mutex mu_;
