@@ -198,7 +198,9 @@ class Scheduler : public api::Backend {
 
   // Last: destroyed first, so no job outlives the state it uses.
   IoExecutor reads_;  // agent and namespace reads, FIFO
-  IoExecutor saves_;  // write-behind saves, FIFO (one agent's saves land in order)
+  // Write-behind saves, FIFO (one agent's saves land in order), at nice +10:
+  // on a small CPU they must not slow other agents' decoding.
+  IoExecutor saves_{10};
 };
 
 }  // namespace agentkv::sched
