@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "engine/chat_format.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -146,13 +147,19 @@ class Scheduler : public api::Backend {
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
                 uint64_t pool_version);
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
-  engine::RenderedPrompt RenderPrompt(const api::GenerationRequest& r) const;
+  // The prompt, grammar and reply parser of a request (chat: ChatFormat;
+  // completion: the raw prompt). InvalidArgument: see ChatFormat::Render.
+  Result<engine::ChatPrompt> RenderPrompt(const api::GenerationRequest& r) const;
+  // Sends generated reply text to the sink: as is, or through the reply
+  // parser (content and tool-call deltas) when the request has one.
+  void EmitText(Active& a, std::string_view text);
   api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
   engine::Model& model_;
   engine::Context& ctx_;
   engine::Tokenizer tokenizer_;
+  std::unique_ptr<engine::ChatFormat> chat_format_;
   BlockPool& pool_;
   AgentStore* store_;
   const SchedulerOptions options_;
