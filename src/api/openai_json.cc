@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/identity.h"
+#include "api/json_fields.h"
 #include "api/openai_tools.h"
 
 namespace agentkv::api {
@@ -20,17 +21,6 @@ using MaybeError = std::optional<ApiError>;
 
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 constexpr size_t kMaxStopStrings = 4;
-
-// The field, or nullptr when absent or null.
-const json* Field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-MaybeError TypeError(const std::string& param, const char* expected) {
-  return InvalidRequest("'" + param + "' must be " + expected + ".", param, "invalid_type");
-}
 
 MaybeError RangeError(const std::string& param, const std::string& range) {
   return InvalidRequest("'" + param + "' must be " + range + ".", param, "invalid_value");

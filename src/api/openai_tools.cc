@@ -1,5 +1,7 @@
 #include "api/openai_tools.h"
 
+#include "api/json_fields.h"
+
 namespace agentkv::api {
 namespace {
 
@@ -7,16 +9,6 @@ using nlohmann::json;
 using MaybeError = std::optional<ApiError>;
 
 constexpr size_t kMaxTools = 128;
-
-const json* Field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-MaybeError TypeError(const std::string& param, const char* expected) {
-  return InvalidRequest("'" + param + "' must be " + expected + ".", param, "invalid_type");
-}
 
 MaybeError Unsupported(const std::string& what, const std::string& param) {
   return InvalidRequest(what, param, "unsupported");
