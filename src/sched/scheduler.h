@@ -92,7 +92,7 @@ class Scheduler : public api::Backend {
   std::string MetricsText() const override;
 
   // Tokens of the request's prompt after the template, as Submit counts them
-  // (tests). Any thread.
+  // (tests); 0 when the request cannot be rendered (Submit refuses it). Any thread.
   int64_t CountPromptTokens(const api::GenerationRequest& request) const;
 
   // The RAM pool's eviction observer: counts evictions.
