@@ -239,7 +239,8 @@ test('Vercel AI SDK: generateText with tools', async () => {
   const executed = [];
   const result = await generateText({
     model: provider(MODEL_ID),
-    messages: ASK,
+    system: ASK[0].content,
+    prompt: ASK[1].content,
     temperature: 0,
     maxOutputTokens: 200,
     tools: {
