@@ -1,6 +1,8 @@
 # llama.cpp as a static CMake subproject, pinned to the source in
 # node-llama-cpp@3.22.1 (scripts/fetch-llama.sh verifies and unpacks it).
-# Only libllama + ggml are built unless AGENTKV_LLAMA_SERVER asks for the server.
+# libllama + ggml + llama-common (its chat layer: Jinja templates, tool-call
+# formats and parsers, JSON schema -> grammar; used by src/engine/chat_format.cc)
+# are built; llama-server only when AGENTKV_LLAMA_SERVER asks for it.
 
 if(NOT EXISTS ${AGENTKV_LLAMA_DIR}/CMakeLists.txt)
   message(FATAL_ERROR "llama.cpp source not found at ${AGENTKV_LLAMA_DIR}; run scripts/fetch-llama.sh")
@@ -14,7 +16,7 @@ set(LLAMA_CURL OFF CACHE BOOL "" FORCE)
 set(LLAMA_OPENSSL OFF CACHE BOOL "" FORCE)
 set(LLAMA_BUILD_TOOLS ${AGENTKV_LLAMA_SERVER} CACHE BOOL "" FORCE)
 set(LLAMA_BUILD_SERVER ${AGENTKV_LLAMA_SERVER} CACHE BOOL "" FORCE)
-set(LLAMA_BUILD_COMMON ${AGENTKV_LLAMA_SERVER} CACHE BOOL "" FORCE)
+set(LLAMA_BUILD_COMMON ON CACHE BOOL "" FORCE)
 set(GGML_CUDA ${AGENTKV_CUDA} CACHE BOOL "" FORCE)
 set(GGML_NATIVE ${AGENTKV_NATIVE} CACHE BOOL "" FORCE)
 if(NOT AGENTKV_NATIVE)
@@ -31,16 +33,11 @@ set(GGML_OPENMP ON CACHE BOOL "" FORCE)
 add_subdirectory(${AGENTKV_LLAMA_DIR} ${CMAKE_BINARY_DIR}/llama.cpp EXCLUDE_FROM_ALL)
 
 # Vendored single copies that llama.cpp already ships: nlohmann/json
-# (target nlohmann), xxhash + sha256 (target vendor-hash), cpp-httplib.
-if(NOT TARGET cpp-httplib)
-  add_library(cpp-httplib STATIC ${AGENTKV_LLAMA_DIR}/vendor/cpp-httplib/httplib.cpp)
-  target_include_directories(cpp-httplib PUBLIC ${AGENTKV_LLAMA_DIR}/vendor)
-  target_compile_options(cpp-httplib PRIVATE -w)
-  target_compile_definitions(cpp-httplib PUBLIC CPPHTTPLIB_TCP_NODELAY=1)
-  find_package(Threads REQUIRED)
-  target_link_libraries(cpp-httplib PUBLIC Threads::Threads)
-endif()
+# (target nlohmann), xxhash + sha256 (target vendor-hash), cpp-httplib (the
+# target llama.cpp's vendor/ defines for common; it sets TCP_NODELAY).
+find_package(Threads REQUIRED)
 target_include_directories(cpp-httplib INTERFACE ${AGENTKV_LLAMA_DIR}/vendor)
+target_link_libraries(cpp-httplib INTERFACE Threads::Threads)
 if(AGENTKV_LLAMA_SERVER)
   add_custom_target(agentkv-llama-server ALL DEPENDS llama-server)
 endif()

@@ -38,12 +38,75 @@ class CancellationToken {
 
 enum class RequestKind { kChat, kCompletion };
 
-// "developer" messages arrive as kSystem.
-enum class Role { kSystem, kUser, kAssistant };
+// "developer" messages arrive as kSystem. kTool: the result of a tool call
+// (OpenAI role "tool"; an Anthropic "tool_result" block becomes one).
+enum class Role { kSystem, kUser, kAssistant, kTool };
 
+// One function call made by the assistant: OpenAI's message.tool_calls[i]
+// ({id, type:"function", function:{name, arguments}}), Anthropic's
+// "tool_use" block ({id, name, input}). API-neutral on purpose: both routes
+// build and read these.
+struct ToolCall {
+  // Client-visible id of the call ("call_..." from agentkv, or whatever the
+  // client sent back); a kTool message answers it by tool_call_id. The
+  // chat template may or may not render it (most do not).
+  std::string id;
+  std::string name;  // function name
+  // The arguments as JSON text, normally an object ("{\"city\":\"Paris\"}").
+  // Requests: OpenAI's string as sent (Anthropic's `input` serialized);
+  // replies: what the model wrote, parsed and re-serialized by the model's
+  // tool-call parser. api/ does not interpret it.
+  std::string arguments;
+};
+
+// One message of a conversation, after api/ has normalized it.
+//   kSystem / kUser: content.
+//   kAssistant: content (may be empty) and/or tool_calls.
+//   kTool: content = the tool's result text; tool_call_id = the call it
+//          answers (required by both APIs); tool_name = the function's name
+//          when known (OpenAI's optional `name`; empty otherwise).
 struct ChatMessage {
   Role role = Role::kUser;
   std::string content;  // UTF-8 text; multi-part text content is joined
+  std::vector<ToolCall> tool_calls;  // kAssistant only
+  std::string tool_call_id;          // kTool only
+  std::string tool_name;             // kTool only, optional
+};
+
+// A function the model may call (OpenAI tools[i].function; Anthropic
+// tools[i] with input_schema).
+struct ToolDefinition {
+  std::string name;         // [A-Za-z0-9_-], 1..64 chars (checked by api/)
+  std::string description;  // may be empty
+  // JSON Schema of the arguments, as JSON object text; empty = no arguments
+  // ({"type":"object","properties":{}}). Checked by the backend: a schema
+  // it cannot turn into a grammar is InvalidArgument (400).
+  std::string parameters;
+  bool strict = false;  // informational: calls are always grammar-constrained when forced
+};
+
+// OpenAI tool_choice / Anthropic tool_choice {auto, any, tool, none}.
+enum class ToolChoiceMode {
+  kAuto,      // the model decides (a lazy grammar applies once a call starts)
+  kNone,      // tools are described to the model but it may not call them
+  kRequired,  // at least one call, grammar-constrained (Anthropic "any")
+  kFunction,  // a call of `function`, grammar-constrained (Anthropic "tool")
+};
+struct ToolChoice {
+  ToolChoiceMode mode = ToolChoiceMode::kAuto;
+  std::string function;  // kFunction: a name among the request's tools
+};
+
+// OpenAI response_format. Anthropic has no equivalent (kText).
+enum class ResponseFormatType { kText, kJsonObject, kJsonSchema };
+struct ResponseFormat {
+  ResponseFormatType type = ResponseFormatType::kText;
+  // kJsonSchema: the schema (json_schema.schema) as JSON text. Output is
+  // constrained to it by a grammar whether or not `strict` is set; a schema
+  // that cannot become a grammar is InvalidArgument (400) from Submit.
+  std::string schema;
+  std::string name;     // json_schema.name, informational
+  bool strict = false;  // informational (always enforced)
 };
 
 struct SamplingParams {
@@ -66,6 +129,13 @@ struct GenerationRequest {
   RequestKind kind = RequestKind::kChat;
   std::vector<ChatMessage> messages;  // kChat: non-empty
   std::string prompt;                 // kCompletion: the raw prompt text
+  // kChat only. With tools (and mode != kNone) the reply may contain tool
+  // calls: the backend parses them out of the model's text with the model's
+  // own tool-call format and reports them by GenerationSink::OnToolCallDelta.
+  std::vector<ToolDefinition> tools;
+  ToolChoice tool_choice;            // kFunction/kRequired need non-empty tools (api/ checks)
+  bool parallel_tool_calls = true;   // false: at most one call per reply
+  ResponseFormat response_format;    // kChat only; not together with forced tool calls
   SamplingParams sampling;
   bool stream = false;         // informational: output arrives by deltas anyway
   bool include_usage = false;  // informational
@@ -116,16 +186,33 @@ struct Usage {
   double restore_ms = 0.0;  // blocks -> slot (convert + copy into llama.cpp, on the inference thread)
 };
 
-enum class FinishReason { kStop, kLength, kCancelled };
+// kToolCalls: the reply ended after one or more tool calls (OpenAI
+// "tool_calls", Anthropic "tool_use").
+enum class FinishReason { kStop, kLength, kCancelled, kToolCalls };
 
 inline const char* FinishReasonName(FinishReason r) {
   switch (r) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kToolCalls: return "tool_calls";
   }
   return "stop";
 }
+
+// A piece of a tool call as it is generated. Calls are numbered 0, 1, ... in
+// the order the model writes them; the first delta of call `index` carries
+// its id and name (both non-empty) and possibly the start of its
+// arguments; later deltas of the same call have empty id and name and
+// append to `arguments`. Calls arrive in index order and a call is complete
+// when a delta of the next index arrives or the request finishes.
+// Concatenating a call's `arguments` gives its whole JSON text.
+struct ToolCallDelta {
+  size_t index = 0;
+  std::string id;         // first delta of a call only
+  std::string name;       // first delta of a call only
+  std::string arguments;  // appended text (may be empty)
+};
 
 // Receives one request's output. Implemented by api/; called by the backend.
 //
@@ -136,7 +223,10 @@ inline const char* FinishReasonName(FinishReason r) {
 //     terminal call.
 //   - OnDelta text is raw bytes of the reply; it may end inside a UTF-8 code
 //     point (api/ reassembles). The concatenation of all deltas is the whole
-//     reply. Stop strings are honoured by the backend: no delta contains a
+//     reply's text content. With tools, tool-call markup is not content: it
+//     arrives as OnToolCallDelta instead (interleaved with OnDelta in the
+//     order the model wrote them), and the finish reason is then kToolCalls.
+//     Stop strings are honoured by the backend: no delta contains a
 //     stop string or anything after it (hold back a possible partial match
 //     until it is resolved), finish_reason is then kStop.
 //   - OnError(Status) maps to HTTP (see errors.h) if nothing was sent yet,
@@ -149,6 +239,7 @@ class GenerationSink {
   virtual ~GenerationSink() = default;
   virtual void OnStart() = 0;
   virtual void OnDelta(std::string_view text) = 0;
+  virtual void OnToolCallDelta(const ToolCallDelta& delta) = 0;
   virtual void OnFinish(FinishReason reason, const Usage& usage) = 0;
   virtual void OnError(const Status& status) = 0;
 };

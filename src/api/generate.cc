@@ -50,6 +50,9 @@ class SseBodyStream final : public BodyStream {
         case GenerationEvent::Kind::kDelta:
           *out += encoder_.Delta(e.text);
           break;
+        case GenerationEvent::Kind::kToolCall:
+          *out += encoder_.ToolCall(e.tool_call);
+          break;
         case GenerationEvent::Kind::kFinish:
           *out += encoder_.Finish(e.finish, e.usage);
           break;
@@ -182,9 +185,16 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
 
   Utf8Splitter utf8;
   std::string text;
+  std::vector<ToolCall> tool_calls;
   for (const GenerationEvent& e : events) {
     if (e.kind == GenerationEvent::Kind::kDelta) {
       text += utf8.Push(e.text);
+    } else if (e.kind == GenerationEvent::Kind::kToolCall) {
+      const ToolCallDelta& d = e.tool_call;
+      if (d.index >= tool_calls.size()) tool_calls.resize(d.index + 1);
+      if (!d.id.empty()) tool_calls[d.index].id = d.id;
+      if (!d.name.empty()) tool_calls[d.index].name = d.name;
+      tool_calls[d.index].arguments += d.arguments;
     } else if (e.kind == GenerationEvent::Kind::kError) {
       return ErrorResponse(ApiErrorFromStatus(e.status));
     } else if (e.kind == GenerationEvent::Kind::kFinish) {
@@ -192,7 +202,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
       HttpResponse r;
       r.headers.emplace_back("X-Request-Id", meta.id);
       if (!e.usage.agent_id.empty()) r.headers.emplace_back("X-Agent-Id", e.usage.agent_id);
-      r.body = CompletionJson(meta, text, e.finish, e.usage);
+      r.body = CompletionJson(meta, text, tool_calls, e.finish, e.usage);
       return r;
     }
   }

@@ -21,6 +21,12 @@ void GenerationChannel::OnDelta(std::string_view text) {
   Push(std::move(e));
 }
 
+void GenerationChannel::OnToolCallDelta(const ToolCallDelta& delta) {
+  GenerationEvent e = MakeEvent(GenerationEvent::Kind::kToolCall);
+  e.tool_call = delta;
+  Push(std::move(e));
+}
+
 void GenerationChannel::OnFinish(FinishReason reason, const Usage& usage) {
   GenerationEvent e = MakeEvent(GenerationEvent::Kind::kFinish);
   e.finish = reason;
@@ -39,9 +45,12 @@ void GenerationChannel::Push(GenerationEvent event) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;  // contract violation by the backend; drop quietly
     closed_ = event.terminal();
-    if (event.kind == GenerationEvent::Kind::kDelta && !events_.empty() &&
-        events_.back().kind == GenerationEvent::Kind::kDelta) {
-      events_.back().text += event.text;  // the reader is behind: coalesce
+    GenerationEvent* last = events_.empty() ? nullptr : &events_.back();
+    if (event.kind == GenerationEvent::Kind::kDelta && last != nullptr && last->kind == GenerationEvent::Kind::kDelta) {
+      last->text += event.text;  // the reader is behind: coalesce
+    } else if (event.kind == GenerationEvent::Kind::kToolCall && event.tool_call.id.empty() && last != nullptr &&
+               last->kind == GenerationEvent::Kind::kToolCall && last->tool_call.index == event.tool_call.index) {
+      last->tool_call.arguments += event.tool_call.arguments;  // same call: coalesce its arguments
     } else {
       events_.push_back(std::move(event));
     }

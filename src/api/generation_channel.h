@@ -21,9 +21,10 @@
 namespace agentkv::api {
 
 struct GenerationEvent {
-  enum class Kind { kStart, kDelta, kFinish, kError };
+  enum class Kind { kStart, kDelta, kToolCall, kFinish, kError };
   Kind kind = Kind::kStart;
   std::string text;  // kDelta: raw bytes
+  ToolCallDelta tool_call;  // kToolCall
   FinishReason finish = FinishReason::kStop;
   Usage usage;    // kFinish
   Status status;  // kError
@@ -35,11 +36,13 @@ class GenerationChannel final : public GenerationSink {
  public:
   void OnStart() override;
   void OnDelta(std::string_view text) override;
+  void OnToolCallDelta(const ToolCallDelta& delta) override;
   void OnFinish(FinishReason reason, const Usage& usage) override;
   void OnError(const Status& status) override;
 
   // Waits up to `timeout` for events and moves all pending ones to the end
-  // of *out, adjacent deltas merged. Returns false if none arrived in time.
+  // of *out, adjacent text deltas merged (and adjacent argument deltas of
+  // one tool call). Returns false if none arrived in time.
   bool Wait(std::chrono::milliseconds timeout, std::vector<GenerationEvent>* out);
 
  private:

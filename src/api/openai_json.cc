@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/identity.h"
+#include "api/json_fields.h"
+#include "api/openai_tools.h"
 
 namespace agentkv::api {
 namespace {
@@ -19,17 +21,6 @@ using MaybeError = std::optional<ApiError>;
 
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 constexpr size_t kMaxStopStrings = 4;
-
-// The field, or nullptr when absent or null.
-const json* Field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-MaybeError TypeError(const std::string& param, const char* expected) {
-  return InvalidRequest("'" + param + "' must be " + expected + ".", param, "invalid_type");
-}
 
 MaybeError RangeError(const std::string& param, const std::string& range) {
   return InvalidRequest("'" + param + "' must be " + range + ".", param, "invalid_value");
@@ -246,12 +237,13 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
       msg.role = Role::kUser;
     } else if (r == "assistant") {
       msg.role = Role::kAssistant;
-      if (Field(m, "tool_calls") != nullptr || Field(m, "function_call") != nullptr) {
-        return InvalidRequest("Tool calls are not supported.", param + ".tool_calls", "unsupported");
-      }
+      if (MaybeError e = ParseAssistantToolCalls(m, param, &msg)) return e;
+    } else if (r == "tool") {
+      msg.role = Role::kTool;
+      if (MaybeError e = ParseToolMessage(m, param, &msg)) return e;
     } else {
       return InvalidRequest("Unsupported role '" + r.substr(0, 32) +
-                                "'; expected system, developer, user or assistant.",
+                                "'; expected system, developer, user, assistant or tool.",
                             param + ".role", "invalid_value");
     }
     if (MaybeError e = ParseContent(m, param, msg.role == Role::kAssistant, &msg.content)) return e;
@@ -288,18 +280,7 @@ MaybeError ParseChatRequest(std::string_view body, const ParseContext& ctx, Gene
     if (error) return error;
     out->kind = RequestKind::kChat;
     if (MaybeError e = ParseMessages(j, &out->messages)) return e;
-    for (const char* name : {"tools", "functions"}) {
-      if (const json* v = Field(j, name); v != nullptr && !v->empty()) {
-        return InvalidRequest(std::string("'") + name + "' is not supported.", name, "unsupported");
-      }
-    }
-    if (const json* v = Field(j, "response_format")) {
-      const json* type = v->is_object() ? Field(*v, "type") : nullptr;
-      if (type == nullptr || *type != "text") {
-        return InvalidRequest("Only response_format {\"type\":\"text\"} is supported.",
-                              "response_format", "unsupported");
-      }
-    }
+    if (MaybeError e = ParseToolsAndFormat(j, out)) return e;
     return ParseCommon(j, ctx, out);
   });
 }

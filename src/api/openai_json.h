@@ -1,12 +1,14 @@
 #pragma once
 // OpenAI request bodies -> GenerationRequest (parse + validate at the door).
 //
-// Accepted (POST /v1/chat/completions): model, messages[{role, content}],
+// Accepted (POST /v1/chat/completions): model, messages[{role, content,
+// tool_calls, tool_call_id}], tools, tool_choice, parallel_tool_calls,
+// response_format (text, json_object, json_schema; openai_tools.h),
 // max_tokens | max_completion_tokens, temperature [0,2], top_p (0,1],
 // top_k >= 0, seed, stop (string or <= 4 strings), stream,
 // stream_options.include_usage, agent_id | session_id. /v1/completions takes
 // prompt (a string, or an array of exactly one string) instead of messages.
-// Unknown fields are ignored; known features agentkv lacks (n > 1, tools,
+// Unknown fields are ignored; known features agentkv lacks (n > 1,
 // logprobs, echo, ...) are refused with 400 rather than silently dropped.
 // `null` counts as absent everywhere. Full rules: docs/api.md.
 
@@ -45,14 +47,19 @@ struct ResponseMeta {
 };
 
 // A whole non-streamed response ("chat.completion" or "text_completion").
-// `text` must be valid UTF-8 (see utf8.h).
-std::string CompletionJson(const ResponseMeta& meta, std::string_view text, FinishReason finish,
-                           const Usage& usage);
+// `text` must be valid UTF-8 (see utf8.h). Chat with tool calls:
+// message.tool_calls = [{id, type:"function", function:{name, arguments}}]
+// and message.content is null when `text` is empty.
+std::string CompletionJson(const ResponseMeta& meta, std::string_view text, const std::vector<ToolCall>& tool_calls,
+                           FinishReason finish, const Usage& usage);
 
 // One streamed chunk ("chat.completion.chunk" or "text_completion").
 struct ChunkFields {
   bool role = false;                   // chat: delta.role = "assistant"
   std::optional<std::string> content;  // delta content / text
+  // chat: delta.tool_calls = [{index, id?, type?, function:{name?, arguments}}]
+  // as OpenAI streams them: id, type and name only in a call's first delta.
+  std::optional<ToolCallDelta> tool_call;
   std::optional<FinishReason> finish;  // null when unset
   bool usage_null = false;             // include_usage: "usage": null
 };

@@ -78,7 +78,14 @@ TEST(OpenAiJsonTest, RefusesBadChatRequests) {
       {R"({"messages":"hi"})", 400, "messages"},
       {R"({})", 400, "messages"},
       {R"({"messages":[{"content":"x"}]})", 400, "messages[0].role"},
-      {R"({"messages":[{"role":"tool","content":"x"}]})", 400, "messages[0].role"},
+      {R"({"messages":[{"role":"tool","content":"x"}]})", 400, "messages[0].tool_call_id"},
+      {R"({"messages":[{"role":"function","content":"x"}]})", 400, "messages[0].role"},
+      {R"({"messages":[{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}]})", 400,
+       "messages[0].function_call"},
+      {R"({"messages":[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":"[1]"}}]}]})", 400,
+       "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]})", 400,
+       "messages[0].tool_calls[0].id"},
       {R"({"messages":[{"role":"user"}]})", 400, "messages[0].content"},
       {R"({"messages":[{"role":"user","content":5}]})", 400, "messages[0].content"},
       {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", 400,
@@ -105,9 +112,22 @@ TEST(OpenAiJsonTest, RefusesBadChatRequests) {
       {With(R"(,"stream":true,"stream_options":{"include_usage":1})"), 400,
        "stream_options.include_usage"},
       {With(R"(,"n":2)"), 400, "n"},
-      {With(R"(,"tools":[{"type":"function"}])"), 400, "tools"},
+      {With(R"(,"tools":[{"type":"function"}])"), 400, "tools[0].function"},
+      {With(R"(,"tools":[{"type":"custom","custom":{"name":"x"}}])"), 400, "tools[0].type"},
+      {With(R"(,"tools":[{"type":"function","function":{"name":"a b"}}])"), 400, "tools[0].function.name"},
+      {With(R"(,"tools":[{"type":"function","function":{"name":"a","parameters":"{}"}}])"), 400,
+       "tools[0].function.parameters"},
+      {With(R"(,"functions":[{"name":"a"}])"), 400, "functions"},
+      {With(R"(,"tool_choice":"required")"), 400, "tool_choice"},
+      {With(R"(,"tool_choice":"sometimes")"), 400, "tool_choice"},
+      {With(R"(,"tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":{"type":"function","function":{"name":"b"}})"),
+       400, "tool_choice.function.name"},
+      {With(R"(,"parallel_tool_calls":"yes")"), 400, "parallel_tool_calls"},
+      {With(R"(,"tools":[{"type":"function","function":{"name":"a"}}],"response_format":{"type":"json_object"})"), 400,
+       "response_format"},
+      {With(R"(,"response_format":{"type":"json_schema"})"), 400, "response_format.json_schema"},
+      {With(R"(,"response_format":{"type":"yaml"})"), 400, "response_format.type"},
       {With(R"(,"logprobs":true)"), 400, "logprobs"},
-      {With(R"(,"response_format":{"type":"json_object"})"), 400, "response_format"},
       {With(R"(,"agent_id":"../x")"), 400, "agent_id"},
       {With(R"(,"agent_id":5)"), 400, "agent_id"},
       {With(R"(,"session_id":"")"), 400, "session_id"},
@@ -121,6 +141,67 @@ TEST(OpenAiJsonTest, RefusesBadChatRequests) {
     EXPECT_FALSE(e->message.empty());
     EXPECT_EQ(e->type, "invalid_request_error");
   }
+}
+
+TEST(OpenAiJsonTest, ParsesToolsToolMessagesAndResponseFormat) {
+  GenerationRequest r;
+  ASSERT_FALSE(Chat(R"({"messages":[
+      {"role":"user","content":"Weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"sunny"}],
+    "tools":[{"type":"function","function":{"name":"get_weather","description":"d",
+      "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],
+    "tool_choice":{"type":"function","function":{"name":"get_weather"}},
+    "parallel_tool_calls":false})", &r));
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1].role, Role::kAssistant);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].id, "call_1");
+  EXPECT_EQ(r.messages[1].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(r.messages[2].role, Role::kTool);
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(r.messages[2].content, "sunny");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].description, "d");
+  EXPECT_EQ(r.tools[0].parameters, R"({"properties":{"city":{"type":"string"}},"type":"object"})");
+  EXPECT_EQ(r.tool_choice.mode, ToolChoiceMode::kFunction);
+  EXPECT_EQ(r.tool_choice.function, "get_weather");
+  EXPECT_FALSE(r.parallel_tool_calls);
+
+  GenerationRequest j;
+  ASSERT_FALSE(Chat(With(R"(,"response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,
+      "schema":{"type":"object"}}})"), &j));
+  EXPECT_EQ(j.response_format.type, ResponseFormatType::kJsonSchema);
+  EXPECT_EQ(j.response_format.schema, R"({"type":"object"})");
+  EXPECT_TRUE(j.response_format.strict);
+  GenerationRequest none;
+  ASSERT_FALSE(Chat(With(R"(,"tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":"none",
+      "response_format":{"type":"json_object"})"), &none));
+  EXPECT_EQ(none.response_format.type, ResponseFormatType::kJsonObject);
+}
+
+TEST(OpenAiJsonTest, ToolCallsInResponsesAndChunks) {
+  Usage u;
+  const json r = json::parse(CompletionJson({"id1", "m", 5, RequestKind::kChat}, "", {{"call_a", "f", R"({"x":1})"}},
+                                            FinishReason::kToolCalls, u));
+  const json& msg = r["choices"][0]["message"];
+  EXPECT_TRUE(msg["content"].is_null());
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(msg["tool_calls"][0]["id"], "call_a");
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["arguments"], R"({"x":1})");
+  ChunkFields first;
+  first.tool_call = ToolCallDelta{0, "call_a", "f", "{"};
+  const json c1 = json::parse(ChunkJson({"id1", "m", 5, RequestKind::kChat}, first));
+  EXPECT_EQ(c1["choices"][0]["delta"]["tool_calls"][0],
+            json::parse(R"({"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{"}})"));
+  ChunkFields more;
+  more.tool_call = ToolCallDelta{0, "", "", "}"};
+  const json c2 = json::parse(ChunkJson({"id1", "m", 5, RequestKind::kChat}, more));
+  EXPECT_EQ(c2["choices"][0]["delta"]["tool_calls"][0], json::parse(R"({"index":0,"function":{"arguments":"}"}})"));
 }
 
 TEST(OpenAiJsonTest, AgentIdFromHeadersMustAgree) {
@@ -168,7 +249,7 @@ TEST(OpenAiJsonTest, ResponseShapes) {
   u.match = MatchType::kExtend;
   u.tokens_prefilled = 2;
   u.ttft_ms = 12.5;
-  json chat = json::parse(CompletionJson({"id1", "m", 5, RequestKind::kChat}, "hé", FinishReason::kLength, u));
+  json chat = json::parse(CompletionJson({"id1", "m", 5, RequestKind::kChat}, "hé", {}, FinishReason::kLength, u));
   EXPECT_EQ(chat["object"], "chat.completion");
   EXPECT_EQ(chat["choices"][0]["message"]["content"], "hé");
   EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
@@ -179,7 +260,7 @@ TEST(OpenAiJsonTest, ResponseShapes) {
   EXPECT_EQ(chat["usage"]["agentkv"]["match"], "extend");
   EXPECT_EQ(chat["usage"]["agentkv"]["tokens_prefilled"], 2);
   EXPECT_EQ(chat["usage"]["agentkv"]["ttft_ms"], 12.5);
-  json text = json::parse(CompletionJson({"id2", "m", 5, RequestKind::kCompletion}, "x", FinishReason::kStop, u));
+  json text = json::parse(CompletionJson({"id2", "m", 5, RequestKind::kCompletion}, "x", {}, FinishReason::kStop, u));
   EXPECT_EQ(text["object"], "text_completion");
   EXPECT_EQ(text["choices"][0]["text"], "x");
   json err = json::parse(ApiErrorJson(InvalidRequest("bad", "")));

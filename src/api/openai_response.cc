@@ -47,12 +47,20 @@ json Finish(std::optional<FinishReason> r) {
 
 }  // namespace
 
-std::string CompletionJson(const ResponseMeta& meta, std::string_view text, FinishReason finish,
-                           const Usage& usage) {
+std::string CompletionJson(const ResponseMeta& meta, std::string_view text, const std::vector<ToolCall>& tool_calls,
+                           FinishReason finish, const Usage& usage) {
   json j = Envelope(meta, false);
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Finish(finish)}};
   if (meta.kind == RequestKind::kChat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+    const json content = text.empty() && !tool_calls.empty() ? json(nullptr) : json(text);
+    choice["message"] = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+    if (!tool_calls.empty()) {
+      json calls = json::array();
+      for (const ToolCall& c : tool_calls) {
+        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      }
+      choice["message"]["tool_calls"] = std::move(calls);
+    }
   } else {
     choice["text"] = text;
   }
@@ -68,6 +76,18 @@ std::string ChunkJson(const ResponseMeta& meta, const ChunkFields& f) {
     json delta = json::object();
     if (f.role) delta["role"] = "assistant";
     if (f.content) delta["content"] = *f.content;
+    if (f.tool_call) {
+      const ToolCallDelta& d = *f.tool_call;
+      json call = {{"index", d.index}};
+      json fn = {{"arguments", d.arguments}};
+      if (!d.id.empty()) {
+        call["id"] = d.id;
+        call["type"] = "function";
+        fn["name"] = d.name;
+      }
+      call["function"] = std::move(fn);
+      delta["tool_calls"] = json::array({std::move(call)});
+    }
     choice["delta"] = delta;
   } else {
     choice["text"] = f.content.value_or("");

@@ -32,6 +32,16 @@ std::string SseEncoder::Delta(std::string_view bytes) {
   return out + ContentChunk(utf8_.Push(bytes));
 }
 
+std::string SseEncoder::ToolCall(const ToolCallDelta& delta) {
+  if (done_) return "";
+  std::string out = Start();
+  out += ContentChunk(utf8_.Flush());
+  ChunkFields f;
+  f.tool_call = delta;
+  f.usage_null = include_usage_;
+  return out + Frame(ChunkJson(meta_, f));
+}
+
 std::string SseEncoder::Finish(FinishReason reason, const Usage& usage) {
   if (done_) return "";
   std::string out = Start();

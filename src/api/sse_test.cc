@@ -23,6 +23,26 @@ std::vector<std::string> Frames(const std::string& sse) {
   return out;
 }
 
+// Tool calls stream as OpenAI streams them, after any pending content.
+TEST(SseTest, ToolCallDeltas) {
+  SseEncoder enc({"id", "m", 1, RequestKind::kChat}, /*include_usage=*/false);
+  std::string s = enc.Delta("Let me check\xE2\x82");
+  s += enc.ToolCall({0, "call_1", "get_weather", "{\"city\""});
+  s += enc.ToolCall({0, "", "", ":\"Paris\"}"});
+  s += enc.Finish(FinishReason::kToolCalls, Usage{});
+  const auto frames = Frames(s);
+  ASSERT_EQ(frames.size(), 7u);  // role, content, flushed content, 2 tool calls, finish, [DONE]
+  EXPECT_EQ(json::parse(frames[1])["choices"][0]["delta"]["content"], "Let me check");
+  EXPECT_EQ(json::parse(frames[2])["choices"][0]["delta"]["content"], "\xEF\xBF\xBD");  // the cut code point
+  const json first = json::parse(frames[3])["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(first, json::parse(R"({"index":0,"id":"call_1","type":"function",
+                                   "function":{"name":"get_weather","arguments":"{\"city\""}})"));
+  const json more = json::parse(frames[4])["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(more, json::parse(R"({"index":0,"function":{"arguments":":\"Paris\"}"}})"));
+  EXPECT_EQ(json::parse(frames[5])["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(frames[6], "[DONE]");
+}
+
 TEST(SseTest, ChatStreamShape) {
   SseEncoder enc({"id", "m", 1, RequestKind::kChat}, /*include_usage=*/true);
   std::string s = enc.Start();

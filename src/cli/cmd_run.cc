@@ -26,6 +26,12 @@ class PrintingSink : public api::GenerationSink {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }
+  // `run` sends no tools, so no calls arrive; print them readably if they do.
+  void OnToolCallDelta(const api::ToolCallDelta& d) override {
+    if (!d.name.empty()) std::fprintf(stdout, "\n[tool call %s] ", d.name.c_str());
+    std::fwrite(d.arguments.data(), 1, d.arguments.size(), stdout);
+    std::fflush(stdout);
+  }
   void OnFinish(api::FinishReason reason, const api::Usage& usage) override {
     std::lock_guard<std::mutex> l(mu_);
     usage_ = usage;

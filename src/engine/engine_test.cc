@@ -251,16 +251,5 @@ TEST_F(EngineTest, SamplerIsSeededAndGreedyAtZeroTemperature) {
   EXPECT_EQ(a, b);
 }
 
-TEST_F(EngineTest, FallbackChatTemplateExtendsAcrossTurns) {
-  Tokenizer tok(*model_);
-  ASSERT_TRUE(tok.uses_fallback_template());
-  std::vector<ChatMessage> msgs = {{"system", "Be brief."}, {"user", "Hi"}};
-  const std::string turn1 = tok.ApplyChatTemplate(msgs);
-  msgs.push_back({"assistant", " Hello there"});
-  msgs.push_back({"user", "Again"});
-  const std::string turn2 = tok.ApplyChatTemplate(msgs);
-  EXPECT_TRUE(turn2.starts_with(turn1 + " Hello there"));
-}
-
 }  // namespace
 }  // namespace agentkv::engine

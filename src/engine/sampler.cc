@@ -1,7 +1,11 @@
 #include "engine/sampler.h"
 
+#include <cmath>
+#include <string>
 #include <vector>
 
+#include "engine/chat_format.h"
+#include "engine/model.h"
 #include "llama.h"
 
 namespace agentkv::engine {
@@ -15,8 +19,32 @@ Sampler::Sampler(const SamplingParams& params) : params_(params) {
   llama_sampler_chain_add(chain_, llama_sampler_init_dist(static_cast<uint32_t>(params.seed)));
 }
 
+Result<std::unique_ptr<Sampler>> Sampler::Create(const SamplingParams& params, const Model& model,
+                                                 const GrammarSpec& grammar) {
+  auto s = std::make_unique<Sampler>(params);
+  if (grammar.gbnf.empty()) return s;
+  if (grammar.lazy) {
+    std::vector<const char*> patterns;
+    for (const std::string& p : grammar.trigger_patterns) patterns.push_back(p.c_str());
+    std::vector<llama_token> tokens(grammar.trigger_tokens.begin(), grammar.trigger_tokens.end());
+    s->grammar_ = llama_sampler_init_grammar_lazy_patterns(model.vocab(), grammar.gbnf.c_str(), "root",
+                                                           patterns.data(), patterns.size(), tokens.data(),
+                                                           tokens.size());
+  } else {
+    s->grammar_ = llama_sampler_init_grammar(model.vocab(), grammar.gbnf.c_str(), "root");
+  }
+  if (s->grammar_ == nullptr) return Status::InvalidArgument("sampler: the grammar does not parse");
+  try {
+    for (int32_t t : grammar.prefill_tokens) llama_sampler_accept(s->grammar_, t);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("sampler: the grammar refuses the generation prompt: ") + e.what());
+  }
+  return s;
+}
+
 Sampler::~Sampler() {
   if (chain_ != nullptr) llama_sampler_free(chain_);
+  if (grammar_ != nullptr) llama_sampler_free(grammar_);
 }
 
 int32_t Sampler::Greedy(std::span<const float> logits) {
@@ -28,13 +56,31 @@ int32_t Sampler::Greedy(std::span<const float> logits) {
 }
 
 int32_t Sampler::Sample(std::span<const float> logits) {
-  if (chain_ == nullptr) return Greedy(logits);
+  if (chain_ == nullptr && grammar_ == nullptr) return Greedy(logits);
   std::vector<llama_token_data> cand(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<llama_token>(i), logits[i], 0.0f};
   llama_token_data_array arr{cand.data(), cand.size(), -1, false};
-  llama_sampler_apply(chain_, &arr);
-  const llama_token tok = arr.data[arr.selected].id;
-  llama_sampler_accept(chain_, tok);
+  if (grammar_ != nullptr) llama_sampler_apply(grammar_, &arr);  // forbidden tokens -> -inf
+  llama_token tok;
+  if (chain_ != nullptr) {
+    llama_sampler_apply(chain_, &arr);
+    tok = arr.data[arr.selected].id;
+    llama_sampler_accept(chain_, tok);
+  } else {
+    size_t best = 0;  // greedy over the allowed tokens, ties to the lowest id (cand is in id order)
+    for (size_t i = 1; i < arr.size; ++i) {
+      if (arr.data[i].logit > arr.data[best].logit) best = i;
+    }
+    tok = arr.data[best].id;
+  }
+  if (grammar_ != nullptr) {
+    try {
+      llama_sampler_accept(grammar_, tok);
+    } catch (const std::exception&) {
+      // Only when the grammar allowed no token at all (every logit -inf):
+      // the pick stands and the reply's parser reports what it can.
+    }
+  }
   return tok;
 }
 

@@ -1,15 +1,24 @@
 #pragma once
 // Sampler: picks the next token from a logits row.
 // Greedy when temperature <= 0; otherwise top-k -> top-p -> temperature ->
-// seeded random draw (llama.cpp's sampler chain). Not thread-safe: one per request.
+// seeded random draw (llama.cpp's sampler chain). With a grammar (GBNF,
+// engine/chat_format.h GrammarSpec) the tokens it forbids are masked first,
+// so the pick always continues a sentence of the grammar; a lazy grammar
+// masks nothing until one of its triggers has been generated.
+// Not thread-safe: one per request.
 
 #include <cstdint>
 #include <memory>
 #include <span>
 
+#include "util/status.h"
+
 struct llama_sampler;
 
 namespace agentkv::engine {
+
+class Model;
+struct GrammarSpec;
 
 struct SamplingParams {
   float temperature = 0.0f;
@@ -21,6 +30,10 @@ struct SamplingParams {
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
+  // With a grammar. InvalidArgument: the GBNF does not parse, or the
+  // grammar refuses its own prefill tokens.
+  static Result<std::unique_ptr<Sampler>> Create(const SamplingParams& params, const Model& model,
+                                                 const GrammarSpec& grammar);
   ~Sampler();
   Sampler(const Sampler&) = delete;
   Sampler& operator=(const Sampler&) = delete;
@@ -31,7 +44,8 @@ class Sampler {
 
  private:
   SamplingParams params_;
-  llama_sampler* chain_ = nullptr;  // null when greedy
+  llama_sampler* chain_ = nullptr;    // null when greedy
+  llama_sampler* grammar_ = nullptr;  // null without a grammar
 };
 
 }  // namespace agentkv::engine

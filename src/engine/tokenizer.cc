@@ -8,12 +8,6 @@
 namespace agentkv::engine {
 
 Tokenizer::Tokenizer(const Model& model) : model_(model), vocab_(model.vocab()) {
-  const char* tmpl = llama_model_chat_template(model.raw(), nullptr);
-  if (tmpl != nullptr) {
-    // Keep the template only if llama.cpp's matcher can apply it.
-    llama_chat_message probe{"user", "x"};
-    if (llama_chat_apply_template(tmpl, &probe, 1, true, nullptr, 0) >= 0) template_ = tmpl;
-  }
   const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
   for (int32_t t = 0; t < n_vocab; ++t) {
     max_token_bytes_ = std::max(max_token_bytes_, Piece(t).size());
@@ -174,112 +168,6 @@ TokenizedText Tokenizer::Align(std::string_view text, std::vector<int32_t> token
     }
   }
   if (cursor != text.size()) out.aligned = false;
-  return out;
-}
-
-std::string Tokenizer::ApplyChatTemplate(const std::vector<ChatMessage>& messages) const {
-  if (!template_.empty()) {
-    std::vector<llama_chat_message> msgs;
-    msgs.reserve(messages.size());
-    size_t total = 0;
-    for (const auto& m : messages) {
-      msgs.push_back({m.role.c_str(), m.content.c_str()});
-      total += m.role.size() + m.content.size();
-    }
-    std::string buf(total * 2 + 512, '\0');
-    int32_t n = llama_chat_apply_template(template_.c_str(), msgs.data(), msgs.size(), true, buf.data(),
-                                          static_cast<int32_t>(buf.size()));
-    if (n > static_cast<int32_t>(buf.size())) {
-      buf.resize(static_cast<size_t>(n));
-      n = llama_chat_apply_template(template_.c_str(), msgs.data(), msgs.size(), true, buf.data(),
-                                    static_cast<int32_t>(buf.size()));
-    }
-    if (n >= 0) {
-      buf.resize(static_cast<size_t>(n));
-      return buf;
-    }
-  }
-  return RenderFallback(messages, nullptr);
-}
-
-// Fallback: "role: content\n\n" ..., then "assistant:". No space is added
-// before content that starts with whitespace, so a reply generated after
-// "assistant:" (" Hello") renders back identically on the next turn.
-std::string Tokenizer::RenderFallback(const std::vector<ChatMessage>& messages, std::vector<TextRange>* contents) {
-  std::string out;
-  for (const auto& m : messages) {
-    out += m.role + ":";
-    if (!m.content.empty() && !std::isspace(static_cast<unsigned char>(m.content[0]))) out += " ";
-    if (contents != nullptr && !m.content.empty()) contents->push_back({out.size(), out.size() + m.content.size()});
-    out += m.content + "\n\n";
-  }
-  out += "assistant:";
-  return out;
-}
-
-namespace {
-
-// What llama.cpp's templates do to content they trim.
-std::string_view Trimmed(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-// Stands in for message i's content; no template emits these bytes.
-std::string Marker(size_t i) { return "\x1d" "akv" + std::to_string(i) + "\x1d"; }
-
-// `marked` with every marker replaced by its message's content (trimmed if
-// `trim`), recording where the contents landed. False on a malformed marker.
-bool Substitute(std::string_view marked, const std::vector<ChatMessage>& messages, bool trim, std::string* out,
-                std::vector<TextRange>* ranges) {
-  constexpr std::string_view kOpen = "\x1d" "akv";
-  size_t at = 0;
-  for (size_t m; (m = marked.find(kOpen, at)) != std::string_view::npos;) {
-    const size_t close = marked.find('\x1d', m + kOpen.size());
-    if (close == std::string_view::npos) return false;
-    const std::string_view digits = marked.substr(m + kOpen.size(), close - m - kOpen.size());
-    size_t index = 0;
-    for (char c : digits) {
-      if (c < '0' || c > '9') return false;
-      index = index * 10 + static_cast<size_t>(c - '0');
-    }
-    if (digits.empty() || index >= messages.size()) return false;
-    out->append(marked.substr(at, m - at));
-    const std::string_view content = trim ? Trimmed(messages[index].content) : messages[index].content;
-    if (!content.empty()) ranges->push_back({out->size(), out->size() + content.size()});
-    out->append(content);
-    at = close + 1;
-  }
-  out->append(marked.substr(at));
-  return true;
-}
-
-}  // namespace
-
-RenderedPrompt Tokenizer::RenderChat(const std::vector<ChatMessage>& messages) const {
-  RenderedPrompt out;
-  if (template_.empty()) {
-    out.text = RenderFallback(messages, &out.plain);
-    return out;
-  }
-  out.text = ApplyChatTemplate(messages);
-  std::vector<ChatMessage> marked_messages = messages;
-  for (size_t i = 0; i < marked_messages.size(); ++i) {
-    if (!marked_messages[i].content.empty()) marked_messages[i].content = Marker(i);
-  }
-  const std::string marked = ApplyChatTemplate(marked_messages);
-  for (bool trim : {false, true}) {
-    std::string rebuilt;
-    std::vector<TextRange> ranges;
-    if (Substitute(marked, messages, trim, &rebuilt, &ranges) && rebuilt == out.text) {
-      out.plain = std::move(ranges);
-      return out;
-    }
-  }
-  // The template transforms content in a way we cannot locate: parse no
-  // special token at all rather than risk parsing the client's.
-  if (!out.text.empty()) out.plain = {{0, out.text.size()}};
   return out;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// Tokenizer: text <-> tokens with exact byte spans, and chat templates.
+// Tokenizer: text <-> tokens with exact byte spans. Chat templates:
+// engine/chat_format.h.
 //
 // Thread safety: immutable after construction; safe from any thread
 // (llama.cpp's vocab functions are read-only).
@@ -32,11 +33,6 @@ struct TokenizedText {
   bool aligned = true;
 };
 
-struct ChatMessage {
-  std::string role;  // system | user | assistant
-  std::string content;
-};
-
 // A byte range [begin, end) of a text.
 struct TextRange {
   size_t begin = 0;
@@ -44,7 +40,7 @@ struct TextRange {
 };
 
 // A prompt as rendered for the model, with the ranges that hold client text
-// (message contents, a raw completion prompt). Special tokens are parsed only
+// (message contents, a raw completion prompt); made by ChatFormat::Render. Special tokens are parsed only
 // outside `plain`: the template's own "<|im_start|>" is one token, a client's
 // "<|im_start|>" (or "<s>", "</s>") is text, so no role or turn can be forged.
 // Ranges are sorted, disjoint and inside `text`.
@@ -105,34 +101,14 @@ class Tokenizer {
   int32_t Eos() const;                          // -1 when the model has none
   bool AddsBos() const;
 
-  // Renders messages with the GGUF's chat template (llama.cpp's built-in
-  // template matcher) and appends the assistant prefix. Models without a
-  // template, or with one llama.cpp cannot apply, use the fallback:
-  //   "<role>: <content>\n\n" per message, then "assistant:".
-  // Result is deterministic, and a conversation's rendering for n messages is
-  // a prefix of its rendering for n+1 (so turns EXTEND the cache) for every
-  // template that renders messages independently (all common ones).
-  std::string ApplyChatTemplate(const std::vector<ChatMessage>& messages) const;
-  bool uses_fallback_template() const { return template_.empty(); }
-
-  // ApplyChatTemplate's text, and where each message's content lies in it:
-  // found by rendering with a marker in place of each content, so content
-  // that repeats template text (a user writing "<|im_start|>user") is never
-  // mistaken for it. A template that alters content (other than trimming
-  // it) gets the whole text marked plain: no special is parsed, none forged.
-  RenderedPrompt RenderChat(const std::vector<ChatMessage>& messages) const;
   // A raw completion prompt: all of it plain.
   static RenderedPrompt RenderPlain(std::string text);
 
  private:
   const Model& model_;
   const llama_vocab* vocab_;
-  // The fallback template; appends each non-empty content's range.
-  static std::string RenderFallback(const std::vector<ChatMessage>& messages, std::vector<TextRange>* contents);
   std::vector<int32_t> RawTokens(std::string_view text, bool add_special, bool parse_special) const;
   TokenizedText Align(std::string_view text, std::vector<int32_t> tokens, bool bos_added) const;
-
-  std::string template_;  // empty: fallback
 
   // How TokenizeExtending cuts (tokenizer_extend.cc). kSpace: at a safe cut c
   // the text from c on is tokenized as its own fragment. kDummyPrefixSpace:

@@ -5,6 +5,7 @@
 
 #include <future>
 
+#include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
 #include "store/store_ids.h"
 #include "util/log.h"
@@ -13,8 +14,9 @@ namespace agentkv::sched {
 
 Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool, AgentStore* store,
                      SchedulerOptions options)
-    : model_(model), ctx_(ctx), tokenizer_(model), pool_(pool), store_(store), options_(std::move(options)),
-      prompt_tokens_(options_.prompt_token_cache_bytes), slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {}
+    : model_(model), ctx_(ctx), tokenizer_(model), chat_format_(engine::ChatFormat::Create(model, tokenizer_)),
+      pool_(pool), store_(store), options_(std::move(options)), prompt_tokens_(options_.prompt_token_cache_bytes),
+      slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -41,15 +43,13 @@ void Scheduler::Stop() {
 
 // Client text (message contents, a completion prompt) is marked plain: a
 // "<|im_start|>" or "</s>" in it is text, never a special token.
-engine::RenderedPrompt Scheduler::RenderPrompt(const api::GenerationRequest& r) const {
-  if (r.kind == api::RequestKind::kCompletion) return engine::Tokenizer::RenderPlain(r.prompt);
-  std::vector<engine::ChatMessage> msgs;
-  msgs.reserve(r.messages.size());
-  for (const auto& m : r.messages) {
-    const char* role = m.role == api::Role::kSystem ? "system" : m.role == api::Role::kUser ? "user" : "assistant";
-    msgs.push_back({role, m.content});
+Result<engine::ChatPrompt> Scheduler::RenderPrompt(const api::GenerationRequest& r) const {
+  if (r.kind == api::RequestKind::kCompletion) {
+    engine::ChatPrompt p;
+    p.rendered = engine::Tokenizer::RenderPlain(r.prompt);
+    return p;
   }
-  return tokenizer_.RenderChat(msgs);
+  return chat_format_->Render(ToChatRequest(r));
 }
 
 int64_t Scheduler::MaxPromptBytes() const {
@@ -57,8 +57,10 @@ int64_t Scheduler::MaxPromptBytes() const {
 }
 
 int64_t Scheduler::CountPromptTokens(const api::GenerationRequest& request) const {
-  const engine::RenderedPrompt prompt = RenderPrompt(request);
-  return static_cast<int64_t>(tokenizer_.Tokenize(prompt.text, true, prompt.plain).tokens.size());
+  Result<engine::ChatPrompt> prompt = RenderPrompt(request);
+  if (!prompt.ok()) return 0;
+  const engine::RenderedPrompt& rendered = prompt.value().rendered;
+  return static_cast<int64_t>(tokenizer_.Tokenize(rendered.text, true, rendered.plain).tokens.size());
 }
 
 engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt) {
@@ -111,9 +113,14 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   w->received = request.received != Clock::time_point{} ? request.received : Clock::now();
   // Rendered and tokenized here, on the caller's thread, not on the
   // inference thread; the tokens live in the request and die with it.
-  engine::RenderedPrompt prompt = RenderPrompt(request);
-  w->fresh = TokenizePrompt(key, prompt);
-  w->prompt = std::move(prompt.text);
+  Result<engine::ChatPrompt> rendered = RenderPrompt(request);
+  if (!rendered.ok()) return refuse(rendered.status());
+  engine::ChatPrompt& prompt = rendered.value();
+  w->fresh = TokenizePrompt(key, prompt.rendered);
+  w->prompt = std::move(prompt.rendered.text);
+  w->grammar = std::move(prompt.grammar);
+  w->reply_format = std::move(prompt.reply_format);
+  for (std::string& stop : prompt.extra_stops) request.sampling.stop.push_back(std::move(stop));
   const int64_t n_prompt = static_cast<int64_t>(w->fresh.tokens.size());
   if (n_prompt >= ContextTokens()) {
     return refuse(Status::OutOfRange("The prompt is " + std::to_string(n_prompt) + " tokens; the context holds " +

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "api/backend.h"
+#include "engine/chat_format.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -94,7 +95,7 @@ class Scheduler : public api::Backend {
   std::string MetricsText() const override;
 
   // Tokens of the request's prompt after the template, as Submit counts them
-  // (tests). Any thread.
+  // (tests); 0 when the request cannot be rendered (Submit refuses it). Any thread.
   int64_t CountPromptTokens(const api::GenerationRequest& request) const;
 
   // The RAM pool's eviction observer: counts evictions.
@@ -149,7 +150,12 @@ class Scheduler : public api::Backend {
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
                 uint64_t pool_version);
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
-  engine::RenderedPrompt RenderPrompt(const api::GenerationRequest& r) const;
+  // The prompt, grammar and reply parser of a request (chat: ChatFormat;
+  // completion: the raw prompt). InvalidArgument: see ChatFormat::Render.
+  Result<engine::ChatPrompt> RenderPrompt(const api::GenerationRequest& r) const;
+  // Sends generated reply text to the sink: as is, or through the reply
+  // parser (content and tool-call deltas) when the request has one.
+  void EmitText(Active& a, std::string_view text);
   // The prompt's tokens (with BOS), from the agent's previous prompt where
   // it can (PromptTokenCache); remembers this one. Any thread.
   engine::TokenizedText TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt);
@@ -159,6 +165,7 @@ class Scheduler : public api::Backend {
   engine::Model& model_;
   engine::Context& ctx_;
   engine::Tokenizer tokenizer_;
+  std::unique_ptr<engine::ChatFormat> chat_format_;
   BlockPool& pool_;
   AgentStore* store_;
   const SchedulerOptions options_;

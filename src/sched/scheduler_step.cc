@@ -8,6 +8,14 @@
 #include "util/log.h"
 
 namespace agentkv::sched {
+namespace {
+
+void SendReplyDelta(api::GenerationSink& sink, const engine::ReplyDelta& d) {
+  if (!d.content.empty()) sink.OnDelta(d.content);
+  if (d.tool_call) sink.OnToolCallDelta({d.tool_call->index, d.tool_call->id, d.tool_call->name, d.tool_call->arguments});
+}
+
+}  // namespace
 
 void Scheduler::Loop() {
   ForbidFileAccessOnThisThread(true);  // this thread never waits on the disk
@@ -170,7 +178,7 @@ void Scheduler::OnTokenSampled(Active& a, int32_t token) {
   const size_t hold = a.max_stop_len > 0 ? a.max_stop_len - 1 : 0;
   const size_t safe = a.out.size() > hold ? a.out.size() - hold : 0;
   if (safe > a.emitted) {
-    a.w->sink->OnDelta(std::string_view(a.out).substr(a.emitted, safe - a.emitted));
+    EmitText(a, std::string_view(a.out).substr(a.emitted, safe - a.emitted));
     a.emitted = safe;
   }
   if (a.n_generated >= a.max_tokens ||
@@ -181,11 +189,23 @@ void Scheduler::OnTokenSampled(Active& a, int32_t token) {
   a.next_token = token;
 }
 
+void Scheduler::EmitText(Active& a, std::string_view text) {
+  if (!a.parser) {
+    a.w->sink->OnDelta(text);
+    return;
+  }
+  for (const engine::ReplyDelta& d : a.parser->Append(text)) SendReplyDelta(*a.w->sink, d);
+}
+
 void Scheduler::Finish(Active& a, api::FinishReason reason) {
   if (a.done) return;
   a.done = true;
-  if (a.out.size() > a.emitted) a.w->sink->OnDelta(std::string_view(a.out).substr(a.emitted));
+  if (a.out.size() > a.emitted) EmitText(a, std::string_view(a.out).substr(a.emitted));
   a.emitted = a.out.size();
+  if (a.parser) {
+    for (const engine::ReplyDelta& d : a.parser->Finish()) SendReplyDelta(*a.w->sink, d);
+    if (a.parser->tool_calls() > 0 && reason == api::FinishReason::kStop) reason = api::FinishReason::kToolCalls;
+  }
   a.usage.completion_tokens = a.n_generated;
   metrics_.AddTokens(0, 0, static_cast<uint64_t>(a.n_generated));
   metrics_.CountRequest(reason == api::FinishReason::kCancelled ? "cancelled" : "ok");

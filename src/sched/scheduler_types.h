@@ -65,6 +65,8 @@ struct Scheduler::Waiting {
   Clock::time_point received;
   std::string prompt;  // rendered (chat template applied)
   engine::TokenizedText fresh;  // prompt tokenized with BOS (on the submitting thread)
+  engine::GrammarSpec grammar;  // tools / response_format: constrains sampling
+  std::shared_ptr<const engine::ReplyFormat> reply_format;  // null: the reply is plain text
 };
 
 struct Scheduler::Active {
@@ -79,6 +81,7 @@ struct Scheduler::Active {
   bool decoding = false;                     // prompt done; next_token to feed
   int32_t next_token = -1;
   std::unique_ptr<engine::Sampler> sampler;
+  std::unique_ptr<engine::ReplyParser> parser;  // when w->reply_format is set
   std::string out;                           // generated text (EOG excluded)
   size_t emitted = 0;                        // bytes of `out` sent
   int64_t n_generated = 0;

@@ -24,6 +24,18 @@ class RecordingSink : public api::GenerationSink {
     delta_times_.push_back(Clock::now());
     cv_.notify_all();
   }
+  void OnToolCallDelta(const api::ToolCallDelta& delta) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (delta.index >= tool_calls_.size()) tool_calls_.resize(delta.index + 1);
+    api::ToolCall& call = tool_calls_[delta.index];
+    if (!delta.id.empty()) call.id = delta.id;
+    if (!delta.name.empty()) call.name = delta.name;
+    call.arguments += delta.arguments;
+  }
+  std::vector<api::ToolCall> tool_calls() {
+    std::lock_guard<std::mutex> l(mu_);
+    return tool_calls_;
+  }
   void OnFinish(api::FinishReason reason, const api::Usage& usage) override {
     std::lock_guard<std::mutex> l(mu_);
     reason_ = reason;
@@ -94,6 +106,7 @@ class RecordingSink : public api::GenerationSink {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;
+  std::vector<api::ToolCall> tool_calls_;
   int n_deltas_ = 0;
   std::vector<Clock::time_point> delta_times_;
   Clock::time_point done_at_;

@@ -4,7 +4,7 @@
 // 7. /metrics after those requests.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Server, makeTemp, rmTemp, chatReq, rawRequest, LONG_SYSTEM } from './lib/server.mjs';
+import { Server, makeTemp, rmTemp, chatReq, rawRequest, LONG_SYSTEM, MAX_NEW_TURN_TOKENS } from './lib/server.mjs';
 
 let dir, server, client;
 before(async () => {
@@ -35,7 +35,7 @@ const AGENTS = {
   },
 };
 
-const MAX_NEW = 40; // upper bound on prefilled tokens for a turn that only adds text
+const MAX_NEW = MAX_NEW_TURN_TOKENS; // upper bound on prefilled tokens for a turn that only adds text
 
 test('three agents x four turns: cached_tokens grows, only new text is prefilled, output == cold agent', async () => {
   const convs = Object.fromEntries(Object.entries(AGENTS).map(([id, a]) =>

@@ -325,3 +325,13 @@ export async function waitForManifest(cacheDir, id, nTokens, timeoutMs = 30_000)
   }
   throw new Error(`manifest of ${id} never reached ${nTokens} tokens (has ${m?.json?.record?.tokens?.length})`);
 }
+
+/**
+ * Upper bound on the tokens a turn that only appends a short user message
+ * prefills (vs ~300 for the whole prompt). The bundled model has no chat
+ * template, so prompts use common's ChatML fallback, whose markup
+ * ("<|im_end|>\n<|im_start|>user\n" ... "<|im_start|>assistant\n") is plain
+ * text in its SentencePiece vocabulary: ~30 tokens of markup per turn, plus
+ * the message.
+ */
+export const MAX_NEW_TURN_TOKENS = 64;

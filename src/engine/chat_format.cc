@@ -1,0 +1,295 @@
+// ChatFormat over llama.cpp's common chat layer. Everything that touches
+// common's types lives in this file.
+#include "engine/chat_format.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <regex>
+#include <unordered_map>
+
+#include "chat.h"
+#include "common.h"
+#include "engine/chat_template_fallback.h"
+#include "llama.h"
+#include "util/log.h"
+
+namespace agentkv::engine {
+
+// A fixed clock for templates that print today's date: the same
+// conversation renders the same text on every day (prefix stability).
+static const std::chrono::system_clock::time_point kTemplateNow =
+    std::chrono::system_clock::time_point(std::chrono::seconds(1767225600));  // 2026-01-01T00:00:00Z
+
+struct ReplyFormat {
+  common_chat_parser_params params;
+};
+
+struct ChatFormat::Impl {
+  common_chat_templates_ptr templates;
+  // Vocabulary pieces -> token, for TextTokens (first token wins).
+  std::unordered_map<std::string, int32_t> piece_tokens;
+  size_t max_piece = 1;
+};
+
+namespace {
+
+// What templates do to content they trim.
+std::string_view Trimmed(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Stands in for message i's content; no template emits these bytes.
+std::string Marker(size_t i) { return "\x1d" "akv" + std::to_string(i) + "\x1d"; }
+
+// `marked` with every marker replaced by its message's content (trimmed if
+// `trim`), recording where the contents landed. False on a malformed marker.
+bool Substitute(std::string_view marked, const std::vector<ChatMessage>& messages, bool trim, std::string* out,
+                std::vector<TextRange>* ranges) {
+  constexpr std::string_view kOpen = "\x1d" "akv";
+  size_t at = 0;
+  for (size_t m; (m = marked.find(kOpen, at)) != std::string_view::npos;) {
+    const size_t close = marked.find('\x1d', m + kOpen.size());
+    if (close == std::string_view::npos) return false;
+    const std::string_view digits = marked.substr(m + kOpen.size(), close - m - kOpen.size());
+    size_t index = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;
+      index = index * 10 + static_cast<size_t>(c - '0');
+    }
+    if (digits.empty() || index >= messages.size()) return false;
+    out->append(marked.substr(at, m - at));
+    const std::string_view content = trim ? Trimmed(messages[index].content) : messages[index].content;
+    if (!content.empty()) ranges->push_back({out->size(), out->size() + content.size()});
+    out->append(content);
+    at = close + 1;
+  }
+  out->append(marked.substr(at));
+  return true;
+}
+
+// common's grammar for tool_choice "required" lets the model write free text
+// before its first call (root ::= prefix space until-N? tool-calls); a model
+// as small as the bundled one then rambles until max_tokens and never calls.
+// A forced call must be a call: drop the optional free-text element of the
+// root rule. Other rules are untouched; a root without that element (other
+// formats) is returned as it was.
+std::string WithoutLeadingContent(const std::string& gbnf) {
+  static const std::regex kRoot(R"((^|\n)root ::= [^\n]*)");
+  static const std::regex kFreeText(R"( until-[0-9]+\?)");
+  std::smatch m;
+  if (!std::regex_search(gbnf, m, kRoot)) return gbnf;
+  const std::string root = m.str(0);
+  return gbnf.substr(0, m.position(0)) + std::regex_replace(root, kFreeText, "") +
+         gbnf.substr(m.position(0) + root.size());
+}
+
+// Some of common's formats (one tag per call, e.g. <tool_call>...</tool_call>)
+// ignore parallel_tool_calls in the grammar: tool-calls ::= (tool-call space)+.
+// Without parallel calls, one call it is.
+std::string SingleCall(const std::string& gbnf) {
+  static const std::regex kMany(R"((^|\n)tool-calls ::= \(tool-call space\)\+)");
+  return std::regex_replace(gbnf, kMany, "$1tool-calls ::= tool-call space");
+}
+
+common_chat_templates_inputs ToInputs(const ChatRequest& r, const std::vector<ChatMessage>& messages) {
+  common_chat_templates_inputs in;
+  for (const ChatMessage& m : messages) {
+    common_chat_msg msg;
+    msg.role = m.role;
+    msg.content = m.content;
+    msg.tool_call_id = m.tool_call_id;
+    msg.tool_name = m.tool_name;
+    for (const ChatToolCall& c : m.tool_calls) msg.tool_calls.push_back({c.name, c.arguments, c.id});
+    in.messages.push_back(std::move(msg));
+  }
+  for (const ChatTool& t : r.tools) {
+    in.tools.push_back({t.name, t.description, t.parameters.empty() ? "{\"type\":\"object\",\"properties\":{}}" : t.parameters});
+  }
+  in.tool_choice = r.tool_choice == ChatToolChoice::kNone       ? COMMON_CHAT_TOOL_CHOICE_NONE
+                   : r.tool_choice == ChatToolChoice::kRequired ? COMMON_CHAT_TOOL_CHOICE_REQUIRED
+                                                                : COMMON_CHAT_TOOL_CHOICE_AUTO;
+  in.parallel_tool_calls = r.parallel_tool_calls;
+  in.json_schema = r.json_schema;
+  in.add_generation_prompt = true;
+  in.use_jinja = true;
+  in.reasoning_format = COMMON_REASONING_FORMAT_NONE;  // thinking stays in the content
+  in.now = kTemplateNow;
+  return in;
+}
+
+}  // namespace
+
+std::unique_ptr<ChatFormat> ChatFormat::Create(const Model& model, const Tokenizer& tokenizer) {
+  std::unique_ptr<ChatFormat> f(new ChatFormat());
+  f->impl_ = std::make_unique<Impl>();
+  f->tokenizer_ = &tokenizer;
+  const char* own = llama_model_chat_template(model.raw(), nullptr);
+  if (own != nullptr && *own != '\0') {
+    try {
+      f->impl_->templates = common_chat_templates_init(model.raw(), "");
+      f->source_ = common_chat_templates_source(f->impl_->templates.get());
+    } catch (const std::exception& e) {
+      AKV_LOG_WARN("chat template: the model's template does not parse (%s); using agentkv's fallback", e.what());
+    }
+  }
+  if (!f->impl_->templates) {
+    f->impl_->templates = common_chat_templates_init(model.raw(), kFallbackChatTemplate);
+    f->source_ = kFallbackChatTemplate;
+    f->fallback_ = true;
+  }
+  const int32_t n_vocab = llama_vocab_n_tokens(model.vocab());
+  for (int32_t t = 0; t < n_vocab; ++t) {
+    const std::string piece = tokenizer.Piece(t);
+    if (piece.empty()) continue;
+    f->impl_->piece_tokens.emplace(piece, t);
+    f->impl_->max_piece = std::max(f->impl_->max_piece, piece.size());
+  }
+  return f;
+}
+
+ChatFormat::~ChatFormat() = default;
+
+// Greedy longest-piece cover of `text`: tokens whose pieces spell it
+// exactly (what the grammar checks). llama_tokenize would not do: SentencePiece
+// adds a leading space the grammar does not expect.
+std::vector<int32_t> ChatFormat::TextTokens(std::string_view text) const {
+  std::vector<int32_t> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t len = std::min(impl_->max_piece, text.size() - at);
+    for (; len > 0; --len) {
+      auto it = impl_->piece_tokens.find(std::string(text.substr(at, len)));
+      if (it != impl_->piece_tokens.end()) {
+        out.push_back(it->second);
+        break;
+      }
+    }
+    if (len == 0) return {};  // a byte no piece spells: no prefill possible
+    at += len;
+  }
+  return out;
+}
+
+Result<ChatPrompt> ChatFormat::Render(const ChatRequest& request) const {
+  ChatPrompt out;
+  common_chat_params params;
+  std::string marked;
+  try {
+    params = common_chat_templates_apply(impl_->templates.get(), ToInputs(request, request.messages));
+    std::vector<ChatMessage> marked_messages = request.messages;
+    for (size_t i = 0; i < marked_messages.size(); ++i) {
+      if (!marked_messages[i].content.empty()) marked_messages[i].content = Marker(i);
+    }
+    ChatRequest plain = request;
+    plain.json_schema.clear();  // the prompt does not depend on it; skip its grammar
+    marked = common_chat_templates_apply(impl_->templates.get(), ToInputs(plain, marked_messages)).prompt;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("chat template: ") + e.what());
+  }
+  out.rendered.text = std::move(params.prompt);
+  bool located = false;
+  for (bool trim : {false, true}) {
+    std::string rebuilt;
+    std::vector<TextRange> ranges;
+    if (Substitute(marked, request.messages, trim, &rebuilt, &ranges) && rebuilt == out.rendered.text) {
+      out.rendered.plain = std::move(ranges);
+      located = true;
+      break;
+    }
+  }
+  // Content transformed beyond recognition: parse no special at all rather
+  // than risk parsing the client's.
+  if (!located && !out.rendered.text.empty()) out.rendered.plain = {{0, out.rendered.text.size()}};
+
+  const bool callable = !request.tools.empty() && request.tool_choice != ChatToolChoice::kNone;
+  if (callable || !request.json_schema.empty()) {
+    auto format = std::make_shared<ReplyFormat>();
+    format->params = common_chat_parser_params(params);
+    format->params.reasoning_format = COMMON_REASONING_FORMAT_NONE;
+    format->params.parse_tool_calls = callable;
+    if (!params.parser.empty()) format->params.parser.load(params.parser);
+    out.reply_format = std::move(format);
+    out.extra_stops = params.additional_stops;
+    GrammarSpec& g = out.grammar;
+    g.gbnf = request.tool_choice == ChatToolChoice::kRequired && callable ? WithoutLeadingContent(params.grammar)
+                                                                          : params.grammar;
+    if (callable && !request.parallel_tool_calls) g.gbnf = SingleCall(g.gbnf);
+    g.lazy = params.grammar_lazy;
+    for (const common_grammar_trigger& t : params.grammar_triggers) {
+      switch (t.type) {
+        case COMMON_GRAMMAR_TRIGGER_TYPE_WORD: g.trigger_patterns.push_back(regex_escape(t.value)); break;
+        case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN: g.trigger_patterns.push_back(t.value); break;
+        case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL: {
+          std::string p = t.value;
+          if (p.empty() || p.front() != '^') p = "^" + p;
+          if (p.back() != '$') p += "$";
+          g.trigger_patterns.push_back(p);
+          break;
+        }
+        case COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN: g.trigger_tokens.push_back(t.token); break;
+      }
+    }
+    if (!g.gbnf.empty() && !g.lazy && !params.generation_prompt.empty()) {
+      g.prefill_tokens = TextTokens(params.generation_prompt);
+      if (g.prefill_tokens.empty()) return Status::Internal("chat format: cannot spell the generation prompt in tokens");
+    }
+  }
+  return out;
+}
+
+ReplyParser::ReplyParser(std::shared_ptr<const ReplyFormat> format, std::function<std::string()> new_call_id)
+    : format_(std::move(format)), new_call_id_(std::move(new_call_id)) {}
+
+ReplyParser::~ReplyParser() = default;
+
+std::vector<ReplyDelta> ReplyParser::Append(std::string_view text) {
+  text_.append(text);
+  return Parse(/*partial=*/true);
+}
+
+std::vector<ReplyDelta> ReplyParser::Finish() { return Parse(/*partial=*/false); }
+
+std::vector<ReplyDelta> ReplyParser::Parse(bool partial) {
+  std::vector<ReplyDelta> out;
+  common_chat_msg msg;
+  try {
+    msg = common_chat_parse(text_, partial, format_->params);
+  } catch (const std::exception& e) {
+    if (!partial) {
+      AKV_LOG_WARN("reply parser: %s; the reply's unparsed rest is dropped", e.what());
+    }
+    return out;
+  }
+  if (msg.content.size() > content_.size() && msg.content.compare(0, content_.size(), content_) == 0) {
+    ReplyDelta d;
+    d.content = msg.content.substr(content_.size());
+    content_ = msg.content;
+    out.push_back(std::move(d));
+  }
+  for (size_t i = 0; i < msg.tool_calls.size(); ++i) {
+    const common_chat_tool_call& call = msg.tool_calls[i];
+    if (i < announced_.size()) {
+      std::string& sent = announced_[i];
+      if (call.arguments.size() > sent.size() && call.arguments.compare(0, sent.size(), sent) == 0) {
+        ReplyDelta d;
+        d.tool_call = ReplyDelta::ToolCall{i, "", "", call.arguments.substr(sent.size())};
+        sent = call.arguments;
+        out.push_back(std::move(d));
+      }
+      continue;
+    }
+    // A new call: announce it once its name is settled.
+    const bool last = i + 1 == msg.tool_calls.size();
+    if (call.name.empty() || (partial && last && call.arguments.empty())) break;
+    ReplyDelta d;
+    d.tool_call = ReplyDelta::ToolCall{i, new_call_id_(), call.name, call.arguments};
+    announced_.push_back(call.arguments);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace agentkv::engine

@@ -1,0 +1,103 @@
+// Tool calls through the scheduler on the bundled model: a forced call is a
+// valid call (grammar), and a conversation with tool calls and tool results
+// reuses its cache and generates what a cold prefill of the same
+// conversation generates (warm == cold oracle).
+#include <gtest/gtest.h>
+
+#include "sched/scheduler.h"
+#include "sched/scheduler_fixture.h"
+
+namespace agentkv::sched {
+namespace {
+
+api::ToolDefinition Weather() {
+  return {"get_weather", "Current weather of a city",
+          R"({"type":"object","properties":{"city":{"type":"string","enum":["Paris","Rome"]}},"required":["city"]})"};
+}
+
+class SchedulerToolsTest : public SchedulerTest {
+ protected:
+  std::shared_ptr<RecordingSink> Chat(const std::string& agent, const std::vector<api::ChatMessage>& messages,
+                                      api::ToolChoiceMode choice, int max_tokens) {
+    api::GenerationRequest r;
+    r.namespace_id = "default";
+    r.agent_id = agent;
+    r.kind = api::RequestKind::kChat;
+    r.messages = messages;
+    r.tools = {Weather()};
+    r.tool_choice.mode = choice;
+    if (choice == api::ToolChoiceMode::kFunction) r.tool_choice.function = "get_weather";
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = max_tokens;
+    auto sink = std::make_shared<RecordingSink>();
+    Status st = sched_->Submit(r, sink);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    sink->Wait();
+    EXPECT_TRUE(sink->error().ok()) << sink->error().ToString();
+    return sink;
+  }
+};
+
+TEST_F(SchedulerToolsTest, ToolConversationReusesItsCacheAndMatchesAColdPrefill) {
+  Boot(2);
+  std::vector<api::ChatMessage> conv = {{api::Role::kSystem, "You answer questions about the weather."},
+                                        {api::Role::kUser, "What is the weather in Paris?"}};
+  // Turn 1: a forced call. Even the 16M model writes a valid one.
+  auto t1 = Chat("agent", conv, api::ToolChoiceMode::kFunction, 200);
+  ASSERT_EQ(t1->reason(), api::FinishReason::kToolCalls) << t1->text();
+  const std::vector<api::ToolCall> calls = t1->tool_calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_TRUE(calls[0].id.starts_with("call_"));
+  EXPECT_TRUE(calls[0].arguments.find("\"Paris\"") != std::string::npos ||
+              calls[0].arguments.find("\"Rome\"") != std::string::npos)
+      << calls[0].arguments;
+  EXPECT_EQ(t1->text(), "");  // no free text before a forced call
+
+  // Turn 2: the call and its result go back; the model answers.
+  conv.push_back({api::Role::kAssistant, "", calls});
+  conv.push_back({api::Role::kTool, "Sunny, 21 degrees.", {}, calls[0].id, ""});
+  auto t2 = Chat("agent", conv, api::ToolChoiceMode::kNone, 12);
+  EXPECT_EQ(t2->usage().cache_state, api::CacheState::kResident);
+  // The whole previous prompt is reused: the template renders earlier turns
+  // unchanged. (The reply re-rendered by the template differs from what was
+  // generated in whitespace, so the match may be DIVERGE inside the call.)
+  EXPECT_GE(t2->usage().cached_tokens, t1->usage().prompt_tokens);
+
+  conv.push_back({api::Role::kAssistant, t2->text()});
+  conv.push_back({api::Role::kUser, "And tomorrow?"});
+  auto warm = Chat("agent", conv, api::ToolChoiceMode::kAuto, 16);
+  EXPECT_EQ(warm->usage().match, api::MatchType::kExtend);
+  EXPECT_GT(warm->usage().cached_tokens, t2->usage().prompt_tokens);
+  // The oracle: a new agent prefilling the same conversation cold.
+  auto cold = Chat("fresh", conv, api::ToolChoiceMode::kAuto, 16);
+  EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
+  EXPECT_EQ(warm->usage().prompt_tokens, cold->usage().prompt_tokens);
+  EXPECT_EQ(warm->text(), cold->text());
+  EXPECT_EQ(warm->tool_calls().size(), cold->tool_calls().size());
+}
+
+TEST_F(SchedulerToolsTest, InvalidSchemaIsRefusedAtSubmit) {
+  Boot(1);
+  api::GenerationRequest r;
+  r.namespace_id = "default";
+  r.agent_id = "bad";
+  r.kind = api::RequestKind::kChat;
+  r.messages = {{api::Role::kUser, "Hi"}};
+  r.response_format.type = api::ResponseFormatType::kJsonSchema;
+  r.response_format.schema = R"({"type":"object","properties":{"x":{"$ref":"#/missing"}}})";
+  auto sink = std::make_shared<RecordingSink>();
+  EXPECT_EQ(sched_->Submit(r, sink).code(), StatusCode::kInvalidArgument);
+  // json_object: the reply is a JSON object.
+  r.response_format.type = api::ResponseFormatType::kJsonObject;
+  r.response_format.schema.clear();
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 200;
+  auto ok = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched_->Submit(r, ok).ok());
+  ok->Wait();
+  EXPECT_TRUE(ok->text().starts_with("{")) << ok->text();
+}
+
+}  // namespace
+}  // namespace agentkv::sched
