@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "store/file_system.h"
 #include "store/store_ids.h"
 
 namespace agentkv {
@@ -126,6 +127,9 @@ Status RedisRemoteStore::Ping() {
 
 template <typename T, typename Take>
 Result<std::vector<T>> RedisRemoteStore::Pipeline(const std::vector<std::vector<std::string_view>>& argvs, Take take) {
+  // A network round trip: held to the disk's thread rule (never on the
+  // inference thread; docs/architecture.md).
+  NoteFileAccess("redis", argvs.empty() ? "" : std::string(argvs[0][0]));
   AGENTKV_ASSIGN_OR_RETURN(ContextPtr c, Acquire());
   const std::string where = "remote " + Describe();
   for (const auto& argv : argvs) {

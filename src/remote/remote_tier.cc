@@ -26,7 +26,7 @@ Status RemoteTier::CountError(Status s) {
   return s;
 }
 
-Result<LoadedAgent> RemoteTier::Fetch(std::string_view ns, std::string_view agent_id) {
+Result<LoadedAgent> RemoteTier::Fetch(std::string_view ns, std::string_view agent_id, uint64_t newer_than) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns));
   AGENTKV_RETURN_IF_ERROR(ValidateName("agent id", agent_id));
   const RemoteScope scope = Scope(ns);
@@ -35,6 +35,9 @@ Result<LoadedAgent> RemoteTier::Fetch(std::string_view ns, std::string_view agen
   if (!got->has_value()) {
     ++counters_.misses;
     return Status::NotFound("remote: no manifest for agent " + std::string(agent_id));
+  }
+  if (newer_than > 0 && (*got)->version <= newer_than) {
+    return Status::AlreadyExists("remote: agent " + std::string(agent_id) + " is not newer there");
   }
   counters_.bytes_read += (*got)->bytes.size();
   auto rec = DecodeManifest((*got)->bytes);

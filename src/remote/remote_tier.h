@@ -50,7 +50,9 @@ class RemoteTier {
   // blocks (LoadedAgent's contract, store/agent_store.h). NotFound if the
   // remote holds no manifest (or one for other kv types); Corruption if the
   // manifest fails verification; Unavailable/IOError if the backend failed.
-  Result<LoadedAgent> Fetch(std::string_view ns, std::string_view agent_id);
+  // newer_than > 0: AlreadyExists, after one manifest read and no block
+  // read, unless the remote version is greater (a local copy is as new).
+  Result<LoadedAgent> Fetch(std::string_view ns, std::string_view agent_id, uint64_t newer_than = 0);
 
   // Publishes a turn the local store saved: `saved` as SaveAgent returned it
   // (blocks, checksums and version filled) and blocks[i] its i-th block's KV.
