@@ -194,7 +194,7 @@ test('tenants: the same agent id and prompt under two API keys share nothing in 
   assert.equal(ta.reply, tb.reply);
   // Bob on another server cannot continue Alice's agent from Redis: only his own.
   const b = await start({ extraArgs: ['--remote', redis.url, ...keys] });
-  await redis.command('DEL', mine.find((x) => x.record.ns === 'bob').key);
+  await redis.command('DEL', mine.find((x) => x.record.namespace === 'bob').key);
   const t = await turn(b, 'same-id', msgs, { apiKey: 'key-b' });
   assert.equal(t.usage.agentkv.cache_state, 'cold', 'bob must not see alice\'s cache');
   await a.stop();
