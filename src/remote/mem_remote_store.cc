@@ -80,9 +80,11 @@ Result<std::vector<RemoteManifest>> MemRemoteStore::ListManifests(const RemoteSc
   AGENTKV_RETURN_IF_ERROR(Enter("list"));
   std::lock_guard<std::mutex> l(mu_);
   std::vector<RemoteManifest> out;
-  const std::string prefix = Key(scope, "");
   for (const auto& [k, m] : manifests_) {
-    if (k.rfind(prefix, 0) == 0 && !m.bytes.empty()) out.push_back(m);
+    const size_t a = k.find('/'), b = k.find('/', a + 1);
+    const bool fp_ok = scope.fingerprint.empty() || k.substr(0, a) == scope.fingerprint;
+    const bool ns_ok = scope.ns.empty() || k.substr(a + 1, b - a - 1) == scope.ns;
+    if (fp_ok && ns_ok && !m.bytes.empty()) out.push_back(m);
   }
   return out;
 }

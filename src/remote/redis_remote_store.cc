@@ -280,7 +280,8 @@ Status RedisRemoteStore::DeleteManifest(const RemoteScope& scope, std::string_vi
 }
 
 Result<std::vector<RemoteManifest>> RedisRemoteStore::ListManifests(const RemoteScope& scope) {
-  const std::string pattern = ScopePrefix(scope) + "m:*";
+  const std::string pattern = "agentkv:v1:" + (scope.fingerprint.empty() ? "*" : scope.fingerprint) + ":" +
+                              (scope.ns.empty() ? "*" : NameHash(scope.ns)) + ":m:*";
   std::vector<std::string> keys;
   std::string cursor = "0";
   do {

@@ -63,7 +63,8 @@ class RemoteStore {
   virtual Result<bool> PutManifestIfNewer(const RemoteScope& scope, std::string_view agent_id, uint64_t version,
                                           std::string_view bytes) = 0;
   virtual Status DeleteManifest(const RemoteScope& scope, std::string_view agent_id) = 0;
-  // Every manifest of the scope (admin listing; a SCAN, may be slow).
+  // Every manifest of the scope (admin listing; a SCAN, may be slow). An
+  // empty fingerprint or ns matches every one (admin tools without a model).
   virtual Result<std::vector<RemoteManifest>> ListManifests(const RemoteScope& scope) = 0;
 
   // "redis://host:port/db" without the password, for logs.

@@ -18,8 +18,20 @@ bool IsBackendFailure(const Status& s) {
 
 }  // namespace
 
-RemoteTier::RemoteTier(RemoteStore* store, std::string fingerprint, std::string kv_types)
-    : store_(store), fingerprint_(std::move(fingerprint)), kv_types_(std::move(kv_types)) {}
+Result<DecodedBlock> VerifyRemoteBlock(const std::optional<std::string>& bytes, const AgentRecord& rec, uint32_t i,
+                                       std::string_view fingerprint) {
+  if (!bytes) return Status::NotFound("missing");
+  auto dec = DecodeBlockFile(*bytes);
+  if (!dec.ok()) return dec.status();
+  AGENTKV_RETURN_IF_ERROR(CheckBlockBelongs(*dec, rec, i, fingerprint));
+  if (dec->meta.checksum != rec.blocks[i].checksum) {
+    return Status::Corruption("block file: checksum differs from the manifest's");
+  }
+  return dec;
+}
+
+RemoteTier::RemoteTier(RemoteStore* store, std::string fingerprint, std::string kv_types, bool repair)
+    : store_(store), fingerprint_(std::move(fingerprint)), kv_types_(std::move(kv_types)), repair_(repair) {}
 
 Status RemoteTier::CountError(Status s) {
   if (IsBackendFailure(s)) ++counters_.errors;
@@ -74,22 +86,19 @@ Result<LoadedAgent> RemoteTier::Fetch(std::string_view ns, std::string_view agen
   for (; i < ids.size(); ++i) {
     const auto& bytes = (*blocks)[i];
     const std::string where = "remote block " + std::to_string(i) + " (" + ids[i] + ")";
-    if (!bytes) {
+    if (bytes) counters_.bytes_read += bytes->size();
+    auto dec = VerifyRemoteBlock(bytes, *rec, i, fingerprint_);
+    if (!dec.ok() && dec.status().code() == StatusCode::kNotFound) {
       ++counters_.missing_blocks;
-      out.stop_reason = Status::NotFound(where + ": missing");
+      out.stop_reason = dec.status().WithContext(where);
       break;
     }
-    counters_.bytes_read += bytes->size();
-    auto dec = DecodeBlockFile(*bytes);
-    Status st = dec.ok() ? CheckBlockBelongs(*dec, *rec, i, fingerprint_) : dec.status();
-    if (st.ok() && dec->meta.checksum != rec->blocks[i].checksum) {
-      st = Status::Corruption("block file: checksum differs from the manifest's");
-    }
-    if (!st.ok()) {
+    if (!dec.ok()) {
+      const Status& st = dec.status();
       ++counters_.corrupt_blocks;
       // Dropped, so that the next push of any agent naming it uploads it anew
       // (blocks are written only if absent). Best effort.
-      (void)CountError(store_->DeleteBlocks(scope, std::span<const std::string>(&ids[i], 1)));
+      if (repair_) (void)CountError(store_->DeleteBlocks(scope, std::span<const std::string>(&ids[i], 1)));
       AKV_LOG_WARN("remote: agent %s: %s: %s", std::string(agent_id).c_str(), where.c_str(), st.ToString().c_str());
       out.stop_reason = st.WithContext(where);
       break;

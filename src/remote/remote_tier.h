@@ -21,6 +21,7 @@
 #include "remote/remote_store.h"
 #include "store/agent_record.h"
 #include "store/agent_store.h"
+#include "store/block_file.h"
 #include "store/kv_block.h"
 #include "util/status.h"
 
@@ -40,11 +41,20 @@ struct RemoteTierCounters {
   std::atomic<uint64_t> stale_manifests{0};  // pushes refused: a newer version was there
 };
 
+// Verifies fetched block `i` of `rec` (absent: nullopt): NotFound if absent;
+// Corruption if it fails its own checks, does not belong at i of rec under
+// `fingerprint` (store/block_belongs.h) or its checksum differs from the
+// manifest's. Pure.
+Result<DecodedBlock> VerifyRemoteBlock(const std::optional<std::string>& bytes, const AgentRecord& rec, uint32_t i,
+                                       std::string_view fingerprint);
+
 class RemoteTier {
  public:
   // `store` not owned, must outlive the tier. kv_types: the engine's; a remote
   // manifest with other kv types is not served.
-  RemoteTier(RemoteStore* store, std::string fingerprint, std::string kv_types);
+  // repair: a bad block fetched is deleted from the remote (false for
+  // read-only tools).
+  RemoteTier(RemoteStore* store, std::string fingerprint, std::string kv_types, bool repair = true);
 
   // The agent's newest remote manifest and the longest valid prefix of its
   // blocks (LoadedAgent's contract, store/agent_store.h). NotFound if the
@@ -77,6 +87,7 @@ class RemoteTier {
   RemoteStore* const store_;
   const std::string fingerprint_;
   const std::string kv_types_;
+  const bool repair_;
   RemoteTierCounters counters_;
 };
 

@@ -5,7 +5,8 @@
 // speed; damaged remote blocks are never imported; tenants share nothing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Server, makeTemp, rmTemp, chatReq, rawRequest, sleep, LONG_SYSTEM } from './lib/server.mjs';
+import { spawnSync } from 'node:child_process';
+import { Server, makeTemp, rmTemp, chatReq, rawRequest, sleep, LONG_SYSTEM, AGENTKV_BIN } from './lib/server.mjs';
 import { RedisServer, redisAvailable, metricValue, remoteManifests, waitForRemote } from './lib/redis.mjs';
 
 const skip = redisAvailable() ? false : 'redis-server not installed';
@@ -148,6 +149,18 @@ test('a corrupt or truncated block in Redis is detected and never imported', { s
   const bad = Buffer.from(good);
   bad[bad.length - 3] ^= 0x01;
   await redis.command('SET', key1, bad);
+  // `agentkv cache ... --remote` sees it, read-only.
+  const cache = (...args) => spawnSync(AGENTKV_BIN, ['cache', ...args, '--remote', redis.url], { encoding: 'utf8' });
+  const ls = cache('ls');
+  assert.equal(ls.status, 0, ls.stderr);
+  assert.match(ls.stdout, /default\s+damaged\s/);
+  const verify = cache('verify', 'damaged');
+  assert.equal(verify.status, 1, verify.stdout + verify.stderr);
+  assert.match(verify.stdout, /damaged\s+BAD\s+blocks \d+ ok \/ 0 missing \/ 1 corrupt, valid prefix 256 of/);
+  assert.equal(cache('verify', 'damaged').status, 1, 'verify --remote must not repair');
+  const show = cache('show', 'damaged');
+  assert.equal(show.status, 0, show.stderr);
+  assert.match(show.stdout, /agent damaged \(namespace default/);
   const b = await start();
   const t3 = await turn(b, 'damaged', msgs);
   assert.equal(t3.usage.agentkv.cache_state, 'remote');
