@@ -211,8 +211,10 @@ class Scheduler : public api::Backend {
 
   // Last: destroyed first, so no job outlives the state it uses.
   IoExecutor reads_;  // agent and namespace reads, FIFO
+  // Pushes to the remote tier, after the local save (a slow remote delays no
+  // save). Before saves_: destroyed after it, as save jobs post pushes.
+  IoExecutor remote_writes_;
   IoExecutor saves_;  // write-behind saves, FIFO (one agent's saves land in order)
-  IoExecutor remote_writes_;  // pushes to the remote tier, after the local save (a slow remote delays no save)
 };
 
 }  // namespace agentkv::sched

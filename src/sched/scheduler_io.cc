@@ -2,6 +2,7 @@
 // saves. Everything here runs on the read or save executor (or an HTTP
 // thread for admin calls), never on the inference thread, and hands its
 // results to it through the maps guarded by mu_.
+#include <algorithm>
 #include <chrono>
 
 #include "sched/scheduler.h"
@@ -50,7 +51,8 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
     }
     return read;
   }
-  if (remote_ != nullptr && ReadAgentFromRemote(key, &read, loaded->record.version)) {
+  // (Manifests from before versions read as 0: any pushed version, >= 1, is newer.)
+  if (remote_ != nullptr && ReadAgentFromRemote(key, &read, std::max<uint64_t>(loaded->record.version, 1))) {
     // Another server served the agent since this disk saw it: its newer turn.
     read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     metrics_.ObserveRemoteFetch(read.read_ms);

@@ -33,7 +33,7 @@ bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64
   // A newer remote copy that is damaged or partly evicted: the complete
   // local one is the safer start (prefix matching makes either correct).
   if (newer_than > 0 && !got.complete) return false;
-  if (!got.complete) metrics_.CountCorruption(1);
+  if (!got.complete && got.stop_reason.code() == StatusCode::kCorruption) metrics_.CountCorruption(1);
   if (got.complete) {
     // Write-through: next time this server finds the agent on its own disk.
     // The remote record carries its version, so the store's version rule

@@ -189,7 +189,8 @@ void Scheduler::Admit() {
 }
 
 bool Scheduler::TryAdmit(Waiting& w) {
-  if (w.req.agent_id.empty()) {
+  const bool explicit_id = !w.req.agent_id.empty();
+  if (!explicit_id) {
     if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
     auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt);
     if (!id.ok()) {
@@ -205,9 +206,10 @@ bool Scheduler::TryAdmit(Waiting& w) {
     // index was merged (then the table knows every agent on disk). Its read says.
     std::lock_guard<std::mutex> lock(mu_);
     if (deleting_.count(key)) return false;
-    // With a remote tier, an agent unknown here may live there even when this
-    // namespace's disk index was merged.
-    if (!ns_merged_.count(key.ns) || remote_ != nullptr) {
+    // With a remote tier, an agent named by the client and unknown here may
+    // live there even when this namespace's disk index was merged (an
+    // implicit agent's new id cannot).
+    if (!ns_merged_.count(key.ns) || (remote_ != nullptr && explicit_id)) {
       auto it = agent_reads_.find(key);
       if (it == agent_reads_.end() || !it->second.done) {
         PostAgentRead(key);
