@@ -4,6 +4,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <csignal>
 #include <thread>
 
 #include "store/file_system.h"
@@ -43,7 +44,12 @@ Result<uint64_t> ParseVersion(const std::string& s) {
 
 void RedisRemoteStore::ContextDeleter::operator()(redisContext* c) const { redisFree(c); }
 
-RedisRemoteStore::RedisRemoteStore(RedisOptions options) : options_(std::move(options)) {}
+RedisRemoteStore::RedisRemoteStore(RedisOptions options) : options_(std::move(options)) {
+  // hiredis writes with write(2): a Redis that went away must cost an error,
+  // not the process (agentkv serve ignores SIGPIPE already; tools and tests
+  // get the same here).
+  std::signal(SIGPIPE, SIG_IGN);
+}
 RedisRemoteStore::~RedisRemoteStore() = default;
 
 std::string RedisRemoteStore::Describe() const { return DescribeRedis(options_); }

@@ -31,7 +31,8 @@ namespace agentkv {
 class RedisRemoteStore : public RemoteStore {
  public:
   // Dials nothing yet: the first call connects (so a server starts while
-  // Redis is down, and carries on without it).
+  // Redis is down, and carries on without it). Sets SIGPIPE to ignored,
+  // process-wide (hiredis writes to the socket with write(2)).
   explicit RedisRemoteStore(RedisOptions options);
   ~RedisRemoteStore() override;
 
