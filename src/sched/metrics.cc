@@ -128,7 +128,7 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   prefill_tokens_.Render("agentkv_batch_prefill_tokens", "", &out);
   out += "# HELP agentkv_disk_wait_ms Time a request waited for its cache to come from disk.\n# TYPE agentkv_disk_wait_ms histogram\n";
   disk_wait_ms_.Render("agentkv_disk_wait_ms", "", &out);
-  out += "# HELP agentkv_remote_fetch_ms Time to fetch, verify and write through an agent from the remote tier.\n# TYPE agentkv_remote_fetch_ms histogram\n";
+  out += "# HELP agentkv_remote_fetch_ms Time to fetch and verify an agent from the remote tier (the local read that found it missing or older included).\n# TYPE agentkv_remote_fetch_ms histogram\n";
   remote_fetch_ms_.Render("agentkv_remote_fetch_ms", "", &out);
   out += "# HELP agentkv_remote_push_ms Time to publish a saved turn to the remote tier.\n# TYPE agentkv_remote_push_ms histogram\n";
   remote_push_ms_.Render("agentkv_remote_push_ms", "", &out);

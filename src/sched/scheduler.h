@@ -157,10 +157,13 @@ class Scheduler : public api::Backend {
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
   // Remote tier (scheduler_remote.cc), on the I/O executors.
   // On a local miss (or, with newer_than = the local version, a local copy
-  // that another server has since advanced): fetches the agent, writes a
-  // complete copy through to the local store, fills `read`. False if the
-  // remote has nothing usable (or nothing newer).
+  // that another server has since advanced): fetches the agent, fills `read`
+  // and queues a complete copy's write-through to the local store. False if
+  // the remote has nothing usable (or nothing newer).
   bool ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64_t newer_than = 0);  // read executor
+  // Queues a verified remote copy's write to the local store on the save
+  // executor (FIFO: before the agent's next save). REQUIRES mu_ not held.
+  void PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks);
   // After a save landed: publishes the turn (remote_writes_ executor).
   void PostRemotePush(AgentRecord saved, std::shared_ptr<const void> keep_alive, std::vector<const KvBlock*> blocks);
   void NoteRemoteOutcome(const Status& s, const char* what);  // logs outage and recovery once each

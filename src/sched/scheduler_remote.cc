@@ -1,5 +1,7 @@
-// Scheduler, remote side: fetching an agent another server saved, and
-// publishing this server's turns. Runs on the read executor (fetches) and the
+// Scheduler, remote side: fetching an agent another server saved (imported
+// at once; its write-through to the local disk is queued on the save
+// executor, so it lands before any later save of the agent and never delays
+// the turn), and publishing this server's turns. Runs on the read executor (fetches) and the
 // remote-writes executor (pushes), never on the inference thread. A remote
 // failure only costs speed: the read falls back to cold, the push is dropped
 // (the next turn publishes the agent again), both are counted and logged once
@@ -34,33 +36,53 @@ bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64
   // local one is the safer start (prefix matching makes either correct).
   if (newer_than > 0 && !got.complete) return false;
   if (!got.complete && got.stop_reason.code() == StatusCode::kCorruption) metrics_.CountCorruption(1);
-  if (got.complete) {
-    // Write-through: next time this server finds the agent on its own disk.
-    // The remote record carries its version, so the store's version rule
-    // holds here as for any save.
-    const std::vector<KvBlock>& blocks = got.blocks;
-    auto provider = [&blocks](uint32_t index, const std::string&) -> Result<KvBlock> {
-      if (index >= blocks.size()) return Status::Internal("remote write-through: block not available");
-      return blocks[index];
-    };
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (deleting_.count(key)) return false;
-    }
-    auto saved = store_->SaveAgent(key.ns, got.record, provider);
-    if (!saved.ok()) {
-      AKV_LOG_WARN("remote write-through of agent %s failed: %s", key.agent_id.c_str(),
-                   saved.status().ToString().c_str());
-    }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (deleting_.count(key)) return false;
   }
   read->blocks.reserve(got.blocks.size());
   for (size_t i = 0; i < got.blocks.size(); ++i) {
     read->blocks.push_back({got.record.blocks[i].id, std::make_shared<KvBlock>(std::move(got.blocks[i]))});
   }
+  if (got.complete) PostWriteThrough(key, got.record, read->blocks);
   read->record = std::move(got.record);
   read->from_disk = true;
   read->from_remote = true;
   return true;
+}
+
+void Scheduler::PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++saves_pending_[key];  // an erasure waits for it (WaitForSaves)
+  }
+  saves_.Post([this, key, record = std::move(record), blocks = std::move(blocks)] {
+    bool erased = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      erased = deleting_.count(key) != 0;
+    }
+    if (!erased) {
+      auto provider = [&blocks](uint32_t index, const std::string& id) -> Result<KvBlock> {
+        if (index >= blocks.size() || blocks[index].id != id) {
+          return Status::Internal("remote write-through: block not available");
+        }
+        return *blocks[index].block;
+      };
+      // The remote record carries its version: the store's version rule holds
+      // as for any save (a newer local turn is never replaced).
+      auto saved = store_->SaveAgent(key.ns, record, provider);
+      if (!saved.ok()) {
+        AKV_LOG_WARN("remote write-through of agent %s failed: %s", key.agent_id.c_str(),
+                     saved.status().ToString().c_str());
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--saves_pending_[key] == 0) saves_pending_.erase(key);
+    }
+    saves_cv_.notify_all();
+  });
 }
 
 void Scheduler::PostRemotePush(AgentRecord saved, std::shared_ptr<const void> keep_alive,
