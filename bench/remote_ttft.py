@@ -4,8 +4,8 @@
 Two `agentkv serve --slots 1` processes (A, B) with separate cache dirs share one redis-server started here on
 loopback (nothing persisted: Redis holds the blocks in RAM). Per context size and repetition, a fresh agent:
   cold    its first request on A (fresh id, the whole prompt prefilled);
-  remote  the same prompt on B, which has never seen the agent: fetched from Redis, verified, written through
-          to B's disk, imported (exact match, max_tokens 1);
+  remote  the same prompt on B, which has never seen the agent: fetched from Redis, verified, imported (its
+          write-through to B's disk is queued after; exact match, max_tokens 1);
   warm    on B again after `evict_only` and with B's cache files dropped from the page cache: B's own disk.
 Before the remote request the script waits until A's push of the agent landed in Redis (its /metrics).
 Also reports the remote path's effective throughput: bytes read from Redis / the server's read_ms.
@@ -136,7 +136,7 @@ def main():
     cols = ["tokens", "state", "reported_states", "server_ttft_ms", "server_min", "server_max", "client_ttft_ms",
             "tokens_prefilled", "read_ms", "speedup_vs_cold", "remote_bytes", "remote_MB_per_s", "n"]
     md = lib.md_table(rows, cols)
-    notes = ("\nremote: fetched from Redis (loopback, in RAM), verified, written through to B's disk, imported; "
+    notes = ("\nremote: fetched from Redis (loopback, in RAM), verified and imported (the write-through to B's disk is queued after); "
              "read_ms = the server's fetch (remote) or disk read (warm). warm: B's own disk after evict_only with "
              "its cache files dropped from the page cache (%s).\n" % args.drop)
     lib.write_outputs(d, "remote_ttft", meta, {"rows": rows, "samples": samples}, rows, md + notes, cols)
