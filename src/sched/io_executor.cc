@@ -1,8 +1,13 @@
 #include "sched/io_executor.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
 namespace agentkv::sched {
 
-IoExecutor::IoExecutor() : thread_([this] { Run(); }) {}
+IoExecutor::IoExecutor(int nice) : nice_(nice), thread_([this] { Run(); }) {}
 
 IoExecutor::~IoExecutor() {
   {
@@ -34,6 +39,12 @@ size_t IoExecutor::Pending() const {
 }
 
 void IoExecutor::Run() {
+  if (nice_ != 0) {
+    const int current = getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), current + nice_) != 0) {
+      AKV_LOG_DEBUG("io executor: could not lower its priority (nice %d)", nice_);
+    }
+  }
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });

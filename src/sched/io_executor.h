@@ -17,7 +17,11 @@ namespace agentkv::sched {
 
 class IoExecutor {
  public:
-  IoExecutor();
+  // `nice` is added to the executor thread's scheduling niceness (Linux
+  // keeps it per thread, and threads it starts inherit it): background work
+  // such as write-behind saves yields the cores to the inference thread when
+  // both want them, and runs at full speed when the cores are idle.
+  explicit IoExecutor(int nice = 0);
   ~IoExecutor();
   IoExecutor(const IoExecutor&) = delete;
   IoExecutor& operator=(const IoExecutor&) = delete;
@@ -37,6 +41,7 @@ class IoExecutor {
   uint64_t posted_ = 0;                     // GUARDED_BY(mu_)
   uint64_t done_ = 0;                       // GUARDED_BY(mu_)
   bool stop_ = false;                       // GUARDED_BY(mu_)
+  const int nice_;
   std::thread thread_;
 };
 

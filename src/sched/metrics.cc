@@ -62,6 +62,12 @@ void SchedulerMetrics::CountMatch(const std::string& match) {
   std::lock_guard<std::mutex> l(mu_);
   ++matches_[match];
 }
+void SchedulerMetrics::AddTokenized(uint64_t tokens, uint64_t reused) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tokenized_ += tokens;
+  tokenized_reused_ += reused;
+}
+
 void SchedulerMetrics::AddTokens(uint64_t prefilled, uint64_t reused, uint64_t generated) {
   std::lock_guard<std::mutex> l(mu_);
   prefilled_ += prefilled;
@@ -117,6 +123,11 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   for (const auto& [state, h] : ttft_) h.Render("agentkv_ttft_ms", "cache_state=\"" + state + "\"", &out);
   scalar("agentkv_tokens_prefilled_total", "counter", "Prompt tokens computed.", double(prefilled_));
   scalar("agentkv_tokens_reused_total", "counter", "Prompt tokens reused from a cache.", double(reused_));
+  scalar("agentkv_prompt_tokens_tokenized_total", "counter", "Prompt tokens produced by the tokenizer.",
+         double(tokenized_));
+  scalar("agentkv_prompt_tokens_tokenization_reused_total", "counter",
+         "Of those, tokens taken from the agent's previous prompt instead of tokenized again.",
+         double(tokenized_reused_));
   scalar("agentkv_tokens_generated_total", "counter", "Tokens generated.", double(generated_));
   scalar("agentkv_corruption_events_total", "counter", "Cache blocks or manifests that failed verification.",
          double(corruption_));

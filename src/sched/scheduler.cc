@@ -14,6 +14,7 @@ namespace agentkv::sched {
 Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool, AgentStore* store,
                      SchedulerOptions options)
     : model_(model), ctx_(ctx), tokenizer_(model), pool_(pool), store_(store), options_(std::move(options)),
+      prompt_tokens_(options_.prompt_token_cache_bytes),
       remote_(store != nullptr ? options_.remote : nullptr),
       slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {}
 
@@ -63,36 +64,72 @@ int64_t Scheduler::CountPromptTokens(const api::GenerationRequest& request) cons
   return static_cast<int64_t>(tokenizer_.Tokenize(prompt.text, true, prompt.plain).tokens.size());
 }
 
+engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt) {
+  if (key.agent_id.empty()) return tokenizer_.Tokenize(prompt.text, true, prompt.plain);
+  size_t reused = 0;
+  const auto prev = prompt_tokens_.Get(key);
+  engine::TokenizedText tokens = prev != nullptr
+                                     ? tokenizer_.TokenizeExtending(*prev, prompt.text, prompt.plain, &reused)
+                                     : tokenizer_.Tokenize(prompt.text, true, prompt.plain);
+  metrics_.AddTokenized(tokens.tokens.size(), reused);
+  prompt_tokens_.Put(key, std::make_shared<const engine::PromptTokens>(
+                              engine::PromptTokens{prompt.text, prompt.plain, tokens}));
+  return tokens;
+}
+
 Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
   if (!running_) return Status::Unavailable("submit: the server is not ready");
   if (!request.agent_id.empty()) {
     AGENTKV_RETURN_IF_ERROR(ValidateName("agent id", request.agent_id));
   }
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", request.namespace_id));
+  const AgentKey key{request.namespace_id, request.agent_id};
+  auto refuse_if_full = [&]() -> Status {  // REQUIRES mu_ held
+    if (stopping_) return Status::Unavailable("submit: shutting down");
+    if (n_waiting_.load() >= options_.max_queue) {
+      return Status::ResourceExhausted("submit: queue full (" + std::to_string(options_.max_queue) + " waiting)");
+    }
+    return Status::OK();
+  };
+  // An agent that may be on disk: its read starts before the prompt is
+  // tokenized, so the two overlap, and both overlap other agents' compute
+  // (admission waits for the read). A refused request drops the read it began.
+  bool began_read = false;
+  if (!key.agent_id.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    AGENTKV_RETURN_IF_ERROR(refuse_if_full());
+    if (store_ != nullptr && !resident_keys_.count(key) && !agent_reads_.count(key) && !pool_.Contains(key)) {
+      PostAgentRead(key);
+      began_read = true;
+    }
+  }
+  auto refuse = [&](Status s) {
+    if (began_read) {
+      std::lock_guard<std::mutex> lock(mu_);
+      agent_reads_.erase(key);  // an in-flight read finds no entry and discards its result
+    }
+    return s;
+  };
   auto w = std::make_unique<Waiting>();
   w->received = request.received != Clock::time_point{} ? request.received : Clock::now();
   // Rendered and tokenized here, on the caller's thread, not on the
   // inference thread; the tokens live in the request and die with it.
   engine::RenderedPrompt prompt = RenderPrompt(request);
-  w->fresh = tokenizer_.Tokenize(prompt.text, true, prompt.plain);
+  w->fresh = TokenizePrompt(key, prompt);
   w->prompt = std::move(prompt.text);
   const int64_t n_prompt = static_cast<int64_t>(w->fresh.tokens.size());
   if (n_prompt >= ContextTokens()) {
-    return Status::OutOfRange("The prompt is " + std::to_string(n_prompt) + " tokens; the context holds " +
-                              std::to_string(ContextTokens()) + " tokens including the reply.");
+    return refuse(Status::OutOfRange("The prompt is " + std::to_string(n_prompt) + " tokens; the context holds " +
+                                     std::to_string(ContextTokens()) + " tokens including the reply."));
   }
   w->req = std::move(request);
   w->sink = std::move(sink);
-  const AgentKey key{w->req.namespace_id, w->req.agent_id};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return Status::Unavailable("submit: shutting down");
-    if (n_waiting_.load() >= options_.max_queue) {
-      return Status::ResourceExhausted("submit: queue full (" + std::to_string(options_.max_queue) + " waiting)");
+    if (Status s = refuse_if_full(); !s.ok()) {
+      if (began_read) agent_reads_.erase(key);
+      return s;
     }
-    // An agent that may be on disk: start reading now, overlapping other
-    // agents' compute (admission waits for the read).
-    if (!key.agent_id.empty() && !resident_keys_.count(key) && !pool_.Contains(key)) PostAgentRead(key);
     incoming_.push_back(std::move(w));
     ++n_waiting_;  // submitted, not yet admitted or refused
   }
@@ -177,6 +214,7 @@ Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id
       SetSlotOwner(a->slot, nullptr);
     }
     if (evict_only) return;
+    prompt_tokens_.Erase(key);  // it holds the agent's text
     (void)pool_.Erase(key);
     erase_disk = a->on_disk;
     {

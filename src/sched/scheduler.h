@@ -51,6 +51,7 @@
 #include "kv/block_pool.h"
 #include "sched/io_executor.h"
 #include "sched/metrics.h"
+#include "sched/prompt_token_cache.h"
 #include "sched/turn_plan.h"
 #include "remote/remote_tier.h"
 #include "store/agent_store.h"
@@ -67,6 +68,8 @@ struct SchedulerOptions {
   // The remote tier below the disk (docs/remote.md); not owned, must outlive
   // the scheduler; null: none. Used only with a store.
   RemoteTier* remote = nullptr;
+  // Agents' last prompts kept for incremental tokenization (PromptTokenCache).
+  size_t prompt_token_cache_bytes = size_t{64} << 20;
 };
 
 class Scheduler : public api::Backend {
@@ -168,6 +171,9 @@ class Scheduler : public api::Backend {
   void PostRemotePush(AgentRecord saved, std::shared_ptr<const void> keep_alive, std::vector<const KvBlock*> blocks);
   void NoteRemoteOutcome(const Status& s, const char* what);  // logs outage and recovery once each
   engine::RenderedPrompt RenderPrompt(const api::GenerationRequest& r) const;
+  // The prompt's tokens (with BOS), from the agent's previous prompt where
+  // it can (PromptTokenCache); remembers this one. Any thread.
+  engine::TokenizedText TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt);
   api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
@@ -178,6 +184,7 @@ class Scheduler : public api::Backend {
   AgentStore* store_;
   const SchedulerOptions options_;
   SchedulerMetrics metrics_;
+  PromptTokenCache prompt_tokens_;
 
   // Shared with other threads.
   mutable std::mutex mu_;
@@ -215,9 +222,12 @@ class Scheduler : public api::Backend {
   // Last: destroyed first, so no job outlives the state it uses.
   IoExecutor reads_;  // agent and namespace reads, FIFO
   // Pushes to the remote tier, after the local save (a slow remote delays no
-  // save). Before saves_: destroyed after it, as save jobs post pushes.
-  IoExecutor remote_writes_;
-  IoExecutor saves_;  // write-behind saves, FIFO (one agent's saves land in order)
+  // save), at nice +10 like the saves. Before saves_: destroyed after it, as
+  // save jobs post pushes.
+  IoExecutor remote_writes_{10};
+  // Write-behind saves, FIFO (one agent's saves land in order), at nice +10:
+  // on a small CPU they must not slow other agents' decoding.
+  IoExecutor saves_{10};
 };
 
 }  // namespace agentkv::sched

@@ -77,6 +77,31 @@ TEST_F(SchedulerTest, TurnsExtendTheCacheAndMatchAColdPrefill) {
   EXPECT_EQ(extended->text(), cold->text());
 }
 
+// A returning agent's prompt is tokenized from its previous one (only the
+// new text), and deleting the agent forgets it.
+TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
+  Boot(2);
+  auto metric = [&](const std::string& name) {
+    const std::string text = sched_->MetricsText();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  std::string conversation = Prompt(0);
+  auto first = Run("agent", conversation, 8);
+  EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), 0.0);
+  conversation += first->text() + " And then the old man said that";
+  auto second = Run("agent", conversation, 8);
+  const double reused = metric("agentkv_prompt_tokens_tokenization_reused_total");
+  EXPECT_GT(reused, 0.5 * static_cast<double>(first->usage().prompt_tokens));
+  EXPECT_EQ(second->usage().match, api::MatchType::kExtend);
+  // Same text from a new agent: tokenized from scratch, same answer.
+  EXPECT_EQ(Run("fresh", conversation, 8)->text(), second->text());
+  EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
+  ASSERT_TRUE(sched_->DeleteAgent("default", "agent", false).ok());
+  Run("agent", conversation, 8);  // a new agent of that name: nothing remembered
+  EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
+}
+
 TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
   Boot(1);  // one slot: every other agent's turn evicts
   const std::string a = Prompt(1), b = Prompt(2);

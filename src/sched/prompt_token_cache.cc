@@ -1,0 +1,52 @@
+#include "sched/prompt_token_cache.h"
+
+namespace agentkv::sched {
+
+size_t PromptTokenCache::BytesOf(const engine::PromptTokens& prompt) {
+  return sizeof(engine::PromptTokens) + prompt.text.capacity() +
+         prompt.plain.capacity() * sizeof(engine::TextRange) +
+         prompt.tokenized.tokens.capacity() * sizeof(int32_t) +
+         prompt.tokenized.spans.capacity() * sizeof(engine::TokenSpan);
+}
+
+std::shared_ptr<const engine::PromptTokens> PromptTokenCache::Get(const AgentKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.lru_pos);
+  return it->second.prompt;
+}
+
+void PromptTokenCache::Put(const AgentKey& key, std::shared_ptr<const engine::PromptTokens> prompt) {
+  const size_t bytes = BytesOf(*prompt) + key.ns.size() + key.agent_id.size();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
+  if (bytes > max_bytes_) return;
+  while (bytes_ + bytes > max_bytes_ && !lru_.empty()) EraseLocked(entries_.find(lru_.back()));
+  lru_.push_front(key);
+  entries_.emplace(key, Entry{std::move(prompt), lru_.begin(), bytes});
+  bytes_ += bytes;
+}
+
+void PromptTokenCache::Erase(const AgentKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
+}
+
+void PromptTokenCache::EraseLocked(std::map<AgentKey, Entry>::iterator it) {
+  bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru_pos);
+  entries_.erase(it);
+}
+
+size_t PromptTokenCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+size_t PromptTokenCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+}  // namespace agentkv::sched
