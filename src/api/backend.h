@@ -146,7 +146,7 @@ struct GenerationRequest {
 };
 
 // Where the agent's cache was found when the request started.
-enum class CacheState { kResident, kHot, kWarm, kCold };
+enum class CacheState { kResident, kHot, kWarm, kRemote, kCold };
 // How the new prompt related to the cached text (DESIGN §6).
 enum class MatchType { kExact, kExtend, kDiverge, kMiss };
 
@@ -155,6 +155,7 @@ inline const char* CacheStateName(CacheState s) {
     case CacheState::kResident: return "resident";
     case CacheState::kHot: return "hot";
     case CacheState::kWarm: return "warm";
+    case CacheState::kRemote: return "remote";
     case CacheState::kCold: return "cold";
   }
   return "cold";

@@ -24,7 +24,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
                                     "cache-ram", "cache-disk", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
-                                    "prefill-chunk", "gpu-layers", "ngl", "help"};
+                                    "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
     *error = "unknown flag --" + unknown[0];
@@ -81,6 +81,14 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     return false;
   }
   config->tenant_requests = static_cast<int>(tenant_requests);
+  if (auto r = flags.Get("remote"); r && !r->empty()) {
+    if (auto o = ParseRedisUrl(*r); !o.ok()) {
+      *error = "--remote: " + o.status().message();
+      return false;
+    }
+    config->remote_url = *r;
+  }
+  config->remote_password_file = flags.GetOr("remote-password-file", "", "");
   if (auto f = flags.Get("api-key-file")) {
     std::ifstream in(*f);
     if (!in) {

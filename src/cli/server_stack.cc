@@ -169,6 +169,21 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   sched::SchedulerOptions opt;
   opt.model_id = stack->backend_->ModelId();
   opt.prefill_chunk = config.prefill_chunk;
+  if (!config.remote_url.empty()) {
+    AGENTKV_ASSIGN_OR_RETURN(RedisOptions ro, ParseRedisUrl(config.remote_url));
+    AGENTKV_RETURN_IF_ERROR(LoadRedisPassword(config.remote_password_file, &ro));
+    stack->remote_store_ = std::make_unique<RedisRemoteStore>(ro);
+    // Down now is not fatal: the tier is used whenever it answers.
+    if (Status s = stack->remote_store_->Ping(); !s.ok()) {
+      if (s.code() == StatusCode::kFailedPrecondition) return s.WithContext("--remote");  // wrong password, bad db
+      AKV_LOG_WARN("remote tier %s is not answering (%s); starting without it until it does",
+                   stack->remote_store_->Describe().c_str(), s.message().c_str());
+    } else if (!config.quiet) {
+      AKV_LOG_INFO("remote tier: %s", stack->remote_store_->Describe().c_str());
+    }
+    stack->remote_tier_ = std::make_unique<RemoteTier>(stack->remote_store_.get(), spec.fingerprint, spec.KvTypesString());
+    opt.remote = stack->remote_tier_.get();
+  }
   stack->scheduler_ = std::make_unique<sched::Scheduler>(*stack->model_, *stack->context_, *stack->pool_,
                                                           stack->store_.get(), opt);
   stack->scheduler_->Start();

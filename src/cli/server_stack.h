@@ -16,6 +16,8 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "kv/block_pool.h"
+#include "remote/redis_remote_store.h"
+#include "remote/remote_tier.h"
 #include "sched/scheduler.h"
 #include "store/agent_store.h"
 
@@ -38,6 +40,9 @@ struct ServerConfig {
   std::vector<std::string> api_keys;  // "KEY" or "NAME:KEY"
   std::string admin_key;              // "" = none (api/auth.h: who may read /metrics)
   int tenant_requests = -1;           // per-key in-flight cap; 0 none; -1: half the queue with 2+ keys
+  // Remote tier (docs/remote.md): redis://[user:pass@]host:port[/db]; "" none.
+  std::string remote_url;
+  std::string remote_password_file;  // first line is the password (else $AGENTKV_REMOTE_PASSWORD or the URL's)
   bool quiet = false;
 };
 
@@ -74,6 +79,8 @@ class ServerStack {
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<engine::Context> context_;
   std::unique_ptr<AgentStore> store_;
+  std::unique_ptr<RedisRemoteStore> remote_store_;  // both outlive the scheduler
+  std::unique_ptr<RemoteTier> remote_tier_;
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   int port_ = 0;

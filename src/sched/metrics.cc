@@ -46,7 +46,9 @@ void Histogram::Render(const std::string& name, const std::string& labels, std::
 SchedulerMetrics::SchedulerMetrics()
     : batch_tokens_({1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
       prefill_tokens_({0, 16, 64, 128, 256, 512}),
-      disk_wait_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}) {}
+      disk_wait_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}),
+      remote_fetch_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}),
+      remote_push_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}) {}
 
 void SchedulerMetrics::CountRequest(const std::string& outcome) {
   std::lock_guard<std::mutex> l(mu_);
@@ -80,6 +82,14 @@ void SchedulerMetrics::ObserveBatch(uint32_t decode_tokens, uint32_t prefill_tok
 void SchedulerMetrics::ObserveDiskWait(double ms) {
   std::lock_guard<std::mutex> l(mu_);
   disk_wait_ms_.Observe(ms);
+}
+void SchedulerMetrics::ObserveRemoteFetch(double ms) {
+  std::lock_guard<std::mutex> l(mu_);
+  remote_fetch_ms_.Observe(ms);
+}
+void SchedulerMetrics::ObserveRemotePush(double ms) {
+  std::lock_guard<std::mutex> l(mu_);
+  remote_push_ms_.Observe(ms);
 }
 void SchedulerMetrics::CountEviction(const std::string& what) {
   std::lock_guard<std::mutex> l(mu_);
@@ -129,6 +139,10 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   prefill_tokens_.Render("agentkv_batch_prefill_tokens", "", &out);
   out += "# HELP agentkv_disk_wait_ms Time a request waited for its cache to come from disk.\n# TYPE agentkv_disk_wait_ms histogram\n";
   disk_wait_ms_.Render("agentkv_disk_wait_ms", "", &out);
+  out += "# HELP agentkv_remote_fetch_ms Time to fetch and verify an agent from the remote tier (the local read that found it missing or older included).\n# TYPE agentkv_remote_fetch_ms histogram\n";
+  remote_fetch_ms_.Render("agentkv_remote_fetch_ms", "", &out);
+  out += "# HELP agentkv_remote_push_ms Time to publish a saved turn to the remote tier.\n# TYPE agentkv_remote_push_ms histogram\n";
+  remote_push_ms_.Render("agentkv_remote_push_ms", "", &out);
   scalar("agentkv_queue_length", "gauge", "Requests waiting for a slot.", double(g.queue_length));
   scalar("agentkv_active_requests", "gauge", "Requests in prefill or decode.", double(g.active_requests));
   scalar("agentkv_io_pending", "gauge", "Disk jobs queued or running.", double(g.io_pending));

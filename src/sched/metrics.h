@@ -34,6 +34,8 @@ class SchedulerMetrics {
   void AddTokens(uint64_t prefilled, uint64_t reused, uint64_t generated);
   void ObserveBatch(uint32_t decode_tokens, uint32_t prefill_tokens);
   void ObserveDiskWait(double ms);
+  void ObserveRemoteFetch(double ms);   // an agent fetched from the remote tier
+  void ObserveRemotePush(double ms);    // a turn published to the remote tier
   void CountEviction(const std::string& what);                   // slot | pool
   void CountCorruption(uint64_t n);
   void CountSaveFailure();
@@ -57,7 +59,7 @@ class SchedulerMetrics {
   std::map<std::string, Histogram> ttft_;
   uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0, save_failures_ = 0;
   uint64_t tokenized_ = 0, tokenized_reused_ = 0;
-  Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_;
+  Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_, remote_fetch_ms_, remote_push_ms_;
 };
 
 }  // namespace agentkv::sched

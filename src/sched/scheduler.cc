@@ -16,6 +16,7 @@ Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool
                      SchedulerOptions options)
     : model_(model), ctx_(ctx), tokenizer_(model), chat_format_(engine::ChatFormat::Create(model, tokenizer_)),
       pool_(pool), store_(store), options_(std::move(options)), prompt_tokens_(options_.prompt_token_cache_bytes),
+      remote_(store != nullptr ? options_.remote : nullptr),
       slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {}
 
 Scheduler::~Scheduler() { Stop(); }
@@ -39,6 +40,7 @@ void Scheduler::Stop() {
   running_ = false;
   reads_.Flush();
   saves_.Flush();
+  remote_writes_.Flush();
 }
 
 // Client text (message contents, a completion prompt) is marked plain: a
@@ -234,6 +236,12 @@ Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id
   if (evict_only) return pool_.Contains(key) ? pool_.EvictToDisk(key) : Status::OK();
   if (erase_disk && store_ != nullptr) result = store_->DeleteAgent(ns, agent_id);
   if (result.code() == StatusCode::kNotFound) result = Status::OK();
+  if (result.ok() && remote_ != nullptr) {
+    remote_writes_.Flush();  // no push of this agent may land after its erasure
+    if (Status r = remote_->Delete(ns, agent_id); !r.ok()) {
+      result = Status::Unavailable("agent erased here, but not from the remote tier (retry): " + r.message());
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   deleting_.erase(key);
   agent_reads_.erase(key);
@@ -253,7 +261,7 @@ std::string Scheduler::MetricsText() const {
   SchedulerMetrics::Gauges g;
   g.queue_length = n_waiting_.load();
   g.active_requests = n_active_.load();
-  g.io_pending = reads_.Pending() + saves_.Pending();
+  g.io_pending = reads_.Pending() + saves_.Pending() + remote_writes_.Pending();
   {
     std::lock_guard<std::mutex> lock(mu_);
     g.unsaved_agents = unsaved_.size();
@@ -269,7 +277,9 @@ std::string Scheduler::MetricsText() const {
     g.warm_agents = ss.agents;
     g.warm_bytes = ss.disk_bytes;
   }
-  return metrics_.Render(g);
+  std::string text = metrics_.Render(g);
+  if (remote_ != nullptr) text += remote_->RenderMetrics();
+  return text;
 }
 
 }  // namespace agentkv::sched

@@ -7,7 +7,8 @@
 // (FIFO, up to prefill_chunk tokens), so a long prefill never stalls other
 // agents' streams for more than one chunk. New requests are admitted at any
 // iteration. Agents live in tiers: resident (in a slot), hot (RAM pool),
-// warm (disk); a returning agent is restored from the best tier and its new
+// warm (disk), remote (RemoteTier, shared by servers); a returning agent is
+// restored from the best tier and its new
 // prompt is matched at character level against its cached text.
 //
 // Threads and I/O (docs/architecture.md): the inference thread owns llama,
@@ -53,6 +54,7 @@
 #include "sched/metrics.h"
 #include "sched/prompt_token_cache.h"
 #include "sched/turn_plan.h"
+#include "remote/remote_tier.h"
 #include "store/agent_store.h"
 
 namespace agentkv::sched {
@@ -64,6 +66,9 @@ struct SchedulerOptions {
   int64_t queue_timeout_ms = 120000;  // a request waiting longer -> error
   int default_max_tokens = 256;     // when the request sets none
   double diverge_ratio = 0.5;
+  // The remote tier below the disk (docs/remote.md); not owned, must outlive
+  // the scheduler; null: none. Used only with a store.
+  RemoteTier* remote = nullptr;
   // Agents' last prompts kept for incremental tokenization (PromptTokenCache).
   size_t prompt_token_cache_bytes = size_t{64} << 20;
 };
@@ -101,8 +106,12 @@ class Scheduler : public api::Backend {
   // The RAM pool's eviction observer: counts evictions.
   void OnPoolEviction(const EvictionEvent& event);
 
-  // Blocks until every save posted so far is on disk (tests, shutdown).
-  void FlushSaves() { saves_.Flush(); }
+  // Blocks until every save posted so far is on disk, and pushed to the remote
+  // tier if there is one (tests, shutdown).
+  void FlushSaves() {
+    saves_.Flush();
+    remote_writes_.Flush();
+  }
   // Blocks until every save of this agent posted so far has run (landed or
   // failed); other agents' saves are not waited for. Any thread but the
   // inference thread.
@@ -150,6 +159,18 @@ class Scheduler : public api::Backend {
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
                 uint64_t pool_version);
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
+  // Remote tier (scheduler_remote.cc), on the I/O executors.
+  // On a local miss (or, with newer_than = the local version, a local copy
+  // that another server has since advanced): fetches the agent, fills `read`
+  // and queues a complete copy's write-through to the local store. False if
+  // the remote has nothing usable (or nothing newer).
+  bool ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64_t newer_than = 0);  // read executor
+  // Queues a verified remote copy's write to the local store on the save
+  // executor (FIFO: before the agent's next save). REQUIRES mu_ not held.
+  void PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks);
+  // After a save landed: publishes the turn (remote_writes_ executor).
+  void PostRemotePush(AgentRecord saved, std::shared_ptr<const void> keep_alive, std::vector<const KvBlock*> blocks);
+  void NoteRemoteOutcome(const Status& s, const char* what);  // logs outage and recovery once each
   // The prompt, grammar and reply parser of a request (chat: ChatFormat;
   // completion: the raw prompt). InvalidArgument: see ChatFormat::Render.
   Result<engine::ChatPrompt> RenderPrompt(const api::GenerationRequest& r) const;
@@ -195,6 +216,8 @@ class Scheduler : public api::Backend {
   std::condition_variable saves_cv_;                   // signals a save that ran
   bool read_completed_ = false;                        // GUARDED_BY(mu_): wakes the loop
   std::thread thread_;
+  RemoteTier* const remote_;                          // null: no remote tier
+  std::atomic<bool> remote_down_{false};              // the last remote call failed (for the log)
 
   // Inference thread only.
   std::map<AgentKey, std::unique_ptr<Agent>> agents_;
@@ -205,6 +228,10 @@ class Scheduler : public api::Backend {
 
   // Last: destroyed first, so no job outlives the state it uses.
   IoExecutor reads_;  // agent and namespace reads, FIFO
+  // Pushes to the remote tier, after the local save (a slow remote delays no
+  // save), at nice +10 like the saves. Before saves_: destroyed after it, as
+  // save jobs post pushes.
+  IoExecutor remote_writes_{10};
   // Write-behind saves, FIFO (one agent's saves land in order), at nice +10:
   // on a small CPU they must not slow other agents' decoding.
   IoExecutor saves_{10};

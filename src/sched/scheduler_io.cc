@@ -2,6 +2,7 @@
 // saves. Everything here runs on the read or save executor (or an HTTP
 // thread for admin calls), never on the inference thread, and hands its
 // results to it through the maps guarded by mu_.
+#include <algorithm>
 #include <chrono>
 
 #include "sched/scheduler.h"
@@ -40,9 +41,21 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
   const auto start = Clock::now();
   auto loaded = store_->LoadBlocks(key.ns, key.agent_id);
   if (!loaded.ok()) {
-    if (loaded.status().code() != StatusCode::kNotFound) {
+    if (loaded.status().code() == StatusCode::kNotFound && remote_ != nullptr) {
+      if (ReadAgentFromRemote(key, &read)) {
+        read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+        metrics_.ObserveRemoteFetch(read.read_ms);
+      }
+    } else if (loaded.status().code() != StatusCode::kNotFound) {
       AKV_LOG_WARN("read of agent %s failed: %s", key.agent_id.c_str(), loaded.status().ToString().c_str());
     }
+    return read;
+  }
+  // (Manifests from before versions read as 0: any pushed version, >= 1, is newer.)
+  if (remote_ != nullptr && ReadAgentFromRemote(key, &read, std::max<uint64_t>(loaded->record.version, 1))) {
+    // Another server served the agent since this disk saw it: its newer turn.
+    read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    metrics_.ObserveRemoteFetch(read.read_ms);
     return read;
   }
   if (!loaded->complete) metrics_.CountCorruption(1);
@@ -118,8 +131,13 @@ void Scheduler::PostSave(const AgentKey& key, AgentRecord record, std::vector<Po
       // The turn stays in unsaved_ (RAM): nothing is lost while the process lives.
       AKV_LOG_ERROR("save of agent %s failed: %s", key.agent_id.c_str(), saved.status().ToString().c_str());
       metrics_.CountSaveFailure();
-    } else if (in_pool) {
-      pool_.MarkClean(key, pool_version);
+    } else {
+      if (in_pool) pool_.MarkClean(key, pool_version);
+      if (remote_ != nullptr) {
+        std::vector<const KvBlock*> ptrs;
+        for (const auto& b : blocks) ptrs.push_back(b.block.get());
+        PostRemotePush(std::move(saved->record), turn, std::move(ptrs));
+      }
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -190,7 +190,8 @@ void Scheduler::Admit() {
 }
 
 bool Scheduler::TryAdmit(Waiting& w) {
-  if (w.req.agent_id.empty()) {
+  const bool explicit_id = !w.req.agent_id.empty();
+  if (!explicit_id) {
     if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
     auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt);
     if (!id.ok()) {
@@ -206,7 +207,10 @@ bool Scheduler::TryAdmit(Waiting& w) {
     // index was merged (then the table knows every agent on disk). Its read says.
     std::lock_guard<std::mutex> lock(mu_);
     if (deleting_.count(key)) return false;
-    if (!ns_merged_.count(key.ns)) {
+    // With a remote tier, an agent named by the client and unknown here may
+    // live there even when this namespace's disk index was merged (an
+    // implicit agent's new id cannot).
+    if (!ns_merged_.count(key.ns) || (remote_ != nullptr && explicit_id)) {
       auto it = agent_reads_.find(key);
       if (it == agent_reads_.end() || !it->second.done) {
         PostAgentRead(key);
@@ -259,7 +263,15 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
     PostAgentRead(from);  // from disk, or from RAM if its save has not landed
     return false;
   }
-  source->state = it->second.from_disk ? api::CacheState::kWarm : api::CacheState::kHot;
+  if (it->second.from_remote && it->second.record && it->second.record->version > agent.version &&
+      !agent.fork_source) {
+    // Known here, but another server advanced it since: its newer turn.
+    agent.seq = FromRecord(*it->second.record);
+    agent.version = it->second.record->version;
+  }
+  source->state = it->second.from_remote ? api::CacheState::kRemote
+                  : it->second.from_disk  ? api::CacheState::kWarm
+                                          : api::CacheState::kHot;
   source->blocks = std::move(it->second.blocks);
   source->read_ms = it->second.read_ms;
   agent_reads_.erase(it);
@@ -300,7 +312,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
       restored = ctx_.ImportSlotBlocks(slot, ptrs, plan.n_keep);
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
       if (restored.ok()) a->restored_blocks = blocks;
-      if (restored.ok() && state == api::CacheState::kWarm && !agent.fork_source) {
+      if (restored.ok() && (state == api::CacheState::kWarm || state == api::CacheState::kRemote) &&
+          !agent.fork_source) {
         (void)pool_.Put(agent.key, blocks, /*dirty=*/false);  // hot next time, if it fits
       }
     }

@@ -38,6 +38,7 @@ struct Scheduler::AgentRead {
   std::optional<AgentRecord> record;    // its manifest; empty: not on disk
   std::vector<PoolBlock> blocks;        // the longest valid prefix of its blocks
   bool from_disk = false;               // false: the blocks came from RAM (unsaved_)
+  bool from_remote = false;             // the blocks came from the remote tier (and were written through)
   double read_ms = 0.0;                 // how long the read took
 };
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "store/block_belongs.h"
 #include "store/block_file.h"
 #include "store/block_read.h"
 #include "store/durable_io.h"
@@ -160,18 +161,7 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
     return dec.status().WithContext(where);  // an I/O error is not the block's fault: keep it
   }
   Status st = dec.ok() ? Status::OK() : dec.status();
-  if (st.ok()) {
-    const BlockMeta& m = dec->meta;
-    const std::string parent = i == 0 ? "" : rec.blocks[i - 1].id;
-    if (m.block_id != ref.id || m.parent_id != parent || dec->block.index != i ||
-        dec->block.n_tokens != ref.n_tokens) {
-      st = Status::Corruption("block file: belongs to another block");
-    } else if (m.fingerprint != options_.fingerprint) {
-      st = Status::Corruption("block file: model fingerprint " + m.fingerprint + " differs");
-    } else if (m.kv_types != rec.kv_types) {
-      st = Status::Corruption("block file: kv types " + m.kv_types + " differ from the manifest's");
-    }
-  }
+  if (st.ok()) st = CheckBlockBelongs(*dec, rec, i, options_.fingerprint);
   if (!st.ok()) {
     AKV_LOG_WARN("store: %s: %s", path.c_str(), st.ToString().c_str());
     ++stats_.corrupt_blocks;

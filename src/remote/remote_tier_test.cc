@@ -1,0 +1,243 @@
+// RemoteTier against a real redis-server: round trips, verification of every
+// fetched byte, versions, tenants.
+#include "remote/remote_tier.h"
+
+#include <gtest/gtest.h>
+
+#include "remote/redis_remote_store.h"
+#include "remote/redis_test_server.h"
+#include "store/block_file.h"
+#include "store/mem_file_system.h"
+#include "store/store_test_util.h"
+
+namespace agentkv {
+namespace {
+
+using namespace store_test;
+using remote_test::RedisTestServer;
+
+class RemoteTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RedisTestServer::Available()) GTEST_SKIP() << "redis-server not installed";
+    ASSERT_TRUE(server_.Start());
+    auto o = ParseRedisUrl(server_.url());
+    ASSERT_TRUE(o.ok());
+    o->retry_after_ms = 50;
+    remote_ = std::make_unique<RedisRemoteStore>(*o);
+    tier_ = std::make_unique<RemoteTier>(remote_.get(), kFp, kKvTypes);
+    auto s = AgentStore::Open(Options(&fs_));
+    ASSERT_TRUE(s.ok());
+    store_ = std::move(s).value();
+  }
+
+  // Saves the agent locally (as a server does) and pushes the saved turn.
+  AgentRecord SaveAndPush(const std::string& ns, const std::string& id, const std::vector<int32_t>& tokens,
+                          uint64_t version = 0) {
+    AgentRecord rec = MakeRecord(id, tokens);
+    rec.version = version;
+    auto saved = store_->SaveAgent(ns, rec, ProviderFor(tokens));
+    EXPECT_TRUE(saved.ok()) << saved.status().ToString();
+    std::vector<KvBlock> blocks;
+    for (uint32_t i = 0; i < saved->record.blocks.size(); ++i) blocks.push_back(MakeBlock(tokens, i));
+    std::vector<const KvBlock*> ptrs;
+    for (const auto& b : blocks) ptrs.push_back(&b);
+    Status s = tier_->Push(saved->record, ptrs);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return saved->record;
+  }
+
+  std::string BlockKey(const std::string& ns, const std::string& id) {
+    return RedisRemoteStore::BlockKey({kFp, ns}, id);
+  }
+  void SetKey(const std::string& key, const std::string& value) {
+    redisReply* r = server_.Command({"SET", key, value});
+    ASSERT_NE(r, nullptr);
+    freeReplyObject(r);
+  }
+  std::string GetKey(const std::string& key) {
+    redisReply* r = server_.Command({"GET", key});
+    std::string v = r && r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : "";
+    if (r) freeReplyObject(r);
+    return v;
+  }
+
+  RedisTestServer server_;
+  MemFileSystem fs_;
+  std::unique_ptr<AgentStore> store_;
+  std::unique_ptr<RedisRemoteStore> remote_;
+  std::unique_ptr<RemoteTier> tier_;
+};
+
+TEST_F(RemoteTierTest, PushThenFetchReturnsTheSameAgent) {
+  const auto tokens = MakeTokens(1000, 1);  // 4 blocks, the last partial
+  const AgentRecord saved = SaveAndPush("ns", "agent", tokens);
+  auto got = tier_->Fetch("ns", "agent");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->complete);
+  EXPECT_EQ(got->valid_tokens, 1000u);
+  EXPECT_EQ(got->record, saved);
+  ASSERT_EQ(got->blocks.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(got->blocks[i], MakeBlock(tokens, i));
+  EXPECT_EQ(tier_->counters().hits.load(), 1u);
+  EXPECT_EQ(tier_->counters().blocks_written.load(), 4u);
+
+  // The next turn extends the agent: only the blocks the remote lacks go up.
+  auto longer = MakeTokens(1200, 1);
+  SaveAndPush("ns", "agent", longer);
+  EXPECT_EQ(tier_->counters().blocks_written.load(), 4u + 2u);  // new partial block 3 and block 4
+  auto got2 = tier_->Fetch("ns", "agent");
+  ASSERT_TRUE(got2.ok());
+  EXPECT_EQ(got2->record.tokens, longer);
+  EXPECT_TRUE(got2->complete);
+}
+
+TEST_F(RemoteTierTest, UnknownAgentIsAMiss) {
+  auto got = tier_->Fetch("ns", "nobody");
+  EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier_->counters().misses.load(), 1u);
+}
+
+TEST_F(RemoteTierTest, OlderVersionDoesNotReplaceNewer) {
+  const auto t1 = MakeTokens(300, 1);
+  const auto t2 = MakeTokens(600, 1);
+  const AgentRecord newer = SaveAndPush("ns", "agent", t2, 2000);
+  // A second server that served the agent briefly pushes an older turn.
+  MemFileSystem other_fs;
+  auto other = AgentStore::Open(Options(&other_fs));
+  ASSERT_TRUE(other.ok());
+  AgentRecord rec = MakeRecord("agent", t1);
+  rec.version = 1500;
+  auto saved = (*other)->SaveAgent("ns", rec, ProviderFor(t1));
+  ASSERT_TRUE(saved.ok());
+  std::vector<KvBlock> blocks = {MakeBlock(t1, 0), MakeBlock(t1, 1)};
+  ASSERT_TRUE(tier_->Push(saved->record, {&blocks[0], &blocks[1]}).ok());
+  EXPECT_EQ(tier_->counters().stale_manifests.load(), 1u);
+  auto got = tier_->Fetch("ns", "agent");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->record.version, 2000u);
+  EXPECT_EQ(got->record.tokens, t2);
+}
+
+// Each way a remote block can be wrong: the fetch keeps the blocks before it,
+// counts it, and never returns it.
+TEST_F(RemoteTierTest, BadBlocksAreNeverImported) {
+  const auto tokens = MakeTokens(1024, 7);  // 4 full blocks
+  const AgentRecord saved = SaveAndPush("ns", "agent", tokens);
+  const std::string key2 = BlockKey("ns", saved.blocks[2].id);
+  const std::string good = GetKey(key2);
+  ASSERT_FALSE(good.empty());
+
+  std::string flipped = good;
+  flipped[flipped.size() - 5] ^= 0x01;
+  // Same bytes, sealed with another model's fingerprint (a valid file on its own).
+  BlockMeta foreign_meta{saved.blocks[2].id, saved.blocks[1].id, "fffffffffffffffffff", kKvTypes, 0};
+  auto foreign = EncodeBlockFile(MakeBlock(tokens, 2), foreign_meta);
+  ASSERT_TRUE(foreign.ok());
+  // Another block of this agent, valid on its own, under block 2's key.
+  auto misplaced = GetKey(BlockKey("ns", saved.blocks[3].id));
+
+  struct Case {
+    const char* name;
+    std::string bytes;
+  };
+  const std::vector<Case> cases = {{"corrupt", flipped},
+                                   {"truncated", good.substr(0, good.size() / 2)},
+                                   {"empty", ""},
+                                   {"foreign model", *foreign},
+                                   {"misplaced", misplaced}};
+  uint64_t corrupt = 0;
+  for (const auto& c : cases) {
+    SetKey(key2, c.bytes);
+    auto got = tier_->Fetch("ns", "agent");
+    ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().ToString();
+    EXPECT_FALSE(got->complete) << c.name;
+    ASSERT_EQ(got->blocks.size(), 2u) << c.name;  // the longest valid prefix
+    EXPECT_EQ(got->valid_tokens, 512u) << c.name;
+    EXPECT_EQ(got->blocks[1], MakeBlock(tokens, 1)) << c.name;
+    EXPECT_EQ(tier_->counters().corrupt_blocks.load(), ++corrupt) << c.name;
+    EXPECT_EQ(GetKey(key2), "") << c.name << ": a bad block stays in the remote";
+  }
+  // The next push of the agent uploads the dropped block again.
+  std::vector<KvBlock> blocks;
+  for (uint32_t i = 0; i < 4; ++i) blocks.push_back(MakeBlock(tokens, i));
+  ASSERT_TRUE(tier_->Push(saved, {&blocks[0], &blocks[1], &blocks[2], &blocks[3]}).ok());
+  EXPECT_EQ(GetKey(key2), good);
+  // Evicted (absent): a shorter prefix too, counted as missing.
+  redisReply* r = server_.Command({"DEL", key2});
+  freeReplyObject(r);
+  auto got = tier_->Fetch("ns", "agent");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->blocks.size(), 2u);
+  EXPECT_EQ(tier_->counters().missing_blocks.load(), 1u);
+}
+
+TEST_F(RemoteTierTest, CorruptOrForeignManifestIsRefused) {
+  const auto tokens = MakeTokens(300, 3);
+  SaveAndPush("ns", "agent", tokens);
+  const std::string mkey = RedisRemoteStore::ManifestKey({kFp, "ns"}, "agent");
+  redisReply* r = server_.Command({"HGET", mkey, "m"});
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING);
+  std::string m(r->str, r->len);
+  freeReplyObject(r);
+  m[m.find("\"text\"") + 9] ^= 0x01;
+  freeReplyObject(server_.Command({"HSET", mkey, "m", m}));
+  auto got = tier_->Fetch("ns", "agent");
+  EXPECT_EQ(got.status().code(), StatusCode::kCorruption);
+  // Another agent's valid manifest copied under this agent's key.
+  SaveAndPush("ns", "agent2", tokens);
+  r = server_.Command({"HGETALL", RedisRemoteStore::ManifestKey({kFp, "ns"}, "agent2")});
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+  std::vector<std::string> args = {"HSET", mkey};
+  for (size_t i = 0; i < 4; ++i) args.emplace_back(r->element[i]->str, r->element[i]->len);
+  freeReplyObject(r);
+  freeReplyObject(server_.Command(args));
+  got = tier_->Fetch("ns", "agent");
+  EXPECT_EQ(got.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(tier_->counters().corrupt_manifests.load(), 2u);
+}
+
+TEST_F(RemoteTierTest, TenantsShareNothing) {
+  const auto tokens = MakeTokens(600, 4);
+  SaveAndPush("tenant-a", "agent", tokens);
+  EXPECT_EQ(tier_->Fetch("tenant-b", "agent").status().code(), StatusCode::kNotFound);
+  SaveAndPush("tenant-b", "agent", tokens);
+  // Identical content, separate copies: every key carries its tenant.
+  redisReply* r = server_.Command({"KEYS", "*"});
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY);
+  size_t a = 0, b = 0;
+  const std::string pa = RedisRemoteStore::ScopePrefix({kFp, "tenant-a"});
+  const std::string pb = RedisRemoteStore::ScopePrefix({kFp, "tenant-b"});
+  for (size_t i = 0; i < r->elements; ++i) {
+    const std::string k(r->element[i]->str, r->element[i]->len);
+    a += k.rfind(pa, 0) == 0;
+    b += k.rfind(pb, 0) == 0;
+  }
+  EXPECT_EQ(a + b, r->elements);
+  freeReplyObject(r);
+  EXPECT_EQ(a, 4u);  // 3 blocks + manifest each
+  EXPECT_EQ(b, 4u);
+  ASSERT_TRUE(tier_->Delete("tenant-a", "agent").ok());
+  EXPECT_EQ(tier_->Fetch("tenant-a", "agent").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(tier_->Fetch("tenant-b", "agent").ok());
+}
+
+TEST_F(RemoteTierTest, OutageIsCountedAndPushResumes) {
+  const auto tokens = MakeTokens(300, 5);
+  SaveAndPush("ns", "agent", tokens);
+  server_.Stop();
+  auto got = tier_->Fetch("ns", "agent");
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  std::vector<KvBlock> blocks = {MakeBlock(tokens, 0), MakeBlock(tokens, 1)};
+  auto rec = store_->GetRecord("ns", "agent");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_FALSE(tier_->Push(*rec, {&blocks[0], &blocks[1]}).ok());
+  EXPECT_GE(tier_->counters().errors.load(), 2u);
+  ASSERT_TRUE(server_.Start());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  ASSERT_TRUE(tier_->Push(*rec, {&blocks[0], &blocks[1]}).ok());
+  EXPECT_TRUE(tier_->Fetch("ns", "agent").ok());
+}
+
+}  // namespace
+}  // namespace agentkv

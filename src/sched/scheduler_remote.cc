@@ -1,0 +1,106 @@
+// Scheduler, remote side: fetching an agent another server saved (imported
+// at once; its write-through to the local disk is queued on the save
+// executor, so it lands before any later save of the agent and never delays
+// the turn), and publishing this server's turns. Runs on the read executor (fetches) and the
+// remote-writes executor (pushes), never on the inference thread. A remote
+// failure only costs speed: the read falls back to cold, the push is dropped
+// (the next turn publishes the agent again), both are counted and logged once
+// per outage.
+#include <chrono>
+
+#include "sched/scheduler.h"
+#include "sched/scheduler_types.h"
+#include "util/log.h"
+
+namespace agentkv::sched {
+
+void Scheduler::NoteRemoteOutcome(const Status& s, const char* what) {
+  const bool failed = s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kIOError;
+  if (failed && !remote_down_.exchange(true)) {
+    AKV_LOG_WARN("remote tier %s: %s failed, carrying on without it (local tiers only): %s",
+                 remote_->store()->Describe().c_str(), what, s.ToString().c_str());
+  } else if (s.ok() && remote_down_.exchange(false)) {
+    AKV_LOG_INFO("remote tier %s is back", remote_->store()->Describe().c_str());
+  }
+}
+
+bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64_t newer_than) {
+  auto fetched = remote_->Fetch(key.ns, key.agent_id, newer_than);
+  const StatusCode code = fetched.status().code();
+  NoteRemoteOutcome(code == StatusCode::kNotFound || code == StatusCode::kAlreadyExists ? Status::OK()
+                                                                                          : fetched.status(),
+                    "fetch");
+  if (!fetched.ok()) return false;
+  LoadedAgent& got = *fetched;
+  // A newer remote copy that is damaged or partly evicted: the complete
+  // local one is the safer start (prefix matching makes either correct).
+  if (newer_than > 0 && !got.complete) return false;
+  if (!got.complete && got.stop_reason.code() == StatusCode::kCorruption) metrics_.CountCorruption(1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (deleting_.count(key)) return false;
+  }
+  read->blocks.reserve(got.blocks.size());
+  for (size_t i = 0; i < got.blocks.size(); ++i) {
+    read->blocks.push_back({got.record.blocks[i].id, std::make_shared<KvBlock>(std::move(got.blocks[i]))});
+  }
+  if (got.complete) PostWriteThrough(key, got.record, read->blocks);
+  read->record = std::move(got.record);
+  read->from_disk = true;
+  read->from_remote = true;
+  return true;
+}
+
+void Scheduler::PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++saves_pending_[key];  // an erasure waits for it (WaitForSaves)
+  }
+  saves_.Post([this, key, record = std::move(record), blocks = std::move(blocks)] {
+    bool erased = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      erased = deleting_.count(key) != 0;
+    }
+    if (!erased) {
+      auto provider = [&blocks](uint32_t index, const std::string& id) -> Result<KvBlock> {
+        if (index >= blocks.size() || blocks[index].id != id) {
+          return Status::Internal("remote write-through: block not available");
+        }
+        return *blocks[index].block;
+      };
+      // The remote record carries its version: the store's version rule holds
+      // as for any save (a newer local turn is never replaced).
+      auto saved = store_->SaveAgent(key.ns, record, provider);
+      if (!saved.ok()) {
+        AKV_LOG_WARN("remote write-through of agent %s failed: %s", key.agent_id.c_str(),
+                     saved.status().ToString().c_str());
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--saves_pending_[key] == 0) saves_pending_.erase(key);
+    }
+    saves_cv_.notify_all();
+  });
+}
+
+void Scheduler::PostRemotePush(AgentRecord saved, std::shared_ptr<const void> keep_alive,
+                               std::vector<const KvBlock*> blocks) {
+  remote_writes_.Post([this, saved = std::move(saved), keep_alive = std::move(keep_alive), blocks = std::move(blocks)] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (deleting_.count({saved.ns, saved.agent_id})) return;
+    }
+    const auto start = Clock::now();
+    Status s = remote_->Push(saved, blocks);
+    NoteRemoteOutcome(s, "write");
+    if (s.ok()) {
+      metrics_.ObserveRemotePush(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    } else if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kIOError) {
+      AKV_LOG_ERROR("remote write of agent %s failed: %s", saved.agent_id.c_str(), s.ToString().c_str());
+    }
+  });
+}
+
+}  // namespace agentkv::sched
