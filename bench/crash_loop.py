@@ -186,7 +186,6 @@ def main():
     args.workdir = args.workdir or "/tmp/agentkv-crash-loop-%d" % os.getpid()
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
-    rng = random.Random(args.seed)
     with open(lib.DEFAULT_TEXT, encoding="utf-8") as f:
         corpus = f.read()
 
@@ -194,7 +193,18 @@ def main():
     srv = Server(args, "server", cache_dir)
     # The oracle is never killed; each check uses a fresh agent id there (a cold prefill), erased after.
     oracle = Server(args, "oracle", os.path.join(args.workdir, "oracle-cache"), ["--cache-ram", "64M"])
-    oracle.start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `finally` stops our servers
+    try:
+        oracle.start()
+        return run_cycles(args, srv, oracle, corpus)
+    finally:
+        srv.kill9()
+        oracle.kill9()
+
+
+def run_cycles(args, srv, oracle, corpus):
+    rng = random.Random(args.seed)
+    cache_dir = srv.cache_dir
     agents = [Agent(i) for i in range(args.agents)]
     max_version = {}
     c = {"cycles": 0, "kills": 0, "kills_by_mode": {m: 0 for m in MODES}, "turns_ok": 0, "turns_failed": 0,
