@@ -96,16 +96,16 @@ def chat(port, agent_id, messages, max_tokens, stream, timeout=120):
 
 
 class Server:
-    def __init__(self, args, name, cache_dir, extra=()):
+    def __init__(self, args, name, cache_dir, extra=(), slots=2, threads=1):
         self.args, self.name, self.cache_dir = args, name, cache_dir
-        self.extra = list(extra)
+        self.extra, self.slots, self.threads = list(extra), slots, threads
         self.log = os.path.join(args.workdir, name + ".log")
         self.p = None
 
     def start(self):
         self.port = lib.free_port()
         cmd = [self.args.bin, "serve", "-m", self.args.model, "--port", str(self.port), "--cache-dir", self.cache_dir,
-               "--slots", "2", "-c", str(self.args.ctx), "-t", "1"] + self.extra
+               "--slots", str(self.slots), "-c", str(self.args.ctx), "-t", str(self.threads)] + self.extra
         with open(self.log, "ab") as f:
             self.p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
         t0 = time.time()
