@@ -41,8 +41,11 @@ WATCH = ("agentkv_save_failures_total", "agentkv_disk_out_of_space_total", "agen
 
 def mount_tmpfs(path, size_mib):
     os.makedirs(path, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0700" % size_mib, "tmpfs", path],
-                       capture_output=True, text=True)
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0700" % size_mib, "tmpfs", path],
+                           capture_output=True, text=True)
+    except OSError as e:  # no mount(8)
+        return False, str(e)
     return r.returncode == 0, (r.stderr or r.stdout).strip()
 
 
