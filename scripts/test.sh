@@ -14,5 +14,16 @@ fi
 mkdir -p bench/out/hostile
 /usr/bin/python3 bench/hostile_clients.py --quick --bin "$BUILD/agentkv" --json bench/out/hostile/quick.json \
   >bench/out/hostile/quick.txt 2>&1 || { cat bench/out/hostile/quick.txt; exit 1; }
+# Crash loop (~15 s): 5 x kill -9 at random instants, cache verify, versions, next answers = a cold oracle.
+mkdir -p bench/out/reliability
+/usr/bin/python3 bench/crash_loop.py --quick --bin "$BUILD/agentkv" --json bench/out/reliability/crash_quick.json \
+  >bench/out/reliability/crash_quick.txt 2>&1 || { cat bench/out/reliability/crash_quick.txt; exit 1; }
+# Full disk (~35 s): cache dir on a 2 MiB tmpfs that fills up; prints "skip" where mount is not allowed.
+/usr/bin/python3 bench/disk_full.py --quick --bin "$BUILD/agentkv" --json bench/out/reliability/disk_full_quick.json \
+  >bench/out/reliability/disk_full_quick.txt 2>&1 || { cat bench/out/reliability/disk_full_quick.txt; exit 1; }
+grep -h "skip" bench/out/reliability/disk_full_quick.txt || true
+# Open-loop load (~45 s): 64 agents over 4 slots for 20 s, every answer replayed serially.
+/usr/bin/python3 bench/load.py --quick --bin "$BUILD/agentkv" --json bench/out/reliability/load_quick.json \
+  >bench/out/reliability/load_quick.txt 2>&1 || { cat bench/out/reliability/load_quick.txt; exit 1; }
 /usr/bin/python3 bench/run.py all --quick --bin "$BUILD/agentkv"; /usr/bin/python3 bench/check_quick.py  # benchmark smoke run (bench/README.md)
 echo "test: all tests passed in $(( $(date +%s) - start )) s"

@@ -105,6 +105,11 @@ void SchedulerMetrics::CountSaveFailure() {
   ++save_failures_;
 }
 
+void SchedulerMetrics::CountReadFailure() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++read_failures_;
+}
+
 std::string SchedulerMetrics::Render(const Gauges& g) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
@@ -131,6 +136,9 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_tokens_generated_total", "counter", "Tokens generated.", double(generated_));
   scalar("agentkv_corruption_events_total", "counter", "Cache blocks or manifests that failed verification.",
          double(corruption_));
+  scalar("agentkv_read_failures_total", "counter",
+         "Reads of an agent from disk that the OS refused (EIO): served from what was read, the files kept.",
+         double(read_failures_));
   scalar("agentkv_save_failures_total", "counter", "Saves of a turn to disk that failed (the turn stays in RAM).",
          double(save_failures_));
   out += "# HELP agentkv_batch_tokens Tokens per forward pass.\n# TYPE agentkv_batch_tokens histogram\n";
@@ -157,6 +165,13 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   out += "agentkv_tier_bytes{tier=\"hot\"} " + std::to_string(g.hot_bytes) + "\n";
   out += "agentkv_tier_bytes{tier=\"warm\"} " + std::to_string(g.warm_bytes) + "\n";
   scalar("agentkv_hot_budget_bytes", "gauge", "RAM block pool budget.", double(g.hot_budget_bytes));
+  scalar("agentkv_disk_out_of_space_total", "counter",
+         "Save attempts the disk refused for lack of room (ENOSPC, EDQUOT); each is retried after an eviction.",
+         double(g.disk_out_of_space));
+  out += "# HELP agentkv_disk_evictions_total Agents deleted from disk, by why.\n"
+         "# TYPE agentkv_disk_evictions_total counter\n";
+  out += "agentkv_disk_evictions_total{reason=\"budget\"} " + std::to_string(g.disk_evictions_budget) + "\n";
+  out += "agentkv_disk_evictions_total{reason=\"no_space\"} " + std::to_string(g.disk_evictions_no_space) + "\n";
   return out;
 }
 

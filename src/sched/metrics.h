@@ -41,6 +41,7 @@ class SchedulerMetrics {
   void CountSaveFailure();
   // A prompt tokenized: `reused` of its `tokens` came from the agent's previous prompt.
   void AddTokenized(uint64_t tokens, uint64_t reused);
+  void CountReadFailure();  // a disk read refused by the OS (EIO), not corruption
   // Gauges supplied at render time.
   struct Gauges {
     uint64_t queue_length = 0;
@@ -50,6 +51,8 @@ class SchedulerMetrics {
     uint64_t warm_agents = 0, warm_bytes = 0;
     uint64_t io_pending = 0;
     uint64_t unsaved_agents = 0;  // committed turns whose save has not landed (or failed)
+    uint64_t disk_out_of_space = 0;        // the store's counters (StoreStats)
+    uint64_t disk_evictions_budget = 0, disk_evictions_no_space = 0;
   };
   std::string Render(const Gauges& g) const;
 
@@ -57,7 +60,7 @@ class SchedulerMetrics {
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> requests_, matches_, evictions_;
   std::map<std::string, Histogram> ttft_;
-  uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0, save_failures_ = 0;
+  uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0, save_failures_ = 0, read_failures_ = 0;
   uint64_t tokenized_ = 0, tokenized_reused_ = 0;
   Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_, remote_fetch_ms_, remote_push_ms_;
 };

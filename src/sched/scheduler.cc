@@ -276,6 +276,9 @@ std::string Scheduler::MetricsText() const {
     const auto ss = store_->stats();
     g.warm_agents = ss.agents;
     g.warm_bytes = ss.disk_bytes;
+    g.disk_out_of_space = ss.saves_out_of_space;
+    g.disk_evictions_no_space = ss.agents_evicted_for_space;
+    g.disk_evictions_budget = ss.agents_evicted - ss.agents_evicted_for_space;
   }
   std::string text = metrics_.Render(g);
   if (remote_ != nullptr) text += remote_->RenderMetrics();

@@ -48,6 +48,11 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
       }
     } else if (loaded.status().code() != StatusCode::kNotFound) {
       AKV_LOG_WARN("read of agent %s failed: %s", key.agent_id.c_str(), loaded.status().ToString().c_str());
+      if (loaded.status().code() == StatusCode::kCorruption) {
+        metrics_.CountCorruption(1);
+      } else {
+        metrics_.CountReadFailure();
+      }
     }
     return read;
   }
@@ -58,7 +63,17 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
     metrics_.ObserveRemoteFetch(read.read_ms);
     return read;
   }
-  if (!loaded->complete) metrics_.CountCorruption(1);
+  if (!loaded->complete) {
+    // A bad or missing block is corruption; an I/O error (EIO) is the disk's,
+    // and the file stays for the next read.
+    if (loaded->stop_reason.code() == StatusCode::kIOError) {
+      AKV_LOG_WARN("read of agent %s stopped at %u tokens: %s", key.agent_id.c_str(), loaded->valid_tokens,
+                   loaded->stop_reason.ToString().c_str());
+      metrics_.CountReadFailure();
+    } else {
+      metrics_.CountCorruption(1);
+    }
+  }
   read.blocks.reserve(loaded->blocks.size());
   for (size_t i = 0; i < loaded->blocks.size(); ++i) {
     read.blocks.push_back({loaded->record.blocks[i].id, std::make_shared<KvBlock>(std::move(loaded->blocks[i]))});

@@ -164,6 +164,71 @@ TEST_F(SchedulerIoTest, AFullDiskLosesNoTurn) {
   EXPECT_EQ(metrics.find("agentkv_save_failures_total 0"), std::string::npos);
 }
 
+// The disk answers EIO: block reads fail (the returning agent is served cold,
+// equal to a cold prefill, nothing is counted as corruption nor quarantined),
+// then block writes fail (turns are served, saves fail and are counted). Once
+// the disk recovers, the agent loads warm again after a restart.
+TEST_F(SchedulerIoTest, EioIsServedAndCounted) {
+  FaultInjectingFileSystem& fs = *MakeFileSystem<FaultInjectingFileSystem>(DefaultFileSystem());
+  Boot(1, 64u << 20, {}, 1024, &fs);
+  auto t1 = Run("eio", Prompt(1), 8);
+  const std::string next = Prompt(1) + t1->text() + " And";
+  ASSERT_TRUE(sched_->ListAgents("default").ok());  // the turn is committed
+  sched_->FlushSaves();
+  Boot(1, 64u << 20, {}, 1024, &fs);  // restart: the agent is on disk only
+  fs.FailOps("read", "/blocks/");
+  auto t2 = Run("eio", next, 8);
+  EXPECT_EQ(t2->usage().cache_state, api::CacheState::kCold);
+  auto cold = Run("eiocold", next, 8);
+  EXPECT_EQ(t2->text(), cold->text());
+  fs.FailOps("append", "/blocks/");
+  auto w = Run("eiowrite", Prompt(2), 8);
+  ASSERT_TRUE(sched_->ListAgents("default").ok());
+  sched_->FlushSaves();
+  std::string metrics = sched_->MetricsText();
+  EXPECT_NE(metrics.find("agentkv_corruption_events_total 0"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("agentkv_read_failures_total 0"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("agentkv_save_failures_total 0"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("agentkv_disk_out_of_space_total 0"), std::string::npos) << metrics;
+  fs.FailOps("", "");
+  Boot(1, 64u << 20, {}, 1024, &fs);
+  auto t3 = Run("eio", next, 8);
+  EXPECT_EQ(t3->usage().cache_state, api::CacheState::kWarm) << "an I/O error must not destroy the cache";
+  EXPECT_EQ(t3->text(), cold->text());
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().string().find("quarantine/"), std::string::npos) << e.path();
+  }
+}
+
+// A disk that holds about two agents (no --cache-disk budget): every request
+// is served, saves that do not fit evict the least recently used agents
+// (counted in /metrics), and after a restart the newest agents are warm and
+// answer as a cold prefill does.
+TEST_F(SchedulerIoTest, AFullDiskEvictsTheLeastRecentlyUsed) {
+  FaultInjectingFileSystem& fs = *MakeFileSystem<FaultInjectingFileSystem>(DefaultFileSystem());
+  Boot(1, 64u << 20, {}, 1024, &fs);
+  std::vector<std::string> next;
+  for (int i = 0; i < 5; ++i) {
+    const std::string prompt = engine::testing::SampleText(4000).substr(static_cast<size_t>(i) * 700, 400);
+    auto r = Run("full" + std::to_string(i), prompt, 8);
+    next.push_back(prompt + r->text() + " Yes");
+    ASSERT_TRUE(sched_->ListAgents("default").ok());  // runs after the turn's commit: its save is posted
+    sched_->FlushSaves();
+    if (i == 0) fs.SetCapacityBytes(fs.used_bytes() * 5 / 2);  // room for ~2 agents of this size
+  }
+  const std::string metrics = sched_->MetricsText();
+  EXPECT_EQ(metrics.find("agentkv_disk_evictions_total{reason=\"no_space\"} 0"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("agentkv_disk_out_of_space_total 0"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("agentkv_save_failures_total 0"), std::string::npos) << "a save that fits after an eviction is no failure\n" << metrics;
+  Boot(1, 64u << 20, {}, 1024, &fs);
+  auto last = Run("full4", next[4], 8);
+  EXPECT_EQ(last->usage().cache_state, api::CacheState::kWarm);
+  auto cold = Run("full4cold", next[4], 8);
+  EXPECT_EQ(last->text(), cold->text());
+  auto first = Run("full0", next[0], 8);
+  EXPECT_EQ(first->usage().cache_state, api::CacheState::kCold) << "the oldest agent was evicted for space";
+}
+
 // Admin calls read a namespace's manifests from disk once (on their own
 // thread); after that the agent table answers.
 TEST_F(SchedulerIoTest, ANamespaceIndexIsReadOnce) {

@@ -325,6 +325,34 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
   rec.blocks.clear();
   const std::vector<std::string> ids = ComputeBlockIds(rec.fingerprint, rec.tokens);
 
+  // A full disk: make room by evicting the least recently used other agent
+  // (as the disk budget would) and try again, until the save fits or no
+  // other agent is left. The failed attempt's files go with the rescan that
+  // precedes the eviction, so each retry starts from the space it freed.
+  uint32_t evicted_for_space = 0;
+  for (;;) {
+    auto res = SaveAgentOnce(rec, ids, provider);
+    if (res.ok()) {
+      res->agents_evicted += evicted_for_space;
+      return res;
+    }
+    if (!IsNoSpace(res.status())) return res;
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.saves_out_of_space;
+    auto evicted = EvictForSpaceLocked(rec.ns, rec.agent_id);
+    if (!evicted.ok()) {
+      AKV_LOG_WARN("store: %s", evicted.status().ToString().c_str());
+      return res;
+    }
+    if (!*evicted) return res;  // nothing else to evict: the agent alone does not fit
+    ++evicted_for_space;
+  }
+}
+
+Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<std::string>& ids,
+                                             const BlockProvider& provider) {
+  const std::string where = "save agent " + rec.agent_id;
+  const std::string ns_name = rec.ns;
   // One save at a time; loads, listings and deletes go on while its new
   // block files are written (see below).
   std::lock_guard<std::mutex> save_lock(save_mu_);

@@ -137,7 +137,9 @@ struct StoreStats {
   uint64_t manifests_written = 0;
   uint64_t orphan_blocks_removed = 0;
   uint64_t temp_files_removed = 0;
-  uint64_t agents_evicted = 0;
+  uint64_t agents_evicted = 0;             // by the disk budget or for space (below)
+  uint64_t agents_evicted_for_space = 0;   // to make room after a save failed with ENOSPC
+  uint64_t saves_out_of_space = 0;         // save attempts that failed with ENOSPC / EDQUOT
 };
 
 // <cache_dir>/LOCK: the file whose lock a writable store holds.
@@ -185,6 +187,11 @@ class AgentStore {
   // equal to it with other content (text, tokens, spans, kv types, layout).
   // record.version 0 is replaced by on-disk version + 1 (no check).
   // res.record.version is the version written.
+  // Out of space (IsNoSpace: ENOSPC, EDQUOT): the least recently used other
+  // agent is evicted (whole) and the save tried again, until it fits or no
+  // other agent is left (then the IOError is returned); res.agents_evicted
+  // counts these evictions too. So a disk smaller than the budget (or no
+  // budget) fills up to what it holds and keeps the most recently used agents.
   Result<SaveResult> SaveAgent(std::string_view ns, const AgentRecord& record, const BlockProvider& provider);
 
   // Reads and verifies blocks [first_block, n_blocks) and stops at the first
@@ -261,9 +268,22 @@ class AgentStore {
   // Deletes blocks with refs == 0. Returns how many were deleted.
   uint32_t CollectGarbageLocked(NamespaceState* ns);
   Status EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id, uint32_t* evicted);
+  // The least recently used agent other than keep_id of keep_ns (nullptr:
+  // none kept); false if there is none. *total_bytes (if given): the bytes
+  // of every namespace's manifests and block files.
+  bool PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id, NamespaceState** victim_ns,
+                           std::string* victim_id, uint64_t* total_bytes);
+  // After a save ran out of space: rescans dirty namespaces (removing what
+  // failed saves left) and deletes the least recently used agent other than
+  // keep_id. false if there was none to delete.
+  Result<bool> EvictForSpaceLocked(std::string_view keep_ns, std::string_view keep_id);
   Status DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id);
 
   // agent_store.cc
+  // One attempt of SaveAgent on a validated record (ns and fingerprint set,
+  // blocks empty); `ids` are its block ids.
+  Result<SaveResult> SaveAgentOnce(AgentRecord rec, const std::vector<std::string>& ids,
+                                   const BlockProvider& provider);
   // Gets block i of `rec` from the provider and writes its file durably
   // (not its directory entry). Touches no store state: callable without mu_
   // (ns.dir is immutable).

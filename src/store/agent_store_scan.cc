@@ -301,28 +301,38 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
   return Status::OK();
 }
 
+bool AgentStore::PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id,
+                                     NamespaceState** victim_ns, std::string* victim_id, uint64_t* total_bytes) {
+  const std::string* victim = nullptr;
+  int64_t oldest = 0;
+  uint64_t total = 0;
+  for (auto& [name, ns] : namespaces_) {
+    for (const auto& [id, b] : ns.blocks) total += b.file_bytes;
+    for (const auto& [id, a] : ns.agents) {
+      total += a.manifest_bytes;
+      if (&ns == keep_ns && id == keep_id) continue;
+      if (victim == nullptr || a.last_used_ms < oldest) {
+        *victim_ns = &ns;
+        victim = &id;
+        oldest = a.last_used_ms;
+      }
+    }
+  }
+  if (total_bytes != nullptr) *total_bytes = total;
+  if (victim == nullptr) return false;
+  *victim_id = *victim;
+  return true;
+}
+
 Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id,
                                        uint32_t* evicted) {
   if (options_.disk_budget_bytes == 0) return Status::OK();
   for (;;) {
     uint64_t total = 0;
     NamespaceState* victim_ns = nullptr;
-    const std::string* victim = nullptr;
-    int64_t oldest = 0;
-    for (auto& [name, ns] : namespaces_) {
-      for (const auto& [id, b] : ns.blocks) total += b.file_bytes;
-      for (const auto& [id, a] : ns.agents) {
-        total += a.manifest_bytes;
-        if (&ns == keep_ns && id == keep_id) continue;
-        if (victim == nullptr || a.last_used_ms < oldest) {
-          victim_ns = &ns;
-          victim = &id;
-          oldest = a.last_used_ms;
-        }
-      }
-    }
-    if (total <= options_.disk_budget_bytes || victim == nullptr) return Status::OK();
-    std::string id = *victim;
+    std::string id;
+    const bool found = PickLruVictimLocked(keep_ns, keep_id, &victim_ns, &id, &total);
+    if (total <= options_.disk_budget_bytes || !found) return Status::OK();
     AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(victim_ns).WithContext("disk budget"));
     if (!victim_ns->agents.count(id)) continue;  // the rescan changed the picture
     AKV_LOG_INFO("store: disk budget: evicting agent %s/%s", victim_ns->name.c_str(), id.c_str());
@@ -330,6 +340,24 @@ Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::strin
     ++*evicted;
     ++stats_.agents_evicted;
   }
+}
+
+Result<bool> AgentStore::EvictForSpaceLocked(std::string_view keep_ns_name, std::string_view keep_id) {
+  // Failed saves leave their files behind (temp files, blocks no manifest
+  // names): the rescans of dirty namespaces remove them first.
+  for (auto& [name, ns] : namespaces_) {
+    AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(&ns).WithContext("make room"));
+  }
+  const NamespaceState* keep_ns = FindNamespaceLocked(keep_ns_name);
+  NamespaceState* victim_ns = nullptr;
+  std::string id;
+  if (!PickLruVictimLocked(keep_ns, keep_id, &victim_ns, &id, nullptr)) return false;
+  AKV_LOG_WARN("store: disk full: evicting agent %s/%s to make room for %s", victim_ns->name.c_str(), id.c_str(),
+               std::string(keep_id).c_str());
+  AGENTKV_RETURN_IF_ERROR(DeleteAgentLocked(victim_ns, id).WithContext("make room"));
+  ++stats_.agents_evicted;
+  ++stats_.agents_evicted_for_space;
+  return true;
 }
 
 }  // namespace agentkv

@@ -4,6 +4,12 @@
 
 namespace agentkv {
 
+bool IsNoSpace(const Status& s) {
+  if (s.code() != StatusCode::kIOError) return false;
+  const std::string& m = s.message();
+  return m.find("No space left on device") != std::string::npos || m.find("Disk quota exceeded") != std::string::npos;
+}
+
 Status WritePiecesAtomically(FileSystem* fs, const std::string& path,
                              const std::vector<std::string_view>& pieces, bool sync_dir) {
   const std::string tmp = path + std::string(kTempSuffix);

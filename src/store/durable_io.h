@@ -14,6 +14,11 @@ namespace agentkv {
 // Suffix of temporary files; Open() of a store deletes files ending with it.
 inline constexpr std::string_view kTempSuffix = ".tmp";
 
+// Whether `s` is a write refused for lack of room: ENOSPC ("No space left on
+// device") or EDQUOT ("Disk quota exceeded"), as FileSystem implementations
+// word them (strerror; FaultInjectingFileSystem's SetNoSpaceAfterBytes too).
+bool IsNoSpace(const Status& s);
+
 // Writes `data` to `path` + kTempSuffix, syncs it, closes it and renames it
 // over `path`; then, if `sync_dir`, syncs the parent directory.
 // Success: `path` holds exactly `data` (durably if `sync_dir`). Failure: `path`

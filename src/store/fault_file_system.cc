@@ -46,11 +46,36 @@ void FaultInjectingFileSystem::SetNoSpaceAfterBytes(uint64_t bytes) {
   no_space_after_ = bytes;
 }
 
+void FaultInjectingFileSystem::SetCapacityBytes(uint64_t bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  capacity_ = bytes;
+}
+
+void FaultInjectingFileSystem::FailOps(std::string op, std::string path_part) {
+  std::lock_guard<std::mutex> l(mu_);
+  fail_op_ = std::move(op);
+  fail_path_part_ = std::move(path_part);
+}
+
+uint64_t FaultInjectingFileSystem::used_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return used_;
+}
+
+void FaultInjectingFileSystem::ReleaseBytesOf(const std::string& path) {
+  auto size = base_->FileSize(path);
+  if (!size.ok()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  used_ = used_ > *size ? used_ - *size : 0;
+}
+
 void FaultInjectingFileSystem::Reset() {
   std::lock_guard<std::mutex> l(mu_);
-  ops_ = fail_at_ = crash_at_ = bytes_appended_ = 0;
+  ops_ = fail_at_ = crash_at_ = bytes_appended_ = used_ = 0;
   crashed_ = false;
-  no_space_after_ = UINT64_MAX;
+  no_space_after_ = capacity_ = UINT64_MAX;
+  fail_op_.clear();
+  fail_path_part_.clear();
   log_.clear();
 }
 
@@ -86,14 +111,19 @@ Status FaultInjectingFileSystem::Begin(std::string_view op, const std::string& p
   if (fail_at_ != 0 && ops_ == fail_at_) {
     return Status::IOError(std::string(op) + " " + path + ": injected I/O error");
   }
+  if (!fail_op_.empty() && op == fail_op_ && path.find(fail_path_part_) != std::string::npos) {
+    return Status::IOError(std::string(op) + " " + path + ": Input/output error");
+  }
   return Status::OK();
 }
 
 size_t FaultInjectingFileSystem::ReserveBytes(size_t size) {
   std::lock_guard<std::mutex> l(mu_);
   uint64_t room = no_space_after_ > bytes_appended_ ? no_space_after_ - bytes_appended_ : 0;
+  if (capacity_ != UINT64_MAX) room = std::min<uint64_t>(room, capacity_ > used_ ? capacity_ - used_ : 0);
   size_t fits = static_cast<size_t>(std::min<uint64_t>(room, size));
   bytes_appended_ += fits;
+  used_ += fits;
   return fits;
 }
 
@@ -128,11 +158,13 @@ bool FaultInjectingFileSystem::Exists(const std::string& path) {
 
 Status FaultInjectingFileSystem::RenameFile(const std::string& from, const std::string& to) {
   AGENTKV_RETURN_IF_ERROR(Begin("rename", from + " -> " + to));
+  ReleaseBytesOf(to);
   return base_->RenameFile(from, to);
 }
 
 Status FaultInjectingFileSystem::RemoveFile(const std::string& path) {
   AGENTKV_RETURN_IF_ERROR(Begin("remove", path));
+  ReleaseBytesOf(path);
   return base_->RemoveFile(path);
 }
 

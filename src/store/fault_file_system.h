@@ -15,10 +15,19 @@
 //   SetNoSpaceAfterBytes(b)  once `b` bytes in total were appended, Append
 //                    writes what still fits and fails with IOError
 //                    "No space left on device" (ENOSPC).
+//   SetCapacityBytes(b)  a disk of `b` bytes: used_bytes() may not exceed
+//                    `b`; Append writes what fits and fails with ENOSPC.
+//                    Unlike SetNoSpaceAfterBytes, deleting files makes room.
+//   FailOps(op, path_part)  every later operation named `op` ("read",
+//                    "append", "sync", "rename", ... as in log()) on a path
+//                    containing `path_part` fails with IOError
+//                    "Input/output error" (EIO) and has no effect, until
+//                    Reset() or FailOps("", "").
 //
 // Thread safety: internally synchronized.
 
 #include <mutex>
+#include <string>
 
 #include "store/file_system.h"
 
@@ -32,6 +41,11 @@ class FaultInjectingFileSystem final : public FileSystem {
   void FailOpAt(uint64_t n);
   void CrashAtOp(uint64_t n);
   void SetNoSpaceAfterBytes(uint64_t bytes);
+  void SetCapacityBytes(uint64_t bytes);
+  void FailOps(std::string op, std::string path_part);
+  // Bytes appended since construction or Reset(), minus the sizes of files
+  // removed or replaced by a rename since then (not below 0).
+  uint64_t used_bytes() const;
   // Clears the fault plan, the crashed flag, the counters and the log.
   void Reset();
 
@@ -64,6 +78,8 @@ class FaultInjectingFileSystem final : public FileSystem {
   Status Begin(std::string_view op, const std::string& path);
   // For Append: how many of `size` bytes may be written before ENOSPC.
   size_t ReserveBytes(size_t size);
+  // `path` (if present) is about to be removed or replaced: used_ shrinks.
+  void ReleaseBytesOf(const std::string& path);
 
   FileSystem* const base_;
   mutable std::mutex mu_;
@@ -73,6 +89,9 @@ class FaultInjectingFileSystem final : public FileSystem {
   bool crashed_ = false;
   uint64_t bytes_appended_ = 0;
   uint64_t no_space_after_ = UINT64_MAX;
+  uint64_t capacity_ = UINT64_MAX;
+  uint64_t used_ = 0;
+  std::string fail_op_, fail_path_part_;
   std::vector<std::string> log_;
 };
 

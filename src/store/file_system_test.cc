@@ -133,6 +133,47 @@ TEST(FaultFileSystemTest, NoSpaceWritesPartially) {
   EXPECT_EQ(*mem.ReadFile("/d/a"), "hel");
 }
 
+// A capacity, unlike SetNoSpaceAfterBytes, is freed by removing files and by
+// renames over existing ones.
+TEST(FaultFileSystemTest, CapacityIsFreedByRemovals) {
+  MemFileSystem mem;
+  FaultInjectingFileSystem fs(&mem);
+  ASSERT_TRUE(fs.CreateDirs("/d").ok());
+  fs.SetCapacityBytes(8);
+  auto write = [&](const std::string& path, std::string_view data) {
+    auto f = fs.NewWritableFile(path);
+    EXPECT_TRUE(f.ok());
+    return f.ok() ? (*f)->Append(data) : f.status();
+  };
+  ASSERT_TRUE(write("/d/a", "12345").ok());
+  EXPECT_NE(write("/d/b", "6789").message().find("No space"), std::string::npos);
+  EXPECT_EQ(fs.used_bytes(), 8u);
+  ASSERT_TRUE(fs.RemoveFile("/d/b").ok());
+  EXPECT_EQ(fs.used_bytes(), 5u);
+  ASSERT_TRUE(write("/d/c", "abc").ok());
+  ASSERT_TRUE(fs.RenameFile("/d/c", "/d/a").ok());  // a's 5 bytes are gone
+  EXPECT_EQ(fs.used_bytes(), 3u);
+}
+
+TEST(FaultFileSystemTest, FailOpsFailsMatchingOperationsUntilCleared) {
+  MemFileSystem mem;
+  FaultInjectingFileSystem fs(&mem);
+  ASSERT_TRUE(fs.CreateDirs("/d/blocks").ok());
+  ASSERT_TRUE(mem.CreateDirs("/d/agents").ok());
+  ASSERT_TRUE(WriteFileAtomically(&fs, "/d/blocks/x", "data", false).ok());
+  ASSERT_TRUE(WriteFileAtomically(&fs, "/d/agents/y", "data", false).ok());
+  fs.FailOps("read", "/blocks/");
+  for (int i = 0; i < 3; ++i) {
+    auto r = fs.ReadFile("/d/blocks/x");
+    EXPECT_EQ(r.status().code(), StatusCode::kIOError);
+    EXPECT_NE(r.status().message().find("Input/output error"), std::string::npos);
+  }
+  EXPECT_TRUE(fs.ReadFile("/d/agents/y").ok());
+  EXPECT_TRUE(fs.FileSize("/d/blocks/x").ok());  // another operation
+  fs.FailOps("", "");
+  EXPECT_TRUE(fs.ReadFile("/d/blocks/x").ok());
+}
+
 class PosixFileSystemTest : public ::testing::Test {
  protected:
   void SetUp() override {
