@@ -38,7 +38,7 @@ json Envelope(const ResponseMeta& meta, bool chunk) {
           {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
           {"created", meta.created},
           {"model", meta.model},
-          {"system_fingerprint", nullptr}};
+          {"system_fingerprint", meta.system_fingerprint}};
 }
 
 json Finish(std::optional<FinishReason> r) {
@@ -84,13 +84,12 @@ std::string UsageChunkJson(const ResponseMeta& meta, const Usage& usage) {
   return Dump(j);
 }
 
-std::string ModelsJson(const std::string& model_id, int64_t created) {
-  json j = {{"object", "list"},
-            {"data", json::array({{{"id", model_id},
-                                   {"object", "model"},
-                                   {"created", created},
-                                   {"owned_by", "agentkv"}}})}};
-  return Dump(j);
+std::string ModelsJson(const std::vector<std::string>& ids, int64_t created) {
+  json data = json::array();
+  for (const std::string& id : ids) {
+    data.push_back({{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "agentkv"}});
+  }
+  return Dump({{"object", "list"}, {"data", data}});
 }
 
 namespace {

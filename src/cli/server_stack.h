@@ -39,6 +39,8 @@ struct ServerConfig {
   std::string admin_key;              // "" = none (api/auth.h: who may read /metrics)
   int tenant_requests = -1;           // per-key in-flight cap; 0 none; -1: half the queue with 2+ keys
   bool quiet = false;
+  std::vector<std::string> model_aliases;  // --alias: more names /v1/models lists (and accepts)
+  bool strict_model_name = false;          // --strict-model-name: refuse other "model" values (404)
 };
 
 // $AGENTKV_CACHE_DIR, else $XDG_CACHE_HOME/agentkv/kv, else ~/.cache/agentkv/kv.
