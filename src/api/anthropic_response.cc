@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/anthropic_json.h"
+#include "api/usage_json.h"
 
 namespace agentkv::api {
 namespace {
@@ -23,17 +24,6 @@ json InputUsage(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens - u.cached_tokens},
           {"cache_creation_input_tokens", 0},
           {"cache_read_input_tokens", u.cached_tokens}};
-}
-
-json AgentkvUsage(const Usage& u) {
-  return {{"agent_id", u.agent_id},
-          {"cache_state", CacheStateName(u.cache_state)},
-          {"match", MatchTypeName(u.match)},
-          {"tokens_prefilled", u.tokens_prefilled},
-          {"ttft_ms", u.ttft_ms},
-          {"wait_ms", u.wait_ms},
-          {"read_ms", u.read_ms},
-          {"restore_ms", u.restore_ms}};
 }
 
 json StopSequence(FinishReason finish, const Usage& usage) {
@@ -58,7 +48,7 @@ std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view text,
                                  const Usage& usage) {
   json u = InputUsage(usage);
   u["output_tokens"] = usage.completion_tokens;
-  u["agentkv"] = AgentkvUsage(usage);
+  u["agentkv"] = AgentkvUsageJson(usage);
   json j = {{"id", meta.id},
             {"type", "message"},
             {"role", "assistant"},
@@ -107,7 +97,7 @@ std::string BlockStopEvent(int index) {
 std::string MessageDeltaEvent(FinishReason finish, const Usage& usage) {
   json u = InputUsage(usage);
   u["output_tokens"] = usage.completion_tokens;
-  u["agentkv"] = AgentkvUsage(usage);
+  u["agentkv"] = AgentkvUsageJson(usage);
   return Frame("message_delta",
                {{"type", "message_delta"},
                 {"delta", {{"stop_reason", AnthropicStopReason(finish, usage)},

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/openai_json.h"
+#include "api/usage_json.h"
 
 namespace agentkv::api {
 namespace {
@@ -21,15 +22,7 @@ json UsageObject(const Usage& u) {
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-          {"agentkv",
-           {{"agent_id", u.agent_id},
-            {"cache_state", CacheStateName(u.cache_state)},
-            {"match", MatchTypeName(u.match)},
-            {"tokens_prefilled", u.tokens_prefilled},
-            {"ttft_ms", u.ttft_ms},
-            {"wait_ms", u.wait_ms},
-            {"read_ms", u.read_ms},
-            {"restore_ms", u.restore_ms}}}};
+          {"agentkv", AgentkvUsageJson(u)}};
 }
 
 json Envelope(const ResponseMeta& meta, bool chunk) {
