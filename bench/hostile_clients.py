@@ -370,7 +370,8 @@ def main():
     cache_dir = os.path.join(work, "cache")
     port = lib.free_port()
     cmd = [args.bin, "serve", "-m", args.model, "--port", str(port), "--cache-dir", cache_dir, "--slots", "2",
-           "-c", "1024", "-t", "2"] + args.serve_args.split()
+           "-c", "1024", "-t", "2",
+           "--strict-model-name"] + args.serve_args.split()  # "unknown model" expects 404 (default: any name)
     server = lib.Proc(cmd, os.path.join(work, "server.log"), port)
     server.start(timeout=300)
     forbidden = [cache_dir, work, os.path.dirname(os.path.abspath(args.model)), "/home/", "/tmp/", "/work/"]

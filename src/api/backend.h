@@ -117,7 +117,7 @@ struct SamplingParams {
   float top_p = 1.0f;                 // (0, 1]
   int32_t top_k = 0;                  // >= 0; 0 = disabled
   std::optional<int64_t> seed;        // unset: backend's choice
-  std::vector<std::string> stop;      // <= 4 non-empty strings
+  std::vector<std::string> stop;      // non-empty strings (OpenAI <= 4, Anthropic <= 16)
 };
 
 struct GenerationRequest {
@@ -126,6 +126,12 @@ struct GenerationRequest {
   // Explicit agent id, validated by api/ (see identity.h). Empty = implicit:
   // the backend picks or creates the agent within namespace_id.
   std::string agent_id;
+  // Explicit parent (a subagent's, from the coding agents' headers; see
+  // api/agent_identity.h). When agent_id names an agent that does not exist
+  // yet and this one exists and is idle, the new agent starts as a fork of
+  // the parent's cache (its blocks are shared, the common prefix is not
+  // prefilled again). Otherwise ignored. Empty: none.
+  std::string parent_agent_id;
   RequestKind kind = RequestKind::kChat;
   std::vector<ChatMessage> messages;  // kChat: non-empty
   std::string prompt;                 // kCompletion: the raw prompt text
@@ -185,6 +191,9 @@ struct Usage {
   double wait_ms = 0.0;     // receipt to admission (queue, the agent's disk read, a free slot)
   double read_ms = 0.0;     // the agent's disk read (on an I/O thread; inside wait_ms)
   double restore_ms = 0.0;  // blocks -> slot (convert + copy into llama.cpp, on the inference thread)
+  // The stop string that ended the reply (finish kStop); empty when it
+  // ended otherwise (end of generation, length). Anthropic reports it.
+  std::string stop_sequence;
 };
 
 // kToolCalls: the reply ended after one or more tool calls (OpenAI
@@ -238,6 +247,10 @@ struct ToolCallDelta {
 class GenerationSink {
  public:
   virtual ~GenerationSink() = default;
+  // Optional, before OnStart: the prompt's side of the usage (prompt and
+  // cached tokens, agent, cache state, match; completion fields zero), known
+  // once the request is admitted. Anthropic's message_start reports it.
+  virtual void OnPromptUsage(const Usage& /*usage*/) {}
   virtual void OnStart() = 0;
   virtual void OnDelta(std::string_view text) = 0;
   virtual void OnToolCallDelta(const ToolCallDelta& delta) = 0;
@@ -262,8 +275,12 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  // The model name clients must send (or omit) in "model".
+  // The served model's name (listed by /v1/models).
   virtual std::string ModelId() const = 0;
+  // What OpenAI's system_fingerprint reports: changes whenever the same
+  // request could give other output (model weights, KV types, engine
+  // layout). Empty until the model is loaded.
+  virtual std::string SystemFingerprint() const { return ""; }
   // False while the model loads (/health answers 503, generation routes 503).
   virtual bool IsReady() const = 0;
   // Context size in tokens; a prompt of this many tokens or more is refused

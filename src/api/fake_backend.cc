@@ -1,5 +1,6 @@
 #include "api/fake_backend.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace agentkv::api {
@@ -51,6 +52,21 @@ void FakeBackend::Run(GenerationRequest request, std::shared_ptr<GenerationSink>
     sink->OnError(config_.error_before_start);
     return;
   }
+  Usage usage;
+  usage.prompt_tokens = CountPromptTokens(request);
+  usage.agent_id = request.agent_id.empty() ? "implicit-1" : request.agent_id;
+  usage.tokens_prefilled = usage.prompt_tokens;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& ns = agents_[request.namespace_id];
+    if (auto it = ns.find(usage.agent_id); it != ns.end()) {
+      usage.cached_tokens = it->second.tokens;
+      usage.tokens_prefilled = usage.prompt_tokens - usage.cached_tokens;
+      usage.cache_state = CacheState::kResident;
+      usage.match = MatchType::kExtend;
+    }
+  }
+  sink->OnPromptUsage(usage);
   sink->OnStart();
   const std::string reply = FakeReply(config_, request);
   // The reply up to the first stop string; `hold` keeps back bytes that
@@ -62,11 +78,9 @@ void FakeBackend::Run(GenerationRequest request, std::shared_ptr<GenerationSink>
     if (at != std::string::npos && at < end) {
       end = at;
       stopped = true;
+      usage.stop_sequence = s;
     }
   }
-  Usage usage;
-  usage.prompt_tokens = CountPromptTokens(request);
-  usage.agent_id = request.agent_id.empty() ? "implicit-1" : request.agent_id;
   FinishReason reason = stopped ? FinishReason::kStop : FinishReason::kStop;
   size_t pos = 0;
   int deltas = 0;
@@ -91,19 +105,12 @@ void FakeBackend::Run(GenerationRequest request, std::shared_ptr<GenerationSink>
     ++deltas;
   }
   usage.completion_tokens = deltas;
-  usage.tokens_prefilled = usage.prompt_tokens;
+  if (reason == FinishReason::kLength) usage.stop_sequence.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& ns = agents_[request.namespace_id];
     AgentInfo& a = ns[usage.agent_id];
-    if (a.id.empty()) {
-      a.id = usage.agent_id;
-    } else {
-      usage.cached_tokens = a.tokens;
-      usage.tokens_prefilled = usage.prompt_tokens - a.tokens;
-      usage.cache_state = CacheState::kResident;
-      usage.match = MatchType::kExtend;
-    }
+    if (a.id.empty()) a.id = usage.agent_id;
     a.tier = CacheState::kResident;
     a.tokens = usage.prompt_tokens + deltas;
     a.ram_bytes = a.tokens * 100;

@@ -1,10 +1,14 @@
-// POST /v1/chat/completions and /v1/completions: validate, submit, then
-// either collect the reply (JSON) or hand an SSE stream to the adapter.
+// POST /v1/chat/completions, /v1/completions and /v1/messages (Anthropic):
+// validate, submit, then either collect the reply (JSON) or hand an SSE
+// stream to the adapter.
 // Both paths read the same GenerationChannel events through the same
 // Utf8Splitter, so streamed and non-streamed text are equal by construction.
 
 #include <chrono>
 
+#include "api/agent_identity.h"
+#include "api/anthropic_json.h"
+#include "api/anthropic_sse.h"
 #include "api/generation_channel.h"
 #include "api/openai_json.h"
 #include "api/router.h"
@@ -23,7 +27,7 @@ HttpResponse ClientGoneResponse() {
 class SseBodyStream final : public BodyStream {
  public:
   SseBodyStream(std::shared_ptr<GenerationChannel> channel, CancellationToken cancel,
-                std::vector<GenerationEvent> pending, SseEncoder encoder, HttpMetrics* metrics,
+                std::vector<GenerationEvent> pending, std::unique_ptr<StreamEncoder> encoder, HttpMetrics* metrics,
                 std::shared_ptr<void> tenant_ticket)
       : tenant_ticket_(std::move(tenant_ticket)),
         channel_(std::move(channel)),
@@ -34,36 +38,36 @@ class SseBodyStream final : public BodyStream {
     metrics_->StreamOpened();
   }
   ~SseBodyStream() override {
-    if (!encoder_.done()) Cancel();
+    if (!encoder_->done()) Cancel();
     metrics_->StreamClosed();
   }
 
   ReadResult Read(std::chrono::milliseconds wait, std::string* out) override {
-    if (encoder_.done()) return ReadResult::kEnd;
+    if (encoder_->done()) return ReadResult::kEnd;
     if (pending_.empty() && !channel_->Wait(wait, &pending_)) return ReadResult::kIdle;
     const size_t before = out->size();
     for (const GenerationEvent& e : pending_) {
       switch (e.kind) {
         case GenerationEvent::Kind::kStart:
-          *out += encoder_.Start();
+          *out += encoder_->Start(e.usage);
           break;
         case GenerationEvent::Kind::kDelta:
-          *out += encoder_.Delta(e.text);
+          *out += encoder_->Delta(e.text);
           break;
         case GenerationEvent::Kind::kToolCall:
-          *out += encoder_.ToolCall(e.tool_call);
+          *out += encoder_->ToolCall(e.tool_call);
           break;
         case GenerationEvent::Kind::kFinish:
-          *out += encoder_.Finish(e.finish, e.usage);
+          *out += encoder_->Finish(e.finish, e.usage);
           break;
         case GenerationEvent::Kind::kError:
-          *out += encoder_.Error(ApiErrorFromStatus(e.status));
+          *out += encoder_->Error(ApiErrorFromStatus(e.status));
           break;
       }
     }
     pending_.clear();
     if (out->size() > before) return ReadResult::kData;
-    return encoder_.done() ? ReadResult::kEnd : ReadResult::kIdle;
+    return encoder_->done() ? ReadResult::kEnd : ReadResult::kIdle;
   }
 
   void Cancel() override {
@@ -79,7 +83,7 @@ class SseBodyStream final : public BodyStream {
   std::shared_ptr<GenerationChannel> channel_;
   CancellationToken cancel_;
   std::vector<GenerationEvent> pending_;
-  SseEncoder encoder_;
+  std::unique_ptr<StreamEncoder> encoder_;
   HttpMetrics* metrics_;
   bool cancelled_ = false;
 };
@@ -92,7 +96,9 @@ int64_t NowUnixSeconds() {
 
 }  // namespace
 
-HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, RequestKind kind) {
+HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Route route) {
+  const RequestKind kind = route == Route::kCompletion ? RequestKind::kCompletion : RequestKind::kChat;
+  const bool anthropic = route == Route::kMessages;
   const auto received = std::chrono::steady_clock::now();
   if (req.body.size() > options_.max_body_bytes) {
     ApiError e = InvalidRequest("The request body exceeds " + std::to_string(options_.max_body_bytes) +
@@ -108,14 +114,19 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
   ParseContext ctx;
   ctx.model_id = backend_->ModelId();
   ctx.model_aliases = options_.model_aliases;
+  ctx.strict_model_name = options_.strict_model_name;
   ctx.header_agent_id = req.Header("X-Agent-Id");
   ctx.header_session_id = req.Header("X-Session-ID");
+  ctx.tool_headers = ReadAgentToolHeaders([&req](std::string_view name) { return req.Header(name); });
+  ctx.system_fingerprint = backend_->SystemFingerprint();
   GenerationRequest gen;
-  std::optional<ApiError> error = kind == RequestKind::kChat ? ParseChatRequest(req.body, ctx, &gen)
-                                                             : ParseCompletionRequest(req.body, ctx, &gen);
+  std::string model_echo;
+  std::optional<ApiError> error = anthropic ? ParseMessagesRequest(req.body, ctx, &gen, &model_echo)
+                                  : kind == RequestKind::kChat ? ParseChatRequest(req.body, ctx, &gen)
+                                                               : ParseCompletionRequest(req.body, ctx, &gen);
   if (error) return ErrorResponse(*error);
   gen.namespace_id = ns;
-  gen.request_id = NextRequestId(kind);
+  gen.request_id = NextRequestId(route);
   gen.received = received;
 
   // A prompt too long for the context whatever its tokens is refused by its
@@ -143,7 +154,8 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
         " requests in flight, its limit; retry when one has finished.")));
   }
 
-  const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind};
+  const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind, ctx.system_fingerprint};
+  const MessageMeta message_meta{gen.request_id, model_echo};
   const bool stream = gen.stream;
   const bool include_usage = gen.include_usage;
   CancellationToken cancel = gen.cancel;
@@ -178,8 +190,15 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
     r.content_type = "text/event-stream";
     r.headers.emplace_back("Cache-Control", "no-cache");
     r.headers.emplace_back("X-Request-Id", meta.id);
-    r.stream = std::make_shared<SseBodyStream>(channel, cancel, std::move(events),
-                                               SseEncoder(meta, include_usage), &metrics_, std::move(ticket));
+    if (anthropic) r.headers.emplace_back("request-id", meta.id);
+    std::unique_ptr<StreamEncoder> encoder;
+    if (anthropic) {
+      encoder = std::make_unique<AnthropicSseEncoder>(message_meta);
+    } else {
+      encoder = std::make_unique<SseEncoder>(meta, include_usage);
+    }
+    r.stream = std::make_shared<SseBodyStream>(channel, cancel, std::move(events), std::move(encoder), &metrics_,
+                                               std::move(ticket));
     return r;
   }
 
@@ -201,8 +220,10 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Req
       text += utf8.Flush();
       HttpResponse r;
       r.headers.emplace_back("X-Request-Id", meta.id);
+      if (anthropic) r.headers.emplace_back("request-id", meta.id);
       if (!e.usage.agent_id.empty()) r.headers.emplace_back("X-Agent-Id", e.usage.agent_id);
-      r.body = CompletionJson(meta, text, tool_calls, e.finish, e.usage);
+      r.body = anthropic ? AnthropicMessageJson(message_meta, text, e.finish, e.usage)
+                         : CompletionJson(meta, text, tool_calls, e.finish, e.usage);
       return r;
     }
   }

@@ -12,7 +12,13 @@ GenerationEvent MakeEvent(GenerationEvent::Kind kind) {
 
 }  // namespace
 
-void GenerationChannel::OnStart() { Push(MakeEvent(GenerationEvent::Kind::kStart)); }
+void GenerationChannel::OnPromptUsage(const Usage& usage) { prompt_usage_ = usage; }
+
+void GenerationChannel::OnStart() {
+  GenerationEvent e = MakeEvent(GenerationEvent::Kind::kStart);
+  e.usage = prompt_usage_;
+  Push(std::move(e));
+}
 
 void GenerationChannel::OnDelta(std::string_view text) {
   if (text.empty()) return;

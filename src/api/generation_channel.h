@@ -26,7 +26,7 @@ struct GenerationEvent {
   std::string text;  // kDelta: raw bytes
   ToolCallDelta tool_call;  // kToolCall
   FinishReason finish = FinishReason::kStop;
-  Usage usage;    // kFinish
+  Usage usage;    // kFinish; kStart: the prompt's usage (OnPromptUsage), if the backend sent it
   Status status;  // kError
 
   bool terminal() const { return kind == Kind::kFinish || kind == Kind::kError; }
@@ -34,6 +34,7 @@ struct GenerationEvent {
 
 class GenerationChannel final : public GenerationSink {
  public:
+  void OnPromptUsage(const Usage& usage) override;
   void OnStart() override;
   void OnDelta(std::string_view text) override;
   void OnToolCallDelta(const ToolCallDelta& delta) override;
@@ -52,6 +53,7 @@ class GenerationChannel final : public GenerationSink {
   std::condition_variable cv_;
   std::deque<GenerationEvent> events_;  // guarded by mu_
   bool closed_ = false;                 // guarded by mu_: a terminal event was pushed
+  Usage prompt_usage_;                  // written by the backend's thread before OnStart only
 };
 
 }  // namespace agentkv::api

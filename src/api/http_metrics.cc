@@ -5,7 +5,7 @@ namespace {
 
 const char* RouteName(size_t r) {
   static constexpr const char* kNames[] = {"chat_completions", "completions", "models", "health",
-                                           "metrics",          "agents",      "other"};
+                                           "metrics",          "agents",      "messages", "other"};
   return kNames[r];
 }
 

@@ -18,6 +18,7 @@ enum class Route {
   kHealth,
   kMetrics,
   kAgents,  // list, get, delete
+  kMessages,  // Anthropic POST /v1/messages
   kOther,   // unknown path or method
   kCount
 };
@@ -34,8 +35,8 @@ class HttpMetrics {
   std::string Render() const;
 
  private:
-  static constexpr std::array<int, 12> kCodes = {200, 400, 401, 404, 405, 409,
-                                                 413, 429, 499, 500, 503, 0};  // 0 = other
+  static constexpr std::array<int, 13> kCodes = {200, 400, 401, 404, 405, 409, 413,
+                                                 429, 499, 500, 503, 529, 0};  // 0 = other
   static constexpr size_t kRoutes = static_cast<size_t>(Route::kCount);
   std::array<std::atomic<uint64_t>, kRoutes * kCodes.size()> requests_;
   std::atomic<int64_t> streams_open_{0};

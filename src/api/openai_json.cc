@@ -72,48 +72,19 @@ MaybeError ParseModel(const json& body, const ParseContext& ctx) {
   const json* v = Field(body, "model");
   if (v == nullptr) return std::nullopt;
   if (!v->is_string()) return TypeError("model", "a string");
-  const std::string& name = v->get_ref<const std::string&>();
-  if (name == ctx.model_id) return std::nullopt;
-  for (const std::string& alias : ctx.model_aliases) {
-    if (name == alias) return std::nullopt;
-  }
-  ApiError e = InvalidRequest("The model '" + name.substr(0, 200) +
-                                  "' does not exist; this server serves '" + ctx.model_id + "'.",
-                              "model", "model_not_found");
-  e.http_status = 404;
-  return e;
+  return CheckModel(v->get_ref<const std::string&>(), ctx);
 }
 
-// Agent identity from headers and body; all given values must agree.
-MaybeError ParseAgentId(const json& body, const ParseContext& ctx, std::string* out) {
-  struct Source {
-    const char* param;
-    std::optional<std::string> value;
-  };
-  std::vector<Source> sources = {{"X-Agent-Id", ctx.header_agent_id},
-                                 {"X-Session-ID", ctx.header_session_id}};
-  for (const char* name : {"agent_id", "session_id"}) {
-    const json* v = Field(body, name);
+MaybeError ParseAgentId(const json& body, const ParseContext& ctx, GenerationRequest* out) {
+  std::optional<std::string> body_ids[2];
+  const char* names[2] = {"agent_id", "session_id"};
+  for (int i = 0; i < 2; ++i) {
+    const json* v = Field(body, names[i]);
     if (v == nullptr) continue;
-    if (!v->is_string()) return TypeError(name, "a string");
-    sources.push_back({name, v->get<std::string>()});
+    if (!v->is_string()) return TypeError(names[i], "a string");
+    body_ids[i] = v->get<std::string>();
   }
-  out->clear();
-  const char* first_param = nullptr;
-  for (const Source& s : sources) {
-    if (!s.value) continue;
-    Status st = ValidateAgentId(*s.value, s.param);
-    if (!st.ok()) return InvalidRequest(st.message(), s.param, "invalid_agent_id");
-    if (first_param == nullptr) {
-      first_param = s.param;
-      *out = *s.value;
-    } else if (*out != *s.value) {
-      return InvalidRequest(std::string("Conflicting agent ids in '") + first_param + "' and '" +
-                                s.param + "'.",
-                            s.param, "invalid_agent_id");
-    }
-  }
-  return std::nullopt;
+  return ResolveRequestAgent(ctx, std::move(body_ids[0]), std::move(body_ids[1]), out);
 }
 
 MaybeError ParseStop(const json& body, std::vector<std::string>* out) {
@@ -136,7 +107,7 @@ MaybeError ParseStop(const json& body, std::vector<std::string>* out) {
 // Fields shared by both endpoints.
 MaybeError ParseCommon(const json& body, const ParseContext& ctx, GenerationRequest* out) {
   if (MaybeError e = ParseModel(body, ctx)) return e;
-  if (MaybeError e = ParseAgentId(body, ctx, &out->agent_id)) return e;
+  if (MaybeError e = ParseAgentId(body, ctx, out)) return e;
   SamplingParams& s = out->sampling;
   const json* mct = Field(body, "max_completion_tokens");
   const json* mt = Field(body, "max_tokens");
@@ -272,6 +243,21 @@ MaybeError Guarded(Fn fn) {
 }
 
 }  // namespace
+
+MaybeError CheckModel(std::string_view name, const ParseContext& ctx) {
+  return CheckModelName(name, ModelNames{ctx.model_id, ctx.model_aliases, ctx.strict_model_name});
+}
+
+MaybeError ResolveRequestAgent(const ParseContext& ctx, std::optional<std::string> body_agent_id,
+                               std::optional<std::string> body_session_id, GenerationRequest* out) {
+  ExplicitAgentIds ids{ctx.header_agent_id, ctx.header_session_id, std::move(body_agent_id),
+                       std::move(body_session_id)};
+  AgentIdentity identity;
+  if (MaybeError e = ResolveAgentIdentity(ids, ctx.tool_headers, &identity)) return e;
+  out->agent_id = std::move(identity.agent_id);
+  out->parent_agent_id = std::move(identity.parent_agent_id);
+  return std::nullopt;
+}
 
 MaybeError ParseChatRequest(std::string_view body, const ParseContext& ctx, GenerationRequest* out) {
   return Guarded([&]() -> MaybeError {

@@ -17,17 +17,32 @@
 #include <string_view>
 #include <vector>
 
+#include "api/agent_identity.h"
 #include "api/backend.h"
 #include "api/errors.h"
+#include "api/model_name.h"
 
 namespace agentkv::api {
 
 struct ParseContext {
-  std::string model_id;                    // "model" must be this, an alias, or absent
+  std::string model_id;                    // the served model (model_name.h)
   std::vector<std::string> model_aliases;
+  bool strict_model_name = false;          // only model_id and the aliases are accepted
   std::optional<std::string> header_agent_id;    // X-Agent-Id, if sent
   std::optional<std::string> header_session_id;  // X-Session-ID, if sent
+  AgentToolHeaders tool_headers;                 // coding agents' session headers (agent_identity.h)
+  std::string system_fingerprint;                // echoed in responses (OpenAI: a string)
 };
+
+// "model" (if present) against ctx's names; shared with the Anthropic parser.
+[[nodiscard]] std::optional<ApiError> CheckModel(std::string_view name, const ParseContext& ctx);
+// Agent id and parent from ctx's headers and the body's agent_id/session_id
+// (already type-checked strings), per agent_identity.h; fills out->agent_id
+// and out->parent_agent_id.
+[[nodiscard]] std::optional<ApiError> ResolveRequestAgent(const ParseContext& ctx,
+                                                          std::optional<std::string> body_agent_id,
+                                                          std::optional<std::string> body_session_id,
+                                                          GenerationRequest* out);
 
 // On success fills every field of *out except request_id, namespace_id and
 // cancel, and returns nullopt. On failure returns the error to send (400, or
@@ -44,6 +59,7 @@ struct ResponseMeta {
   std::string model;
   int64_t created = 0;
   RequestKind kind = RequestKind::kChat;
+  std::string system_fingerprint;  // Backend::SystemFingerprint()
 };
 
 // A whole non-streamed response ("chat.completion" or "text_completion").
@@ -68,7 +84,8 @@ std::string ChunkJson(const ResponseMeta& meta, const ChunkFields& fields);
 std::string UsageChunkJson(const ResponseMeta& meta, const Usage& usage);
 
 // GET /v1/models.
-std::string ModelsJson(const std::string& model_id, int64_t created);
+// GET /v1/models: one entry per id (the served model first, then --alias names).
+std::string ModelsJson(const std::vector<std::string>& ids, int64_t created);
 // Admin routes.
 std::string AgentJson(const AgentInfo& agent);
 std::string AgentListJson(const std::vector<AgentInfo>& agents);

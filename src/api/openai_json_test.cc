@@ -12,6 +12,7 @@ ParseContext Ctx() {
   ParseContext c;
   c.model_id = "m";
   c.model_aliases = {"alias"};
+  c.strict_model_name = true;
   return c;
 }
 
@@ -280,6 +281,25 @@ TEST(OpenAiJsonTest, StatusMapping) {
   EXPECT_EQ(ApiErrorFromStatus(Status::Corruption("x")).http_status, 500);
   EXPECT_EQ(ApiErrorFromStatus(Status::IOError("x")).http_status, 500);
   EXPECT_EQ(ApiErrorFromStatus(Status::Internal("x")).http_status, 500);
+}
+
+}  // namespace
+}  // namespace agentkv::api
+
+namespace agentkv::api {
+namespace {
+
+TEST(ModelNameTest, AnyNameUnlessStrict) {
+  ModelNames names{"served", {"alias"}, false};
+  EXPECT_FALSE(CheckModelName("gpt-4o", names));
+  EXPECT_FALSE(CheckModelName("claude-sonnet-4-5", names));
+  names.strict = true;
+  EXPECT_FALSE(CheckModelName("served", names));
+  EXPECT_FALSE(CheckModelName("alias", names));
+  auto e = CheckModelName("gpt-4o", names);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->http_status, 404);
+  EXPECT_EQ(e->code, "model_not_found");
 }
 
 }  // namespace

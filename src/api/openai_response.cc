@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/openai_json.h"
+#include "api/usage_json.h"
 
 namespace agentkv::api {
 namespace {
@@ -21,15 +22,7 @@ json UsageObject(const Usage& u) {
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-          {"agentkv",
-           {{"agent_id", u.agent_id},
-            {"cache_state", CacheStateName(u.cache_state)},
-            {"match", MatchTypeName(u.match)},
-            {"tokens_prefilled", u.tokens_prefilled},
-            {"ttft_ms", u.ttft_ms},
-            {"wait_ms", u.wait_ms},
-            {"read_ms", u.read_ms},
-            {"restore_ms", u.restore_ms}}}};
+          {"agentkv", AgentkvUsageJson(u)}};
 }
 
 json Envelope(const ResponseMeta& meta, bool chunk) {
@@ -38,7 +31,7 @@ json Envelope(const ResponseMeta& meta, bool chunk) {
           {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
           {"created", meta.created},
           {"model", meta.model},
-          {"system_fingerprint", nullptr}};
+          {"system_fingerprint", meta.system_fingerprint}};
 }
 
 json Finish(std::optional<FinishReason> r) {
@@ -104,13 +97,12 @@ std::string UsageChunkJson(const ResponseMeta& meta, const Usage& usage) {
   return Dump(j);
 }
 
-std::string ModelsJson(const std::string& model_id, int64_t created) {
-  json j = {{"object", "list"},
-            {"data", json::array({{{"id", model_id},
-                                   {"object", "model"},
-                                   {"created", created},
-                                   {"owned_by", "agentkv"}}})}};
-  return Dump(j);
+std::string ModelsJson(const std::vector<std::string>& ids, int64_t created) {
+  json data = json::array();
+  for (const std::string& id : ids) {
+    data.push_back({{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "agentkv"}});
+  }
+  return Dump({{"object", "list"}, {"data", data}});
 }
 
 namespace {

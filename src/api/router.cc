@@ -1,7 +1,9 @@
 #include "api/router.h"
 
+#include <algorithm>
 #include <random>
 
+#include "api/anthropic_json.h"
 #include "api/identity.h"
 #include "api/openai_json.h"
 #include "util/hash.h"
@@ -66,6 +68,7 @@ std::optional<std::string> HttpRequest::Header(std::string_view name) const {
 
 HttpResponse ErrorResponse(const ApiError& error) {
   HttpResponse r = JsonResponse(error.http_status, ApiErrorJson(error));
+  r.error = error;
   if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
   return r;
 }
@@ -82,10 +85,18 @@ Router::Router(Backend* backend, ApiKeys keys, RouterOptions options)
   id_seed_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-std::string Router::NextRequestId(RequestKind kind) {
+std::string Router::NextRequestId(Route route) {
   const uint64_t n = next_id_.fetch_add(1, std::memory_order_relaxed);
-  return std::string(kind == RequestKind::kChat ? "chatcmpl-" : "cmpl-") +
-         Hex64(Xxh3_64(&n, sizeof(n), id_seed_));
+  const char* prefix = route == Route::kMessages ? "msg_" : route == Route::kChat ? "chatcmpl-" : "cmpl-";
+  return prefix + Hex64(Xxh3_64(&n, sizeof(n), id_seed_));
+}
+
+std::vector<std::string> Router::ListedModelIds() const {
+  std::vector<std::string> ids = {backend_->ModelId()};
+  for (const std::string& alias : options_.listed_model_aliases) {
+    if (std::find(ids.begin(), ids.end(), alias) == ids.end()) ids.push_back(alias);
+  }
+  return ids;
 }
 
 HttpResponse Router::Handle(const HttpRequest& request) {
@@ -100,6 +111,13 @@ HttpResponse Router::Handle(const HttpRequest& request) {
     response = ErrorResponse(ApiErrorFromStatus(Status::Internal("internal error")));
   } catch (...) {
     response = ErrorResponse(ApiErrorFromStatus(Status::Internal("internal error")));
+  }
+  if (route == Route::kMessages && response.error) {
+    // Anthropic's clients read {"type":"error","error":{type,message}}.
+    const ApiError e = AnthropicError(*response.error);
+    response.status = e.http_status;
+    response.body = AnthropicErrorJson(e);
+    response.error = e;
   }
   metrics_.Record(route, response.status);
   return response;
@@ -127,6 +145,9 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
     allowed = "POST";
   } else if (p == "/v1/completions") {
     *route = Route::kCompletion;
+    allowed = "POST";
+  } else if (p == "/v1/messages") {
+    *route = Route::kMessages;
     allowed = "POST";
   } else if (p == "/v1/models") {
     *route = Route::kModels;
@@ -167,19 +188,26 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
       }
     }
   }
-  Result<std::string> ns = keys_.Authenticate(req.Header("Authorization").value_or(""));
+  // Anthropic's clients send the key as x-api-key.
+  std::optional<std::string> authorization = req.Header("Authorization");
+  if (!authorization) {
+    if (auto key = req.Header("x-api-key")) authorization = "Bearer " + *key;
+  }
+  Result<std::string> ns = keys_.Authenticate(authorization.value_or(""));
   if (!ns.ok()) return Unauthorized(ns.status());
 
   switch (*route) {
     case Route::kChat:
-      return Generate(req, *ns, RequestKind::kChat);
     case Route::kCompletion:
-      return Generate(req, *ns, RequestKind::kCompletion);
+    case Route::kMessages:
+      return Generate(req, *ns, *route);
     case Route::kModels:
       if (!backend_->IsReady()) {
         return ErrorResponse(ApiErrorFromStatus(Status::Unavailable("The model is loading.")));
       }
-      return JsonResponse(200, ModelsJson(backend_->ModelId(), created_unix_s_));
+      // Anthropic's SDK (it always sends anthropic-version) reads another shape.
+      if (req.Header("anthropic-version")) return JsonResponse(200, AnthropicModelsJson(ListedModelIds(), created_unix_s_));
+      return JsonResponse(200, ModelsJson(ListedModelIds(), created_unix_s_));
     case Route::kAgents:
       return Agents(req, *ns);
     default:

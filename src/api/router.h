@@ -8,13 +8,19 @@
 //   GET    /v1/models
 //   POST   /v1/chat/completions         JSON or SSE
 //   POST   /v1/completions              JSON or SSE
+//   POST   /v1/messages                 Anthropic Messages API, JSON or SSE;
+//                                       every error in Anthropic's shape
 //   GET    /metrics                     Prometheus text
 //   GET    /v1/agents                   the caller's namespace only
 //   GET    /v1/agents/{id}
 //   DELETE /v1/agents/{id}[?evict_only=true]
 //
 // Thread safety: Handle may be called concurrently from many threads.
-// Handle never throws: every failure becomes an OpenAI error response.
+// Handle never throws: every failure becomes an OpenAI error response
+// (Anthropic's shape on /v1/messages).
+//
+// Authentication takes "Authorization: Bearer KEY" or, as Anthropic's
+// clients send it, "x-api-key: KEY" (Authorization wins when both are sent).
 
 #include <atomic>
 #include <chrono>
@@ -68,10 +74,15 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::shared_ptr<BodyStream> stream;  // non-null: the body comes from here
+  // Set by ErrorResponse: what the body says, so that the router can render
+  // it again in another API's shape (Anthropic's on /v1/messages).
+  std::optional<ApiError> error;
 };
 
 struct RouterOptions {
-  std::vector<std::string> model_aliases;  // also accepted as "model"
+  std::vector<std::string> model_aliases;  // also accepted as "model" (with strict_model_name)
+  std::vector<std::string> listed_model_aliases;  // --alias: listed by /v1/models after the served id
+  bool strict_model_name = false;  // only the served id and model_aliases are accepted (model_name.h)
   size_t max_body_bytes = size_t{32} << 20;
   std::chrono::milliseconds poll_interval{50};  // client-gone checks while waiting
   // Generation requests one namespace may have in flight (queued or
@@ -91,10 +102,11 @@ class Router {
 
  private:
   HttpResponse Dispatch(const HttpRequest& request, Route* route);
-  HttpResponse Generate(const HttpRequest& request, const std::string& namespace_id,
-                        RequestKind kind);
+  // route: kChat, kCompletion or kMessages.
+  HttpResponse Generate(const HttpRequest& request, const std::string& namespace_id, Route route);
   HttpResponse Agents(const HttpRequest& request, const std::string& namespace_id);
-  std::string NextRequestId(RequestKind kind);
+  std::string NextRequestId(Route route);
+  std::vector<std::string> ListedModelIds() const;
 
   Backend* backend_;
   ApiKeys keys_;

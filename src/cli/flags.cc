@@ -12,14 +12,18 @@ Flags::Flags(int argc, char** argv, const std::vector<std::string>& boolean_flag
     if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && std::isdigit(static_cast<unsigned char>(a[1])))) {
       std::string name = a.substr(a.find_first_not_of('-'));
       const auto eq = name.find('=');
+      std::string value;
       if (eq != std::string::npos) {
-        values_[name.substr(0, eq)] = name.substr(eq + 1);
+        value = name.substr(eq + 1);
+        name.resize(eq);
       } else if (std::find(boolean_flags.begin(), boolean_flags.end(), name) != boolean_flags.end() ||
                  i + 1 >= argc) {
-        values_[name] = "1";
+        value = "1";
       } else {
-        values_[name] = argv[++i];
+        value = argv[++i];
       }
+      values_[name] = value;
+      all_values_.emplace_back(name, std::move(value));
     } else {
       positional_.push_back(a);
     }
@@ -42,6 +46,17 @@ std::string Flags::GetOr(const std::string& long_name, const std::string& short_
 }
 
 bool Flags::Has(const std::string& long_name) const { return Get(long_name).has_value(); }
+
+std::vector<std::string> Flags::GetAll(const std::string& long_name) const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : all_values_) {
+    if (k == long_name) out.push_back(v);
+  }
+  if (out.empty()) {
+    if (auto v = Get(long_name)) out.push_back(*v);
+  }
+  return out;
+}
 
 bool Flags::GetInt(const std::string& long_name, const std::string& short_name, long long def, long long* out,
                    std::string* error) const {

@@ -19,6 +19,9 @@ class Flags {
   std::optional<std::string> Get(const std::string& long_name, const std::string& short_name = "") const;
   std::string GetOr(const std::string& long_name, const std::string& short_name, const std::string& def) const;
   bool Has(const std::string& long_name) const;
+  // Every value of a repeatable --long, in command-line order; the env
+  // fallback AGENTKV_<LONG> only when the flag was not given at all.
+  std::vector<std::string> GetAll(const std::string& long_name) const;
   // Parses an integer/float value; returns false (and sets *error) when malformed.
   bool GetInt(const std::string& long_name, const std::string& short_name, long long def, long long* out,
               std::string* error) const;
@@ -29,7 +32,8 @@ class Flags {
   std::vector<std::string> Unknown(const std::vector<std::string>& known) const;
 
  private:
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::string> values_;  // the last value of each flag
+  std::vector<std::pair<std::string, std::string>> all_values_;  // every one, in order
   std::vector<std::string> positional_;
 };
 

@@ -24,7 +24,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
                                     "cache-ram", "cache-disk", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
-                                    "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help"};
+                                    "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
     *error = "unknown flag --" + unknown[0];
@@ -74,6 +74,16 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   }
   if (auto k = flags.Get("api-key")) config->api_keys = SplitKeys(*k);
   if (auto a = flags.Get("admin-key")) config->admin_key = *a;
+  for (const std::string& value : flags.GetAll("alias")) {
+    for (const std::string& alias : SplitCommaList(value)) {
+      if (alias.empty() || alias.size() > 256) {
+        *error = "--alias: names must be 1-256 characters (comma-separated)";
+        return false;
+      }
+      config->model_aliases.push_back(alias);
+    }
+  }
+  if (auto s = flags.Get("strict-model-name")) config->strict_model_name = *s != "0" && *s != "false";
   long long tenant_requests;
   if (!flags.GetInt("tenant-requests", "", -1, &tenant_requests, error)) return false;
   if (tenant_requests < -1 || tenant_requests > 1000000) {

@@ -12,7 +12,7 @@ inline constexpr const char* kServeUsage =
     "usage: agentkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--slots N]\n"
     "                     [--kv q4_0|q8_0|f16] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
     "                     [--api-key KEY[,KEY...]|--api-key-file F] [--admin-key KEY] [-t THREADS]\n"
-    "                     [--prefill-chunk N] [--tenant-requests N]\n"
+    "                     [--prefill-chunk N] [--tenant-requests N] [--alias NAME]... [--strict-model-name]\n"
     "                     [--gpu-layers N]   (-1 = all on the GPU when built with CUDA and a GPU is present)\n"
     "                     [--remote redis://[user:pass@]host:port[/db]] [--remote-password-file F]\n"
     "Every flag is also read from AGENTKV_<FLAG> (e.g. AGENTKV_PORT, AGENTKV_CACHE_RAM).\n"
@@ -22,6 +22,8 @@ inline constexpr const char* kServeUsage =
     "key may have in flight (0 = no cap; default half the queue with 2+ keys, else none).\n"
     "--remote: agents' caches are shared with every server on that Redis (docs/remote.md); the\n"
     "password may come from --remote-password-file or AGENTKV_REMOTE_PASSWORD instead of the URL.\n"
+    "Any \"model\" name is accepted (one model is served) unless --strict-model-name; --alias NAME\n"
+    "(repeatable, or comma-separated) adds names that /v1/models lists.\n"
     "BYTES: 512M, 4G, ...\n"
     "Defaults: cache dir $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv; cache RAM 25% of memory;\n"
     "context = the model's training context capped at 8192 per slot; 4 slots.\n";

@@ -55,6 +55,10 @@ class ServerStack::DeferredBackend : public api::Backend {
     auto* t = target_.load();
     return t ? t->MetricsText() : "";
   }
+  std::string SystemFingerprint() const override {
+    auto* t = target_.load();
+    return t ? t->SystemFingerprint() : "";
+  }
 
  private:
   std::atomic<api::Backend*> target_{nullptr};
@@ -109,7 +113,11 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   if (config.http) {
     AGENTKV_ASSIGN_OR_RETURN(api::ApiKeys keys, api::ApiKeys::Parse(config.api_keys, config.admin_key));
     api::RouterOptions ro;
-    ro.model_aliases = {std::filesystem::path(config.model_path).filename().string(), "agentkv"};
+    ro.listed_model_aliases = config.model_aliases;
+    ro.model_aliases = config.model_aliases;
+    ro.model_aliases.push_back(std::filesystem::path(config.model_path).filename().string());
+    ro.model_aliases.push_back("agentkv");
+    ro.strict_model_name = config.strict_model_name;
     // With several tenants, none may take more than half the queue.
     const size_t max_queue = sched::SchedulerOptions{}.max_queue;
     ro.max_requests_per_tenant = config.tenant_requests >= 0 ? static_cast<size_t>(config.tenant_requests)

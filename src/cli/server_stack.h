@@ -44,6 +44,8 @@ struct ServerConfig {
   std::string remote_url;
   std::string remote_password_file;  // first line is the password (else $AGENTKV_REMOTE_PASSWORD or the URL's)
   bool quiet = false;
+  std::vector<std::string> model_aliases;  // --alias: more names /v1/models lists (and accepts)
+  bool strict_model_name = false;          // --strict-model-name: refuse other "model" values (404)
 };
 
 // $AGENTKV_CACHE_DIR, else $XDG_CACHE_HOME/agentkv/kv, else ~/.cache/agentkv/kv.

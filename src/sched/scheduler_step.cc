@@ -165,12 +165,17 @@ void Scheduler::OnTokenSampled(Active& a, int32_t token) {
   a.out += tokenizer_.Piece(token);
   // Earliest stop string occurrence, if any: output ends right before it.
   size_t stop_at = std::string::npos;
+  const std::string* matched = nullptr;
   for (const auto& stop : a.w->req.sampling.stop) {
     const size_t at = a.out.find(stop, scan_from);
-    if (at != std::string::npos) stop_at = std::min(stop_at, at);
+    if (at != std::string::npos && at < stop_at) {
+      stop_at = at;
+      matched = &stop;
+    }
   }
   if (stop_at != std::string::npos) {
     a.out.resize(stop_at);
+    a.usage.stop_sequence = *matched;
     Finish(a, api::FinishReason::kStop);
     return;
   }

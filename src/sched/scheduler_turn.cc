@@ -219,7 +219,23 @@ bool Scheduler::TryAdmit(Waiting& w) {
       if (it->second.record) known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
     }
   }
+  // A new agent with a parent (a subagent) starts as a fork of the parent's
+  // cache, as an implicit DIVERGE does; the parent must be known (its
+  // namespace's index merged) and idle, else the child simply starts cold.
+  Agent* parent = nullptr;
+  if (known == nullptr && !w.req.parent_agent_id.empty() && w.req.parent_agent_id != w.req.agent_id) {
+    const AgentKey parent_key{w.req.namespace_id, w.req.parent_agent_id};
+    parent = FindAgent(parent_key);
+    if (parent == nullptr) {
+      if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
+      parent = FindAgent(parent_key);
+    }
+  }
   Agent& agent = known != nullptr ? *known : GetOrAddAgent(key);
+  if (parent != nullptr && !parent->busy && !parent->seq.tokens.empty() && agent.seq.tokens.empty()) {
+    agent.seq = parent->seq;
+    agent.fork_source = parent->key;
+  }
   if (agent.busy) return false;
   RestoreSource source;
   if (!FindRestoreSource(agent, &source)) return false;
@@ -238,6 +254,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   agent.busy = true;
   agent.last_use_ms = NowMs();
   SetSlotOwner(slot, &agent);
+  a->w->sink->OnPromptUsage(a->usage);
   a->w->sink->OnStart();
   active_.push_back(std::move(a));
   n_active_ = active_.size();

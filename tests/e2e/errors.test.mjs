@@ -14,7 +14,9 @@ const ADMIN = { authorization: `Bearer ${ADMIN_KEY}` };
 let dir, server, client;
 before(async () => {
   dir = await makeTemp('errors');
-  server = await Server.start({ cacheDir: `${dir}/cache`, apiKey: KEY, adminKey: ADMIN_KEY, ctx: 512 });
+  // --strict-model-name: unknown model names are a 404 (by default any name is accepted).
+  server = await Server.start({ cacheDir: `${dir}/cache`, apiKey: KEY, adminKey: ADMIN_KEY, ctx: 512,
+    extraArgs: ['--strict-model-name'] });
   client = server.client({ apiKey: KEY });
 });
 after(async () => {
@@ -106,7 +108,7 @@ test('bad inputs get the right errors and do no model work', async (t) => {
     checkError(await post('/v1/completions', { model: MODEL_ID, prompt: '' }), 400, { param: 'prompt' });
   });
 
-  await t.test('unknown model -> 404 model_not_found', async () => {
+  await t.test('unknown model (with --strict-model-name) -> 404 model_not_found', async () => {
     checkError(await post('/v1/chat/completions', { ...GOOD, model: 'gpt-4o' }), 404, { code: 'model_not_found' });
     await assert.rejects(client.completions.create({ model: 'no-such-model', prompt: 'hi', max_tokens: 2 }),
       (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found');

@@ -36,19 +36,8 @@ const ajv = new Ajv({ strict: false, allErrors: true, formats: { uri: true, unix
 ajv.addSchema({ $id: 'openai', components: denullable(doc.components) });
 const validators = new Map();
 
-// agentkv on main still sends "system_fingerprint": null, which the schema
-// does not allow (it is a string); branch issue13-anthropic makes it a
-// string. Until that is merged a null fingerprint is left out before
-// validation (the field is optional); everything else is checked.
-// TODO(lead): set to false once issue13-anthropic is merged.
-export const TOLERATE_NULL_FINGERPRINT = true;
-
 /** Throws (with ajv's errors and the object) unless `obj` matches schema `name`. */
 export function assertSchema(name, obj) {
-  if (TOLERATE_NULL_FINGERPRINT && obj && obj.system_fingerprint === null) {
-    const { system_fingerprint, ...rest } = obj;
-    obj = rest;
-  }
   let v = validators.get(name);
   if (!v) {
     v = ajv.getSchema(`openai#/components/schemas/${name}`);

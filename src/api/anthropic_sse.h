@@ -1,0 +1,44 @@
+#pragma once
+// The event stream of a streamed POST /v1/messages, as Anthropic sends it:
+//
+//   event: message_start        {"type":"message_start","message":{... "content":[], "usage":{input...}}}
+//   event: content_block_start  {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+//   event: ping                 {"type":"ping"}
+//   event: content_block_delta  {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"..."}}
+//   ...
+//   event: content_block_stop   {"type":"content_block_stop","index":0}
+//   event: message_delta        {"type":"message_delta","delta":{"stop_reason","stop_sequence"},"usage":{...}}
+//   event: message_stop         {"type":"message_stop"}
+//
+// An error after the stream began is "event: error" with Anthropic's error
+// body, and the stream ends there (no message_stop).
+
+#include <string>
+#include <string_view>
+
+#include "api/anthropic_json.h"
+#include "api/stream_encoder.h"
+#include "api/utf8.h"
+
+namespace agentkv::api {
+
+class AnthropicSseEncoder final : public StreamEncoder {
+ public:
+  explicit AnthropicSseEncoder(MessageMeta meta) : meta_(std::move(meta)) {}
+
+  std::string Start(const Usage& prompt_usage) override;  // message_start, block start, ping
+  std::string Delta(std::string_view bytes) override;
+  std::string Finish(FinishReason reason, const Usage& usage) override;
+  std::string Error(const ApiError& error) override;
+  bool done() const override { return done_; }
+
+ private:
+  std::string TextDelta(const std::string& text);
+
+  MessageMeta meta_;
+  bool started_ = false;
+  bool done_ = false;
+  Utf8Splitter utf8_;
+};
+
+}  // namespace agentkv::api

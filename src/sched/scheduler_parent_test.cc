@@ -1,0 +1,72 @@
+// Explicit parents (a subagent's, from coding agents' headers) and the
+// reported stop string: the scheduler side of issue 13's identity work.
+
+#include <gtest/gtest.h>
+
+#include "sched/scheduler_fixture.h"
+
+namespace agentkv::sched {
+namespace {
+
+// Like the fixture's Run, with a parent.
+std::shared_ptr<RecordingSink> RunChild(Scheduler& sched, const std::string& agent, const std::string& parent,
+                                        const std::string& prompt) {
+  api::GenerationRequest r;
+  r.namespace_id = "default";
+  r.agent_id = agent;
+  r.parent_agent_id = parent;
+  r.kind = api::RequestKind::kCompletion;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 12;
+  auto sink = std::make_shared<RecordingSink>();
+  EXPECT_TRUE(sched.Submit(r, sink).ok());
+  sink->Wait();
+  EXPECT_TRUE(sink->error().ok()) << sink->error().ToString();
+  return sink;
+}
+
+TEST_F(SchedulerTest, NewChildForksFromItsParentsCache) {
+  Boot(2);
+  const std::string shared = Prompt(0);
+  auto parent1 = Run("parent", shared, 12);
+  const std::string child_prompt = shared + " The child asks something else entirely.";
+  auto child = RunChild(*sched_, "child", "parent", child_prompt);
+  const api::Usage u = child->usage();
+  EXPECT_EQ(u.agent_id, "child");
+  EXPECT_NE(u.cache_state, api::CacheState::kCold);
+  EXPECT_GT(u.cached_tokens, u.prompt_tokens / 2);  // the parent's prompt, not prefilled again
+  // Oracle: the same text in a cold agent gives the same tokens.
+  auto cold = Run("cold", child_prompt, 12);
+  EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
+  EXPECT_EQ(child->text(), cold->text());
+  // The parent is untouched: its next turn extends its own text.
+  auto parent2 = Run("parent", shared + parent1->text() + " And then?", 12);
+  EXPECT_EQ(parent2->usage().match, api::MatchType::kExtend);
+  // A parent only matters when the child is new: the child's second turn is
+  // its own extension.
+  auto child2 = RunChild(*sched_, "child", "parent", child_prompt + child->text() + " More.");
+  EXPECT_EQ(child2->usage().match, api::MatchType::kExtend);
+}
+
+TEST_F(SchedulerTest, UnknownParentMeansAColdStart) {
+  Boot(1);
+  auto child = RunChild(*sched_, "orphan", "no-such-parent", Prompt(1));
+  EXPECT_EQ(child->usage().cache_state, api::CacheState::kCold);
+  EXPECT_EQ(child->usage().cached_tokens, 0);
+}
+
+TEST_F(SchedulerTest, UsageNamesTheStopStringThatEndedTheReply) {
+  Boot(1);
+  const std::string free_run = Run("f", Prompt(0), 24)->text();
+  ASSERT_GT(free_run.size(), 12u);
+  const std::string stop = free_run.substr(8, 3);
+  auto s = Send("g", Prompt(0), 24, {"never-appears", stop});
+  s->Wait();
+  EXPECT_EQ(s->reason(), api::FinishReason::kStop);
+  EXPECT_EQ(s->usage().stop_sequence, stop);
+  EXPECT_EQ(Run("h", Prompt(0), 4)->usage().stop_sequence, "");  // length
+}
+
+}  // namespace
+}  // namespace agentkv::sched

@@ -1,0 +1,195 @@
+// The Anthropic Messages API (POST /v1/messages) through the official
+// @anthropic-ai/sdk: text, streaming (the SDK's own event accumulator),
+// multi-turn cache reuse, one cache whichever API an agent uses, Claude
+// Code's session headers (a subagent forks from its parent), a restart, and
+// error cases in Anthropic's shape.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import Anthropic from '@anthropic-ai/sdk';
+import { Server, makeTemp, rmTemp, chatReq, rawRequest, LONG_SYSTEM } from './lib/server.mjs';
+
+const KEY = 'sk-anthropic-e2e';
+let dir, server;
+const others = [];
+before(async () => {
+  dir = await makeTemp('anthropic');
+  server = await Server.start({ cacheDir: `${dir}/cache`, apiKey: KEY });
+});
+after(async () => {
+  for (const s of others) await s.kill('SIGKILL').catch(() => {});
+  if (server) {
+    const ex = await server.stop();
+    assert.equal(ex.code, 0, `server exit ${JSON.stringify(ex)}\n${server.log}`);
+  }
+  await rmTemp(dir);
+});
+
+function anthropic(s = server, { apiKey = KEY, headers } = {}) {
+  return new Anthropic({ baseURL: s.baseURL, apiKey, maxRetries: 0, timeout: 180_000, defaultHeaders: headers });
+}
+
+// A fixed model name, as agent tools send it: any name is accepted.
+const req = (messages, extra = {}) => ({
+  model: 'claude-sonnet-4-5', max_tokens: 12, temperature: 0, system: LONG_SYSTEM, messages, ...extra,
+});
+
+test('text: a message with Anthropic usage', async () => {
+  const m = await anthropic().messages.create(req([{ role: 'user', content: 'Who built the mill?' }]));
+  assert.equal(m.type, 'message');
+  assert.equal(m.role, 'assistant');
+  assert.equal(m.model, 'claude-sonnet-4-5');
+  assert.match(m.id, /^msg_/);
+  assert.equal(m.content.length, 1);
+  assert.equal(m.content[0].type, 'text');
+  assert.ok(['end_turn', 'max_tokens'].includes(m.stop_reason), m.stop_reason);
+  assert.ok(m.usage.input_tokens > 100, JSON.stringify(m.usage));
+  assert.equal(m.usage.cache_creation_input_tokens, 0);
+  assert.equal(typeof m.usage.cache_read_input_tokens, 'number');
+  assert.ok(m.usage.output_tokens >= 1 && m.usage.output_tokens <= 12);
+});
+
+test('streaming: the SDK accumulates the same message as non-streamed', async () => {
+  const client = anthropic();
+  const messages = [{ role: 'user', content: 'Tell me about the school.' }];
+  const plain = await client.messages.create(req(messages), { headers: { 'X-Agent-Id': 'an-plain' } });
+  const names = [];
+  const stream = client.messages.stream(req(messages), { headers: { 'X-Agent-Id': 'an-stream' } });
+  stream.on('streamEvent', (e) => names.push(e.type));
+  const final = await stream.finalMessage();
+  assert.equal(final.content[0].text, plain.content[0].text);
+  assert.equal(final.stop_reason, plain.stop_reason);
+  assert.equal(final.usage.output_tokens, plain.usage.output_tokens);
+  assert.equal(final.usage.input_tokens + final.usage.cache_read_input_tokens,
+    plain.usage.input_tokens + plain.usage.cache_read_input_tokens);
+  assert.deepEqual(names.slice(0, 2), ['message_start', 'content_block_start']);
+  assert.deepEqual(names.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
+  assert.ok(names.filter((n) => n === 'content_block_delta').length >= 1, names.join(','));
+});
+
+test('stop_sequences: stop_reason stop_sequence names the sequence', async () => {
+  const client = anthropic();
+  const messages = [{ role: 'user', content: 'Where is the school?' }];
+  const free = await client.messages.create(req(messages, { max_tokens: 24 }), { headers: { 'X-Agent-Id': 'an-stop-a' } });
+  const text = free.content[0].text;
+  const word = text.trim().split(/\s+/)[1];
+  assert.ok(word && word.length > 0, `need a second word in ${JSON.stringify(text)}`);
+  const stopped = await client.messages.create(req(messages, { max_tokens: 24, stop_sequences: [word] }),
+    { headers: { 'X-Agent-Id': 'an-stop-b' } });
+  assert.equal(stopped.stop_reason, 'stop_sequence');
+  assert.equal(stopped.stop_sequence, word);
+  assert.equal(stopped.content[0].text, text.slice(0, text.indexOf(word)));
+});
+
+test('multi-turn: turn 2 reads turn 1 from the cache (Claude Code session header)', async () => {
+  const client = anthropic(server, { headers: { 'X-Claude-Code-Session-Id': '6f1c2a9e-session' } });
+  const messages = [{ role: 'user', content: 'What did the farmers bring?' }];
+  const t1 = await client.messages.create(req(messages));
+  messages.push({ role: 'assistant', content: t1.content[0].text }, { role: 'user', content: 'And then?' });
+  const t2 = await client.messages.create(req(messages));
+  assert.ok(t2.usage.cache_read_input_tokens > 100, JSON.stringify(t2.usage));
+  assert.ok(t2.usage.input_tokens < 40, JSON.stringify(t2.usage));
+  assert.equal(t2.usage.agentkv.agent_id, '6f1c2a9e-session');
+  assert.equal(t2.usage.agentkv.match, 'extend');
+});
+
+test('one cache whichever API: OpenAI turn 1, Anthropic turn 2 (and back)', async () => {
+  const openai = server.client({ apiKey: KEY, headers: { 'X-Agent-Id': 'an-cross' } });
+  const oaMsgs = [{ role: 'system', content: LONG_SYSTEM }, { role: 'user', content: 'Who kept the roses?' }];
+  const r1 = await openai.chat.completions.create(chatReq(oaMsgs, { max_tokens: 12 }));
+  const reply1 = r1.choices[0].message.content;
+  const anMsgs = [{ role: 'user', content: 'Who kept the roses?' }, { role: 'assistant', content: reply1 },
+    { role: 'user', content: 'Why?' }];
+  const r2 = await anthropic(server, { headers: { 'X-Agent-Id': 'an-cross' } }).messages.create(req(anMsgs));
+  assert.equal(r2.usage.agentkv.match, 'extend', JSON.stringify(r2.usage));
+  assert.ok(r2.usage.cache_read_input_tokens >= r1.usage.prompt_tokens, JSON.stringify([r1.usage, r2.usage]));
+  oaMsgs.push({ role: 'assistant', content: reply1 }, { role: 'user', content: 'Why?' },
+    { role: 'assistant', content: r2.content[0].text }, { role: 'user', content: 'Thanks.' });
+  const r3 = await openai.chat.completions.create(chatReq(oaMsgs, { max_tokens: 12 }));
+  assert.equal(r3.usage.agentkv.match, 'extend');
+  assert.ok(r3.usage.prompt_tokens_details.cached_tokens > r2.usage.cache_read_input_tokens);
+});
+
+test('a Claude Code subagent forks from its parent instead of prefilling', async () => {
+  const session = '0d9e8f7a-parent';
+  const parent = anthropic(server, { headers: { 'X-Claude-Code-Session-Id': session } });
+  const msgs = [{ role: 'user', content: 'Describe the station in detail.' }];
+  const p1 = await parent.messages.create(req(msgs));
+  // The subagent's conversation starts with the parent's system prompt.
+  const child = anthropic(server, {
+    headers: { 'X-Claude-Code-Session-Id': session, 'X-Claude-Code-Agent-Id': 'sub1' },
+  });
+  const c1 = await child.messages.create(req([{ role: 'user', content: 'List the shops on the market.' }]));
+  assert.equal(c1.usage.agentkv.agent_id, `${session}.sub1`);
+  assert.ok(c1.usage.cache_read_input_tokens > 100, `child reused its parent's blocks: ${JSON.stringify(c1.usage)}`);
+  // The parent is intact: its next turn still extends its own cache.
+  msgs.push({ role: 'assistant', content: p1.content[0].text }, { role: 'user', content: 'More.' });
+  const p2 = await parent.messages.create(req(msgs));
+  assert.equal(p2.usage.agentkv.match, 'extend');
+  assert.ok(p2.usage.cache_read_input_tokens >= p1.usage.input_tokens + p1.usage.cache_read_input_tokens);
+});
+
+test('errors: Anthropic shapes and statuses, and the server keeps serving', async () => {
+  const client = anthropic();
+  const expectError = async (promise, status, type, match) => {
+    await assert.rejects(promise, (e) => {
+      assert.ok(e instanceof Anthropic.APIError, String(e));
+      assert.equal(e.status, status, e.message);
+      assert.equal(e.error?.type, 'error', JSON.stringify(e.error));
+      assert.equal(e.error?.error?.type, type, JSON.stringify(e.error));
+      if (match) assert.match(e.error.error.message, match);
+      return true;
+    });
+  };
+  await expectError(anthropic(server, { apiKey: 'wrong' }).messages.create(req([{ role: 'user', content: 'x' }])),
+    401, 'authentication_error');
+  const { max_tokens, ...noMax } = req([{ role: 'user', content: 'x' }]);
+  await expectError(client.messages.create(noMax), 400, 'invalid_request_error', /max_tokens/);
+  await expectError(client.messages.create(req([{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAAA' } }] }])),
+    400, 'invalid_request_error', /image/);
+  await expectError(client.messages.create(req([{ role: 'user', content: 'x' }], { temperature: 1.5 })),
+    400, 'invalid_request_error', /temperature/);
+  await expectError(client.messages.create(req([{ role: 'user', content: 'x' }],
+    { tools: [{ name: 'f', input_schema: { type: 'object' } }] })), 400, 'invalid_request_error', /tools/);
+  await expectError(client.messages.create(req([{ role: 'user', content: LONG_SYSTEM.repeat(12) }])),
+    400, 'invalid_request_error', /^prompt is too long/);
+  // Raw: a 405 and bad JSON are Anthropic-shaped too.
+  const raw = await rawRequest(server, 'POST', '/v1/messages', { body: '{nope', headers: { 'x-api-key': KEY } });
+  assert.equal(raw.status, 400);
+  assert.equal(raw.json.type, 'error');
+  const ok = await client.messages.create(req([{ role: 'user', content: 'Still there?' }]));
+  assert.equal(ok.type, 'message');
+});
+
+test('model names: any name by default; --alias lists, --strict-model-name refuses others', async () => {
+  const models = await anthropic().models.list();
+  assert.ok(models.data.length >= 1 && models.data[0].type === 'model');
+  const s = await Server.start({ cacheDir: `${dir}/strict`, extraArgs: ['--alias', 'claude-sonnet-4-5', '--strict-model-name'] });
+  others.push(s);
+  const ids = [];
+  for await (const m of anthropic(s, { apiKey: 'unused' }).models.list()) ids.push(m.id);
+  assert.ok(ids.includes('claude-sonnet-4-5'), ids.join(','));
+  const ok = await anthropic(s, { apiKey: 'unused' }).messages.create(req([{ role: 'user', content: 'Hi' }]));
+  assert.equal(ok.model, 'claude-sonnet-4-5');
+  await assert.rejects(anthropic(s, { apiKey: 'unused' }).messages.create(req([{ role: 'user', content: 'Hi' }], { model: 'claude-opus-4' })),
+    (e) => e.status === 404 && e.error?.error?.type === 'not_found_error');
+  const oa = await s.client().chat.completions.create(chatReq([{ role: 'user', content: 'Hi' }], { model: 'claude-sonnet-4-5' }));
+  assert.equal(typeof oa.system_fingerprint, 'string');
+  assert.match(oa.system_fingerprint, /^fp_[0-9a-f]{16}$/);
+});
+
+test('restart: the next Anthropic turn is warm and reads the cache from disk', async () => {
+  const cacheDir = `${dir}/restart`;
+  let s = await Server.start({ cacheDir });
+  others.push(s);
+  const headers = { 'X-Claude-Code-Session-Id': 'restart-session' };
+  const msgs = [{ role: 'user', content: 'Who kept the mill?' }];
+  const t1 = await anthropic(s, { apiKey: 'unused', headers }).messages.create(req(msgs));
+  const ex = await s.stop();
+  assert.equal(ex.code, 0);
+  s = await Server.start({ cacheDir });
+  others.push(s);
+  msgs.push({ role: 'assistant', content: t1.content[0].text }, { role: 'user', content: 'When?' });
+  const t2 = await anthropic(s, { apiKey: 'unused', headers }).messages.create(req(msgs));
+  assert.equal(t2.usage.agentkv.cache_state, 'warm', JSON.stringify(t2.usage));
+  assert.ok(t2.usage.cache_read_input_tokens > 100, JSON.stringify(t2.usage));
+});
