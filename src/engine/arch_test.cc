@@ -95,21 +95,31 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
   const bool any_window = spec.HasSlidingWindow();
   EXPECT_EQ(RestorablePrefix(ptrs, spec.shape, cut), any_window ? 0u : cut);
   // ...except a cut of one token (an EXACT match re-feeds the last token):
-  // the export holds one window position more than going on needs. Oracle:
-  // the cached head without its last token, then {last of head, next token}
-  // in one batch, against slot 0, which decoded the next token alone after
-  // the whole head: a different batch shape, so logits within 0.05 and the
-  // same greedy token (llama.cpp's kernels are not bit-stable across shapes).
+  // the export holds one window position more than going on needs.
+  // Oracle: a cold prefill of the same tokens in the same batch shapes (the
+  // head without its last token, then {last of head, next token} in one
+  // batch) gives bit-identical logits. llama.cpp's CPU kernels pick their
+  // path by batch shape (flash attention: tiled for 64+ query rows, per row
+  // below, where Q is rounded to q8_0 against a q4_0 K), so slot 0, which
+  // computed the last head token inside the long prefill, is compared within
+  // a tolerance: 0.15 (the measured difference is 0.06-0.085 on logits of
+  // magnitude ~4.5; a wrong restore differs by the logits' own scale) and the
+  // same greedy token.
   const uint32_t n_exact = static_cast<uint32_t>(head.size()) - 1;
   EXPECT_EQ(RestorablePrefix(ptrs, spec.shape, n_exact), n_exact);
   const std::vector<int32_t> refeed = {head.back(), t.tokens.back()};
+  (*ctx)->ClearSlot(2);
+  ASSERT_TRUE(testing::Prefill(**ctx, 2, std::vector<int32_t>(head.begin(), head.end() - 1)).ok());
+  auto cold = testing::Prefill(**ctx, 2, refeed);
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
   for (const bool resident : {false, true}) {
     // From blocks: import n - 1 positions. Resident: import all n, then cut one.
     ASSERT_TRUE((*ctx)->ImportSlotBlocks(1, ptrs, resident ? head.size() : n_exact).ok());
     if (resident) ASSERT_TRUE((*ctx)->TruncateSlot(1, n_exact).ok());
     auto c = testing::Prefill(**ctx, 1, refeed);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
-    EXPECT_LT(testing::MaxAbsDiff(*a, *c), 0.05f) << (resident ? "resident" : "from blocks");
+    EXPECT_EQ(*c, *cold) << (resident ? "resident" : "from blocks");
+    EXPECT_LT(testing::MaxAbsDiff(*a, *c), 0.15f) << (resident ? "resident" : "from blocks");
     EXPECT_EQ(testing::Argmax(*a), testing::Argmax(*c));
     (*ctx)->ClearSlot(1);
   }

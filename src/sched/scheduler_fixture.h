@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/context.h"
 #include "engine/test_support.h"
+#include "engine/tokenizer.h"
 #include "sched/scheduler.h"
 #include "sched/test_sink.h"
 #include "store/file_system.h"
@@ -94,6 +96,35 @@ class SchedulerTest : public ::testing::Test {
     s->Wait();
     EXPECT_TRUE(s->error().ok()) << s->error().ToString();
     return s;
+  }
+
+  // The oracle across batch shapes (see scheduler_test.cc's file comment):
+  // the text of `prompt`'s greedy reply (n tokens) up to, not including, its
+  // first near-tie step (top-2 logit gap below `tie`), computed on a context
+  // of its own, and how many tokens that is. Replies of the same prompt
+  // computed in other batch shapes must start with it.
+  struct SureText {
+    std::string text;
+    int tokens = 0;
+  };
+  SureText GreedyTextBeforeNearTie(const std::string& prompt, int n, float tie) {
+    engine::ContextOptions o;
+    o.n_slots = 1;
+    o.slot_ctx = 1024;
+    o.n_threads = 2;
+    auto ctx = std::move(engine::Context::Create(*model_, o)).value();
+    engine::Tokenizer tok(*model_);
+    auto logits = engine::testing::Prefill(*ctx, 0, tok.Tokenize(prompt, true).tokens);
+    EXPECT_TRUE(logits.ok());
+    auto run = engine::testing::GreedyDecodeWithGaps(*ctx, 0, *logits, n);
+    EXPECT_TRUE(run.ok());
+    SureText sure;
+    for (size_t i = 0; i < run->tokens.size() && run->top2_gap[i] >= tie; ++i) {
+      if (tok.IsEndOfGeneration(run->tokens[i])) break;
+      sure.text += tok.Piece(run->tokens[i]);
+      ++sure.tokens;
+    }
+    return sure;
   }
 
   // A file system for the store that lives until after TearDown's shutdown

@@ -1,10 +1,14 @@
 // Scheduler end to end on the bundled model: batching equality, multi-turn
 // reuse, tiers (resident/hot/warm), restart, cancellation, stop strings.
 //
-// Oracle and tolerance: llama.cpp's CPU kernels may pick different code paths
-// for different batch shapes, so "same result" is checked on greedy text, and
-// the tests use prompts without near-ties in the first tokens (verified once;
-// a failure here after a llama.cpp upgrade should first be checked for a tie).
+// Oracle and tolerance: llama.cpp's CPU kernels pick different code paths for
+// different batch shapes (flash attention over the q4_0 cache: a tiled f32
+// path for 64+ query rows, a per-row path with Q rounded to q8_0 below), so
+// replies computed in different shapes are compared as greedy text up to the
+// first near-tie step (top-2 logit gap below kTie, measured on a context of
+// the test's own: GreedyTextBeforeNearTie). Other tests use prompts without
+// near-ties in their first tokens (verified once; a failure there after a
+// llama.cpp upgrade should first be checked for a tie).
 #include "sched/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -17,16 +21,38 @@
 namespace agentkv::sched {
 namespace {
 
+// Top-2 logit gap under which two batch shapes may pick different tokens: the
+// two attention paths were seen to flip a choice with a gap of 0.088 on the
+// bundled model; 0.25 leaves a margin of ~3x.
+constexpr float kTie = 0.25f;
+
 TEST_F(SchedulerTest, ConcurrentAgentsMatchSerialRuns) {
   Boot(4);
+  // Prompts whose greedy reply starts with at least 5 tokens before a near-tie
+  // (chosen among candidates, deterministically for this model), so that the
+  // comparison below covers something.
+  std::vector<std::string> prompts;
+  std::vector<SureText> sure;
+  const std::string text = engine::testing::SampleText(12000);
+  for (size_t k = 0; k < 12 && prompts.size() < 4; ++k) {
+    std::string p = text.substr(k * 900, 300 + 40 * k);
+    SureText s = GreedyTextBeforeNearTie(p, 24, kTie);
+    if (s.tokens < 5) continue;
+    prompts.push_back(std::move(p));
+    sure.push_back(std::move(s));
+  }
+  ASSERT_EQ(prompts.size(), 4u);
   std::vector<std::string> serial;
-  for (int i = 0; i < 4; ++i) serial.push_back(Run("serial" + std::to_string(i), Prompt(i), 24)->text());
+  for (int i = 0; i < 4; ++i) serial.push_back(Run("serial" + std::to_string(i), prompts[i], 24)->text());
   Boot(4);
   std::vector<std::shared_ptr<RecordingSink>> sinks;
-  for (int i = 0; i < 4; ++i) sinks.push_back(Send("together" + std::to_string(i), Prompt(i), 24));
+  for (int i = 0; i < 4; ++i) sinks.push_back(Send("together" + std::to_string(i), prompts[i], 24));
   for (int i = 0; i < 4; ++i) {
     sinks[i]->Wait();
-    EXPECT_EQ(sinks[i]->text(), serial[i]) << "agent " << i;
+    // Batches mix agents' prefill chunks and decode rows: compare up to the first near-tie.
+    EXPECT_TRUE(serial[i].starts_with(sure[i].text)) << "agent " << i << ": " << serial[i] << " vs " << sure[i].text;
+    EXPECT_TRUE(sinks[i]->text().starts_with(sure[i].text))
+        << "agent " << i << ": " << sinks[i]->text() << " vs " << sure[i].text;
     EXPECT_EQ(sinks[i]->usage().cache_state, api::CacheState::kCold);
   }
 }
@@ -94,8 +120,11 @@ TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
   const double reused = metric("agentkv_prompt_tokens_tokenization_reused_total");
   EXPECT_GT(reused, 0.5 * static_cast<double>(first->usage().prompt_tokens));
   EXPECT_EQ(second->usage().match, api::MatchType::kExtend);
-  // Same text from a new agent: tokenized from scratch, same answer.
-  EXPECT_EQ(Run("fresh", conversation, 8)->text(), second->text());
+  // Same text from a new agent: tokenized from scratch; the same answer up to
+  // the first near-tie (the new agent prefills it all in one batch shape).
+  const SureText sure = GreedyTextBeforeNearTie(conversation, 8, kTie);
+  EXPECT_TRUE(Run("fresh", conversation, 8)->text().starts_with(sure.text));
+  EXPECT_TRUE(second->text().starts_with(sure.text)) << second->text() << " vs " << sure.text;
   EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
   ASSERT_TRUE(sched_->DeleteAgent("default", "agent", false).ok());
   Run("agent", conversation, 8);  // a new agent of that name: nothing remembered
