@@ -36,10 +36,15 @@ TEST_F(SchedulerTest, NewChildForksFromItsParentsCache) {
   EXPECT_EQ(u.agent_id, "child");
   EXPECT_NE(u.cache_state, api::CacheState::kCold);
   EXPECT_GT(u.cached_tokens, u.prompt_tokens / 2);  // the parent's prompt, not prefilled again
-  // Oracle: the same text in a cold agent gives the same tokens.
+  // Oracle: the same text in a cold agent gives the same tokens, up to the
+  // first near-tie (the cold agent prefills it all in one batch shape, the
+  // child only its new text: scheduler_test.cc's file comment).
   auto cold = Run("cold", child_prompt, 12);
   EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
-  EXPECT_EQ(child->text(), cold->text());
+  const SureText sure = GreedyTextBeforeNearTie(child_prompt, 12, kTie);
+  EXPECT_GE(sure.tokens, 3) << "too early a tie for this prompt to prove much";
+  EXPECT_TRUE(child->text().starts_with(sure.text)) << child->text() << " vs " << sure.text;
+  EXPECT_TRUE(cold->text().starts_with(sure.text)) << cold->text() << " vs " << sure.text;
   // The parent is untouched: its next turn extends its own text.
   auto parent2 = Run("parent", shared + parent1->text() + " And then?", 12);
   EXPECT_EQ(parent2->usage().match, api::MatchType::kExtend);

@@ -21,10 +21,6 @@
 namespace agentkv::sched {
 namespace {
 
-// Top-2 logit gap under which two batch shapes may pick different tokens: the
-// two attention paths were seen to flip a choice with a gap of 0.088 on the
-// bundled model; 0.25 leaves a margin of ~3x.
-constexpr float kTie = 0.25f;
 
 TEST_F(SchedulerTest, ConcurrentAgentsMatchSerialRuns) {
   Boot(4);
