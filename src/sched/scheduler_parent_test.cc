@@ -28,9 +28,22 @@ std::shared_ptr<RecordingSink> RunChild(Scheduler& sched, const std::string& age
 
 TEST_F(SchedulerTest, NewChildForksFromItsParentsCache) {
   Boot(2);
-  const std::string shared = Prompt(0);
+  // A parent prompt and a child prompt extending it whose greedy reply starts
+  // with 3+ tokens before a near-tie, so the oracle below compares something
+  // (chosen among candidates, deterministically for this model).
+  std::string shared, child_prompt;
+  SureText sure;
+  for (int i = 0; i < 5 && sure.tokens < 3; ++i) {
+    for (const char* ask : {" The child asks something else entirely.", " What did the committee decide next?",
+                            " Then the old man said that", " It was the first time that the"}) {
+      shared = Prompt(i);
+      child_prompt = shared + ask;
+      sure = GreedyTextBeforeNearTie(child_prompt, 12, kTie);
+      if (sure.tokens >= 3) break;
+    }
+  }
+  ASSERT_GE(sure.tokens, 3) << "every candidate child prompt has an early near-tie";
   auto parent1 = Run("parent", shared, 12);
-  const std::string child_prompt = shared + " The child asks something else entirely.";
   auto child = RunChild(*sched_, "child", "parent", child_prompt);
   const api::Usage u = child->usage();
   EXPECT_EQ(u.agent_id, "child");
@@ -41,8 +54,6 @@ TEST_F(SchedulerTest, NewChildForksFromItsParentsCache) {
   // child only its new text: scheduler_test.cc's file comment).
   auto cold = Run("cold", child_prompt, 12);
   EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
-  const SureText sure = GreedyTextBeforeNearTie(child_prompt, 12, kTie);
-  EXPECT_GE(sure.tokens, 3) << "too early a tie for this prompt to prove much";
   EXPECT_TRUE(child->text().starts_with(sure.text)) << child->text() << " vs " << sure.text;
   EXPECT_TRUE(cold->text().starts_with(sure.text)) << cold->text() << " vs " << sure.text;
   // The parent is untouched: its next turn extends its own text.
