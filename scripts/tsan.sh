@@ -9,7 +9,7 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/agentkv/ccache}
 export CCACHE_BASEDIR=$PWD
 B=${AGENTKV_TSAN_DIR:-build-tsan}
 if [ ! -f "$B/build.ninja" ]; then
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTKV_SANITIZE=thread \
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAGENTKV_SANITIZE=thread \
     -DAGENTKV_LAYERS="util;store;remote;prefix;engine;kv;sched;api"
 fi
 ninja -C "$B" -j "${AGENTKV_JOBS:-$(nproc)}" sched_test kv_test api_test store_test remote_test
