@@ -199,33 +199,31 @@ TEST_F(SchedulerTest, DeleteErasesAndEvictOnlyKeepsTheDiskCopy) {
 }
 
 // Chunked, interleaved prefill: while agent A's long prompt is prefilled in
-// 64-token chunks, agent B (already decoding) gets one token per iteration,
-// so B finishes long before A's first token. Asserted on the order of the
-// events (sink timestamps), not on durations.
+// 64-token chunks, agent B (already decoding) gets one token per iteration.
+// Asserted on the order of the events (sink timestamps: A's admission, every
+// delta), not on durations. B's reply is long enough that it cannot end while
+// A's prompt is still being tokenized on the caller's thread (a loaded CI
+// machine once took longer for that than B's 12 tokens).
 TEST_F(SchedulerTest, LongPrefillDoesNotStallOtherStreams) {
-  using Clock = RecordingSink::Clock;
   SchedulerOptions opt;
   opt.prefill_chunk = 64;
   Boot(2, 64u << 20, opt, 2048);
-  auto b = Send("b", Prompt(0), 12);
+  auto b = Send("b", Prompt(0), 160);
   b->WaitForDeltas(1);  // B is decoding
   const std::string long_prompt = engine::testing::SampleText(7000);
   auto a = Send("a", long_prompt, 4);
-  const auto a_sent = Clock::now();  // after A's arrival, so arrival + wait_ms <= a_sent + wait_ms
   b->Wait();
   a->Wait();
   ASSERT_TRUE(a->error().ok()) << a->error().ToString();
-  // A needs > 20 chunks of 64 tokens; B needs 12 iterations.
-  EXPECT_GT(a->usage().tokens_prefilled, 20 * 64);
-  const auto a_admitted_by =
-      a_sent + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(a->usage().wait_ms));
-  // A was admitted (its prefill under way) before B finished, B kept getting
-  // tokens after that, and B's last token came before A's first.
-  EXPECT_LT(a_admitted_by, b->done_at());
-  EXPECT_GE(b->DeltasBetween(a_admitted_by, a->first_delta_at()), 5) << "B stalled while A was prefilled";
-  EXPECT_LT(b->done_at(), a->first_delta_at()) << "A produced output before B finished";
-  EXPECT_TRUE(a->error().ok()) << a->error().ToString();
-  EXPECT_EQ(b->reason(), api::FinishReason::kLength);
+  ASSERT_TRUE(b->error().ok()) << b->error().ToString();
+  // A needs > 20 chunks of 64 tokens.
+  const int chunks = static_cast<int>(a->usage().tokens_prefilled / 64);
+  EXPECT_GT(chunks, 20);
+  ASSERT_LT(a->started_at(), b->done_at()) << "B ended before A was admitted; the test proves nothing";
+  // B got a token in (nearly) every iteration of A's prefill: one per chunk,
+  // less a few for the iterations around admission and the last chunk.
+  EXPECT_GE(b->DeltasBetween(a->started_at(), a->first_delta_at()), std::min(chunks - 4, 150))
+      << "B stalled while A was prefilled";
 }
 
 // Bounded queue: with one slot busy, max_queue requests wait, the next is

@@ -14,8 +14,11 @@ namespace agentkv::sched::testing {
 
 class RecordingSink : public api::GenerationSink {
  public:
-  void OnStart() override {}
   using Clock = std::chrono::steady_clock;
+  void OnStart() override {
+    std::lock_guard<std::mutex> l(mu_);
+    started_at_ = Clock::now();
+  }
 
   void OnDelta(std::string_view text) override {
     std::lock_guard<std::mutex> l(mu_);
@@ -91,6 +94,11 @@ class RecordingSink : public api::GenerationSink {
     std::lock_guard<std::mutex> l(mu_);
     return delta_times_.empty() ? Clock::time_point::max() : delta_times_.front();
   }
+  // When the request was admitted (OnStart); time_point::max() before.
+  Clock::time_point started_at() {
+    std::lock_guard<std::mutex> l(mu_);
+    return started_at_;
+  }
   Clock::time_point done_at() {
     std::lock_guard<std::mutex> l(mu_);
     return done_ ? done_at_ : Clock::time_point::max();
@@ -109,6 +117,7 @@ class RecordingSink : public api::GenerationSink {
   std::vector<api::ToolCall> tool_calls_;
   int n_deltas_ = 0;
   std::vector<Clock::time_point> delta_times_;
+  Clock::time_point started_at_ = Clock::time_point::max();
   Clock::time_point done_at_;
   api::Usage usage_;
   api::FinishReason reason_ = api::FinishReason::kStop;
