@@ -215,7 +215,9 @@ def run_mode(args, mode, corpus, work, ports):
                     return {"agent": a.id, "turn": turn, "error": str(e), "key": conversation_key(msgs)}
                 ak = usage.get("agentkv") or {}
                 return {"agent": a.id, "turn": turn, "reply": reply, "key": conversation_key(msgs),
-                        "server": port_of.get(upstream or "", upstream), "state": ak.get("cache_state"),
+                        # "A, B" when nginx found A down and retried B: B answered.
+                        "upstreams": upstream, "server": port_of.get((upstream or "").split(",")[-1].strip()),
+                        "state": ak.get("cache_state"),
                         "prompt_tokens": usage.get("prompt_tokens"),
                         "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
                         "tokens_prefilled": ak.get("tokens_prefilled"), "ttft_ms": ak.get("ttft_ms"),
@@ -290,6 +292,54 @@ def oracle_check(args, requests, work):
     return mismatches, len(want), (time.perf_counter() - t0)
 
 
+def joined(vals):
+    """One value if every repetition agrees, else "a|b|..." (so a difference shows in the table)."""
+    vs = []
+    for v in vals:
+        if v not in vs:
+            vs.append(v)
+    return vs[0] if len(vs) == 1 else "|".join(str(v) for v in vs)
+
+
+def summarize(args, modes, phases):
+    """Rows per (mode, turn) and per mode over all turns; the failures the exit status reports."""
+    rows, failures = [], []
+    exact = ("down", "restarted", "states", "moved", "tokens_prefilled", "prompt_tokens", "cached_tokens",
+             "remote_read_bytes", "errors")
+    for m in modes:
+        for turn in range(1, args.turns + 1):
+            ps = [p for p in phases if p["mode"] == m and p["turn"] == turn]
+            w = lib.summarize([p["wall_ms"] for p in ps])
+            row = {"mode": m, "turn": turn, "wall_ms": w["median"], "wall_min": w["min"], "wall_max": w["max"],
+                   "ttft_ms_median": lib.med([p["ttft_ms_median"] for p in ps])}
+            for k in exact:
+                row[k] = joined([p[k] for p in ps])
+            rows.append(row)
+        ps = [p for p in phases if p["mode"] == m]
+        reps = sorted({p["rep"] for p in ps})
+        per_rep = {k: [sum(p[k] for p in ps if p["rep"] == r) for r in reps]
+                   for k in ("tokens_prefilled", "prompt_tokens", "cached_tokens", "remote_read_bytes", "errors",
+                             "moved", "wall_ms") + STATES}
+        w = lib.summarize(per_rep["wall_ms"])
+        row = {"mode": m, "turn": "all", "down": "", "restarted": "", "wall_ms": w["median"], "wall_min": w["min"],
+               "wall_max": w["max"]}
+        for k in per_rep:
+            if k != "wall_ms":
+                row[k] = joined(per_rep[k])
+        row["states"] = joined([",".join("%s:%d" % (st, per_rep[st][i]) for st in STATES if per_rep[st][i])
+                                for i in range(len(reps))])
+        rows.append(row)
+    if any(p["errors"] for p in phases):
+        failures.append("%d requests failed" % sum(p["errors"] for p in phases))
+    if any(p["metrics_prefilled"] != p["tokens_prefilled"] for p in phases):
+        failures.append("usage and metrics disagree on prefilled tokens")
+    if args.signal == "TERM":
+        late_cold = sum(p["cold"] for p in phases if p["mode"] == "remote" and p["turn"] > 1)
+        if late_cold:
+            failures.append("remote run: %d agents recomputed cold after turn 1" % late_cold)
+    return rows, failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--servers", type=int, default=3, help="must match deploy/nginx/agentkv.conf (3)")
@@ -304,7 +354,8 @@ def main():
     ap.add_argument("--modes", default="local,remote")
     ap.add_argument("--signal", default="TERM", choices=["TERM", "KILL"])
     ap.add_argument("--wipe", action="store_true", help="restart each server on an empty cache dir")
-    ap.add_argument("--quick", action="store_true", help="6 agents, ~100-token texts (< 60 s)")
+    ap.add_argument("--reps", type=int, default=1, help="repetitions of each mode (timings: median, min, max)")
+    ap.add_argument("--quick", action="store_true", help="6 agents, ~100-token texts, 1 repetition (< 60 s)")
     ap.add_argument("--bin", default=lib.DEFAULT_BIN)
     ap.add_argument("--model", default=None)
     ap.add_argument("--text", default=lib.DEFAULT_TEXT)
@@ -313,7 +364,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
     args = ap.parse_args()
     if args.quick:
-        args.agents, args.system_tokens = 6, 100
+        args.agents, args.system_tokens, args.reps = 6, 100, 1
     modes = [m for m in args.modes.split(",") if m]
     if any(m not in ("local", "remote") for m in modes):
         ap.error("--modes: local and/or remote")
@@ -335,7 +386,7 @@ def main():
     meta = lib.make_meta(args, "rolling-restart")
     meta.update({"redis_server": args.redis_server, "nginx": args.nginx, "settings": {
         k: getattr(args, k) for k in ("servers", "agents", "turns", "system_tokens", "max_tokens", "concurrency",
-                                      "slots", "ctx", "threads", "signal", "wipe")}})
+                                      "slots", "ctx", "threads", "signal", "wipe", "reps")}})
     corpus = lib.Corpus(args.text)
     t_all = time.perf_counter()
     phases, requests = [], []
@@ -343,49 +394,38 @@ def main():
     # has the same home (and the same fallback) in both runs.
     ports = [lib.free_port() for _ in range(args.servers)]
     try:
-        for m in modes:
-            p, r = run_mode(args, m, corpus, work, ports)
-            for x in r:
-                x["mode"] = m
-            phases += p
-            requests += r
+        for rep in range(1, args.reps + 1):
+            for m in modes:  # interleaved, so machine noise falls on both modes alike
+                p, r = run_mode(args, m, corpus, work, ports)
+                for x in p + r:
+                    x["rep"] = rep
+                    x["mode"] = m
+                phases += p
+                requests += r
         mismatches, n_oracle, oracle_s = oracle_check(args, requests, work)
     finally:
         lib.stop_all()
-    totals = []
-    for m in modes:
-        ps = [p for p in phases if p["mode"] == m]
-        t = {"mode": m, "turn": "all", "down": "", "restarted": "", "requests": sum(p["requests"] for p in ps)}
-        for k in ("errors", "moved", "tokens_prefilled", "metrics_prefilled", "prompt_tokens", "cached_tokens",
-                  "remote_read_bytes", "wall_ms") + STATES:
-            t[k] = sum(p[k] for p in ps)
-        t["states"] = ",".join("%s:%d" % (st, t[st]) for st in STATES if t[st])
-        totals.append(t)
-    failures = []
-    if any(p["errors"] for p in phases):
-        failures.append("%d requests failed" % sum(p["errors"] for p in phases))
+    rows, failures = summarize(args, modes, phases)
     if mismatches:
         failures.append("%d answers differ from the cold oracle" % len(mismatches))
-    if args.signal == "TERM":
-        late_cold = sum(p["cold"] for p in phases if p["mode"] == "remote" and p["turn"] > 1)
-        if late_cold:
-            failures.append("remote run: %d agents recomputed cold after turn 1" % late_cold)
-    mism_metric = [p for p in phases if p["metrics_prefilled"] != p["tokens_prefilled"]]
-    rows = phases + totals
-    cols = ["mode", "turn", "down", "restarted", "states", "moved", "tokens_prefilled", "metrics_prefilled",
-            "prompt_tokens", "cached_tokens", "remote_read_bytes", "wall_ms", "ttft_ms_median", "errors"]
+    cols = ["mode", "turn", "down", "restarted", "states", "moved", "tokens_prefilled", "prompt_tokens",
+            "cached_tokens", "remote_read_bytes", "wall_ms", "wall_min", "wall_max", "ttft_ms_median", "errors"]
     md = lib.md_table(rows, cols)
-    notes = ("\n%d servers x %d agents x %d turns, --signal %s%s, %d requests in flight; oracle: %d distinct "
-             "conversations prefilled cold on a separate server (%.0f s), %d mismatches. wall_ms: the turn's "
-             "requests only (restart and nginx reload excluded). moved: agents answered by another server than in "
-             "their previous turn (moving away from the stopped server or back to the restarted one). tokens_prefilled: usage, summed; metrics_prefilled: "
-             "agentkv_tokens_prefilled_total deltas of the live servers%s.\n%s\n" % (
+    notes = ("\n%d servers x %d agents x %d turns, --signal %s%s, %d requests in flight, %d repetition(s) per mode "
+             "(interleaved). Token counts and states: exact, equal in every repetition (else listed as a|b). wall_ms: "
+             "median (min, max) over the repetitions of the turn's requests only (restart and nginx reload excluded). "
+             "moved: agents answered by another server than in their previous turn (away from the stopped server or "
+             "back to the restarted one). tokens_prefilled: usage.agentkv.tokens_prefilled summed, equal to the live "
+             "servers' agentkv_tokens_prefilled_total deltas%s. Oracle: %d distinct conversations prefilled cold on a "
+             "separate server (%.0f s), %d mismatches.\n%s\n" % (
                  args.servers, args.agents, args.turns, args.signal, ", --wipe" if args.wipe else "",
-                 args.concurrency, n_oracle, oracle_s, len(mismatches),
-                 "" if not mism_metric else " (DIFFER in %d phases)" % len(mism_metric),
-                 "PASS" if not failures else "FAIL: " + "; ".join(failures)))
+                 args.concurrency, args.reps,
+                 "" if not any("metrics" in f for f in failures) else " (NOT: see failures)",
+                 n_oracle, oracle_s, len(mismatches), "PASS" if not failures else "FAIL: " + "; ".join(failures)))
     meta["total_s"] = time.perf_counter() - t_all
-    lib.write_outputs(d, "rolling_restart", meta, {"phases": phases, "totals": totals, "mismatches": mismatches,
+    for r in requests:
+        r.pop("key", None)  # the whole conversation: the replies and the oracle verdict stay
+    lib.write_outputs(d, "rolling_restart", meta, {"summary": rows, "phases": phases, "mismatches": mismatches,
                                                    "oracle_conversations": n_oracle, "oracle_s": oracle_s,
                                                    "failures": failures, "requests": requests}, rows, md + notes, cols)
     print(md + notes)
