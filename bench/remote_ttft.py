@@ -123,7 +123,8 @@ def main():
     os.makedirs(work)
     meta = lib.make_meta(args, "remote-ttft")
     meta.update({"redis_server": redis_bin, "redis_benchmark": bench_bin, "kv": args.kv})
-    ctx = max(contexts + fetch_contexts) + 512
+    # Corpus.slice estimates tokens from characters: leave 15% + 512 for its error and the reply.
+    ctx = int(max(contexts + fetch_contexts) * 1.15) + 512
     redis = redis_local.RedisServer(redis_bin, work).start()
     remote = ["--remote", redis.url]
     a = lib.Agentkv(args, work, name="A", slots=1, ctx=ctx, kv=args.kv, extra=remote)
