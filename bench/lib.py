@@ -466,9 +466,9 @@ class Proc:
 
 class Agentkv(Proc):
     def __init__(self, args, workdir, name="agentkv", slots=1, ctx=2048, kv="q4_0", cache_ram=None, extra=None,
-                 cache_dir=None):
+                 cache_dir=None, port=None):
         self.args = args
-        port = free_port()
+        port = port or free_port()
         self.cache_dir = cache_dir or os.path.join(workdir, name + "-cache")
         cmd = [args.bin, "serve", "-m", args.model_path, "--port", str(port), "--cache-dir", self.cache_dir,
                "--slots", str(slots), "-c", str(ctx), "--kv", kv, "-t", str(args.threads)]
