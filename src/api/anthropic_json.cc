@@ -60,25 +60,7 @@ MaybeError GetInt(const json& v, const std::string& name, int64_t lo, int64_t hi
 MaybeError ParseSystem(const json& body, std::string* out) {
   const json* s = Field(body, "system");
   if (s == nullptr) return std::nullopt;
-  if (s->is_string()) {
-    *out = s->get<std::string>();
-    return std::nullopt;
-  }
-  if (!s->is_array()) return AnthropicTypeError("system", "a string or an array of text blocks");
-  for (size_t i = 0; i < s->size(); ++i) {
-    const json& b = (*s)[i];
-    const std::string param = "system." + std::to_string(i);
-    if (!b.is_object()) return AnthropicTypeError(param, "an object");
-    const json* type = Field(b, "type");
-    if (type == nullptr || !type->is_string() || *type != "text") {
-      return Unsupported(param + ".type", "only text blocks are supported in system");
-    }
-    std::string text;
-    if (MaybeError e = TextOfBlock(b, param, &text)) return e;
-    if (i > 0) out->push_back('\n');
-    out->append(text);
-  }
-  return std::nullopt;
+  return StringOrTextBlocks(*s, "system", "system", out);
 }
 
 // One message's content: a string, or blocks, appended to *out as one or
@@ -94,7 +76,8 @@ MaybeError ParseContent(const json& msg, const std::string& param, Role role,
                         const std::map<std::string, std::string>& tool_names, std::vector<ChatMessage>* out) {
   const json* c = Field(msg, "content");
   if (c == nullptr) return Invalid(param + ".content", "Field required", "missing_required_parameter");
-  ChatMessage main{role, ""};
+  ChatMessage main;
+  main.role = role;
   if (c->is_string()) {
     main.content = c->get<std::string>();
     out->push_back(std::move(main));
@@ -106,10 +89,8 @@ MaybeError ParseContent(const json& msg, const std::string& param, Role role,
   for (size_t i = 0; i < c->size(); ++i) {
     const json& b = (*c)[i];
     const std::string bp = param + ".content." + std::to_string(i);
-    if (!b.is_object()) return AnthropicTypeError(bp, "an object");
-    const json* type = Field(b, "type");
-    if (type == nullptr || !type->is_string()) return AnthropicTypeError(bp + ".type", "a string");
-    const std::string& t = type->get_ref<const std::string&>();
+    std::string t;
+    if (MaybeError e = BlockType(b, bp, &t)) return e;
     if (t == "text") {
       std::string text;
       if (MaybeError e = TextOfBlock(b, bp, &text)) return e;

@@ -96,6 +96,37 @@ MaybeError ParseToolChoice(const json& body, GenerationRequest* out) {
 
 }  // namespace
 
+MaybeError BlockType(const json& block, const std::string& param, std::string* type) {
+  if (!block.is_object()) return AnthropicTypeError(param, "an object");
+  const json* t = Field(block, "type");
+  if (t == nullptr || !t->is_string()) return AnthropicTypeError(param + ".type", "a string");
+  *type = t->get<std::string>();
+  return std::nullopt;
+}
+
+MaybeError StringOrTextBlocks(const json& value, const std::string& param, const char* where, std::string* out) {
+  if (value.is_string()) {
+    *out = value.get<std::string>();
+    return std::nullopt;
+  }
+  if (!value.is_array()) return AnthropicTypeError(param, "a string or an array of text blocks");
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string bp = param + "." + std::to_string(i);
+    std::string type;
+    if (MaybeError e = BlockType(value[i], bp, &type)) return e;
+    if (type != "text") {
+      return AnthropicFieldError(
+          bp + ".type", "'" + type.substr(0, 40) + "' blocks are not supported in " + where + "; only text",
+          "unsupported");
+    }
+    std::string text;
+    if (MaybeError e = TextOfBlock(value[i], bp, &text)) return e;
+    if (i > 0) out->push_back('\n');
+    out->append(text);
+  }
+  return std::nullopt;
+}
+
 MaybeError TextOfBlock(const json& block, const std::string& param, std::string* out) {
   const json* text = Field(block, "text");
   if (text == nullptr || !text->is_string()) return AnthropicTypeError(param + ".text", "a string");
@@ -137,29 +168,7 @@ MaybeError ParseToolResultBlock(const json& block, const std::string& param, Cha
   if (MaybeError e = RequireString(block, param, "tool_use_id", &out->tool_call_id)) return e;
   std::string content;
   if (const json* c = Field(block, "content")) {
-    if (c->is_string()) {
-      content = c->get<std::string>();
-    } else if (c->is_array()) {
-      for (size_t i = 0; i < c->size(); ++i) {
-        const json& b = (*c)[i];
-        const std::string bp = param + ".content." + std::to_string(i);
-        if (!b.is_object()) return AnthropicTypeError(bp, "an object");
-        const json* type = Field(b, "type");
-        if (type == nullptr || !type->is_string()) return AnthropicTypeError(bp + ".type", "a string");
-        if (*type != "text") {
-          return AnthropicFieldError(bp + ".type",
-                                     "'" + type->get<std::string>().substr(0, 40) +
-                                         "' blocks are not supported in tool results; only text",
-                                     "unsupported");
-        }
-        std::string text;
-        if (MaybeError e = TextOfBlock(b, bp, &text)) return e;
-        if (i > 0) content.push_back('\n');
-        content += text;
-      }
-    } else {
-      return AnthropicTypeError(param + ".content", "a string or an array of text blocks");
-    }
+    if (MaybeError e = StringOrTextBlocks(*c, param + ".content", "tool results", &content)) return e;
   }
   if (const json* err = Field(block, "is_error")) {
     if (!err->is_boolean()) return AnthropicTypeError(param + ".is_error", "a boolean");

@@ -38,6 +38,17 @@ namespace agentkv::api {
 [[nodiscard]] std::optional<ApiError> ParseToolResultBlock(const nlohmann::json& block, const std::string& param,
                                                            ChatMessage* out);
 
+// The "type" of a content block (named `param`, e.g. "messages.0.content.2"):
+// 400 unless the block is an object with a string "type".
+[[nodiscard]] std::optional<ApiError> BlockType(const nlohmann::json& block, const std::string& param,
+                                                std::string* type);
+
+// `value` (named `param`) as text: a string, or an array of text blocks
+// joined with "\n" (system, tool_result content). Other blocks are 400
+// unsupported ("... not supported in <where>; only text").
+[[nodiscard]] std::optional<ApiError> StringOrTextBlocks(const nlohmann::json& value, const std::string& param,
+                                                         const char* where, std::string* out);
+
 // The text of a {"type":"text","text"} block (cache_control and citations
 // ignored). `param` names the block.
 [[nodiscard]] std::optional<ApiError> TextOfBlock(const nlohmann::json& block, const std::string& param,
