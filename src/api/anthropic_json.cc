@@ -210,7 +210,12 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
   out->kind = RequestKind::kChat;
   std::string system;
   if (MaybeError e = ParseSystem(body, &system)) return e;
-  if (!system.empty()) out->messages.push_back(ChatMessage{Role::kSystem, std::move(system)});
+  if (!system.empty()) {
+    ChatMessage sys;
+    sys.role = Role::kSystem;
+    sys.content = std::move(system);
+    out->messages.push_back(std::move(sys));
+  }
   if (MaybeError e = ParseMessages(body, &out->messages)) return e;
   if (MaybeError e = ParseAnthropicTools(body, out)) return e;
   if (MaybeError e = CheckMcpServers(body)) return e;
