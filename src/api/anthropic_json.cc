@@ -7,8 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 
 #include <nlohmann/json.hpp>
+
+#include "api/anthropic_tools.h"
+#include "api/json_fields.h"
 
 namespace agentkv::api {
 namespace {
@@ -19,26 +23,17 @@ using MaybeError = std::optional<ApiError>;
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 constexpr size_t kMaxStopSequences = 16;
 
-const json* Field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 ApiError Invalid(const std::string& param, const std::string& what, const char* code) {
-  return InvalidRequest(param + ": " + what, param, code);
-}
-ApiError TypeError(const std::string& param, const char* expected) {
-  return Invalid(param, std::string("must be ") + expected, "invalid_type");
+  return AnthropicFieldError(param, what, code);
 }
 ApiError Unsupported(const std::string& param, const std::string& what) {
-  return Invalid(param, what, "unsupported");
+  return AnthropicFieldError(param, what, "unsupported");
 }
 
 MaybeError GetNumber(const json& body, const char* name, double lo, double hi, bool lo_open, float* out) {
   const json* v = Field(body, name);
   if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return TypeError(name, "a number");
+  if (!v->is_number()) return AnthropicTypeError(name, "a number");
   const double d = v->get<double>();
   if (!std::isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi) {
     return Invalid(name, std::string("must be in ") + (lo_open ? "(" : "[") + json(lo).dump() + ", " +
@@ -50,7 +45,7 @@ MaybeError GetNumber(const json& body, const char* name, double lo, double hi, b
 }
 
 MaybeError GetInt(const json& v, const std::string& name, int64_t lo, int64_t hi, int64_t* out) {
-  if (!v.is_number_integer()) return TypeError(name, "an integer");
+  if (!v.is_number_integer()) return AnthropicTypeError(name, "an integer");
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
     return Invalid(name, "must be at most " + std::to_string(hi), "invalid_value");
   }
@@ -61,104 +56,114 @@ MaybeError GetInt(const json& v, const std::string& name, int64_t lo, int64_t hi
   return std::nullopt;
 }
 
-// A text block {"type":"text","text":...}; cache_control and citations are
-// accepted and ignored.
-MaybeError TextOfBlock(const json& block, const std::string& param, std::string* out) {
-  const json* text = Field(block, "text");
-  if (text == nullptr || !text->is_string()) return TypeError(param + ".text", "a string");
-  *out = text->get<std::string>();
-  return std::nullopt;
-}
-
 // system: a string or an array of text blocks (joined with "\n").
 MaybeError ParseSystem(const json& body, std::string* out) {
   const json* s = Field(body, "system");
   if (s == nullptr) return std::nullopt;
-  if (s->is_string()) {
-    *out = s->get<std::string>();
-    return std::nullopt;
-  }
-  if (!s->is_array()) return TypeError("system", "a string or an array of text blocks");
-  for (size_t i = 0; i < s->size(); ++i) {
-    const json& b = (*s)[i];
-    const std::string param = "system." + std::to_string(i);
-    if (!b.is_object()) return TypeError(param, "an object");
-    const json* type = Field(b, "type");
-    if (type == nullptr || !type->is_string() || *type != "text") {
-      return Unsupported(param + ".type", "only text blocks are supported in system");
-    }
-    std::string text;
-    if (MaybeError e = TextOfBlock(b, param, &text)) return e;
-    if (i > 0) out->push_back('\n');
-    out->append(text);
-  }
-  return std::nullopt;
+  return StringOrTextBlocks(*s, "system", "system", out);
 }
 
-// One message's content: a string, or blocks. Text blocks are joined with
-// "\n" (as OpenAI text parts are, so the same conversation renders the same
-// prompt through either API and shares its cache); an assistant's thinking
-// blocks are the model's private reasoning and are dropped.
-MaybeError ParseContent(const json& msg, const std::string& param, Role role, std::string* out) {
+// One message's content: a string, or blocks, appended to *out as one or
+// more ChatMessages. Text blocks are joined with "\n" (as OpenAI text parts
+// are, so the same conversation renders the same prompt through either API
+// and shares its cache). An assistant's thinking blocks are the model's
+// private reasoning and are dropped; its tool_use blocks become the
+// message's tool_calls. A user message's tool_result blocks become kTool
+// messages (one per block, in order, as OpenAI's role "tool" messages), and
+// must come first (Anthropic's rule); text after them becomes a user message.
+// `tool_names` maps the tool_use ids seen so far to their names.
+MaybeError ParseContent(const json& msg, const std::string& param, Role role,
+                        const std::map<std::string, std::string>& tool_names, std::vector<ChatMessage>* out) {
   const json* c = Field(msg, "content");
   if (c == nullptr) return Invalid(param + ".content", "Field required", "missing_required_parameter");
+  ChatMessage main;
+  main.role = role;
   if (c->is_string()) {
-    *out = c->get<std::string>();
+    main.content = c->get<std::string>();
+    out->push_back(std::move(main));
     return std::nullopt;
   }
-  if (!c->is_array()) return TypeError(param + ".content", "a string or an array of content blocks");
-  bool first = true;
+  if (!c->is_array()) return AnthropicTypeError(param + ".content", "a string or an array of content blocks");
+  bool first_text = true;
+  bool had_results = false;
   for (size_t i = 0; i < c->size(); ++i) {
     const json& b = (*c)[i];
     const std::string bp = param + ".content." + std::to_string(i);
-    if (!b.is_object()) return TypeError(bp, "an object");
-    const json* type = Field(b, "type");
-    if (type == nullptr || !type->is_string()) return TypeError(bp + ".type", "a string");
-    const std::string& t = type->get_ref<const std::string&>();
+    std::string t;
+    if (MaybeError e = BlockType(b, bp, &t)) return e;
     if (t == "text") {
       std::string text;
       if (MaybeError e = TextOfBlock(b, bp, &text)) return e;
-      if (!first) out->push_back('\n');
-      out->append(text);
-      first = false;
+      if (!first_text) main.content.push_back('\n');
+      main.content.append(text);
+      first_text = false;
     } else if ((t == "thinking" || t == "redacted_thinking") && role == Role::kAssistant) {
       continue;
+    } else if (t == "tool_use" && role == Role::kAssistant) {
+      ToolCall call;
+      if (MaybeError e = ParseToolUseBlock(b, bp, &call)) return e;
+      main.tool_calls.push_back(std::move(call));
+    } else if (t == "tool_result" && role == Role::kUser) {
+      if (!first_text) {
+        return Invalid(bp, "tool_result blocks must come before any text in a user message", "invalid_value");
+      }
+      ChatMessage result;
+      if (MaybeError e = ParseToolResultBlock(b, bp, &result)) return e;
+      auto name = tool_names.find(result.tool_call_id);
+      if (name == tool_names.end()) {
+        return Invalid(bp + ".tool_use_id",
+                       "'" + result.tool_call_id.substr(0, 64) + "' answers no tool_use block of an earlier "
+                       "assistant message",
+                       "invalid_value");
+      }
+      result.tool_name = name->second;
+      out->push_back(std::move(result));
+      had_results = true;
     } else if (t == "tool_use" || t == "tool_result") {
-      return Unsupported(bp + ".type", "'" + t + "' blocks are not supported yet (tools are refused, see docs/api.md)");
+      return Unsupported(bp + ".type", "'" + t + "' blocks belong in " +
+                                           (t == "tool_use" ? "assistant" : "user") + " messages");
     } else {
-      return Unsupported(bp + ".type", "'" + t.substr(0, 40) + "' blocks are not supported; only text");
+      return Unsupported(bp + ".type", "'" + t.substr(0, 40) + "' blocks are not supported; only text, tool_use "
+                                       "and tool_result (see docs/api.md)");
     }
   }
+  // A user message of tool results only adds no empty user turn after them.
+  if (!(had_results && first_text)) out->push_back(std::move(main));
   return std::nullopt;
 }
 
 MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
   const json* msgs = Field(body, "messages");
   if (msgs == nullptr) return Invalid("messages", "Field required", "missing_required_parameter");
-  if (!msgs->is_array()) return TypeError("messages", "an array");
+  if (!msgs->is_array()) return AnthropicTypeError("messages", "an array");
   if (msgs->empty()) return Invalid("messages", "at least one message is required", "invalid_value");
+  std::map<std::string, std::string> tool_names;  // tool_use id -> name, for tool_result blocks
+  Role last_role = Role::kUser;
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     const std::string param = "messages." + std::to_string(i);
-    if (!m.is_object()) return TypeError(param, "an object");
+    if (!m.is_object()) return AnthropicTypeError(param, "an object");
     const json* role = Field(m, "role");
-    if (role == nullptr || !role->is_string()) return TypeError(param + ".role", "a string");
+    if (role == nullptr || !role->is_string()) return AnthropicTypeError(param + ".role", "a string");
     const std::string& r = role->get_ref<const std::string&>();
-    ChatMessage msg;
+    Role msg_role;
     if (r == "user") {
-      msg.role = Role::kUser;
+      msg_role = Role::kUser;
     } else if (r == "assistant") {
-      msg.role = Role::kAssistant;
+      msg_role = Role::kAssistant;
     } else {
       return Invalid(param + ".role",
                      "'" + r.substr(0, 32) + "' is not a valid role (user or assistant; the system prompt goes in "
                      "the top-level 'system' field)",
                      "invalid_value");
     }
-    if (MaybeError e = ParseContent(m, param, msg.role, &msg.content)) return e;
-    out->push_back(std::move(msg));
+    if (MaybeError e = ParseContent(m, param, msg_role, tool_names, out)) return e;
+    last_role = msg_role;
+    if (msg_role == Role::kAssistant) {
+      for (const ToolCall& call : out->back().tool_calls) tool_names[call.id] = call.name;
+    }
   }
-  if (out->back().role == Role::kAssistant) {
+  if (last_role == Role::kAssistant) {
     return Unsupported("messages." + std::to_string(msgs->size() - 1),
                        "a final assistant message (prefill) is not supported; end with a user message");
   }
@@ -168,10 +173,10 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
 MaybeError ParseStopSequences(const json& body, std::vector<std::string>* out) {
   const json* v = Field(body, "stop_sequences");
   if (v == nullptr) return std::nullopt;
-  if (!v->is_array()) return TypeError("stop_sequences", "an array of strings");
+  if (!v->is_array()) return AnthropicTypeError("stop_sequences", "an array of strings");
   if (v->size() > kMaxStopSequences) return Invalid("stop_sequences", "at most 16 strings", "invalid_value");
   for (const json& s : *v) {
-    if (!s.is_string()) return TypeError("stop_sequences", "an array of strings");
+    if (!s.is_string()) return AnthropicTypeError("stop_sequences", "an array of strings");
     if (s.get_ref<const std::string&>().empty()) {
       return Invalid("stop_sequences", "each stop sequence must be non-empty", "invalid_value");
     }
@@ -180,20 +185,8 @@ MaybeError ParseStopSequences(const json& body, std::vector<std::string>* out) {
   return std::nullopt;
 }
 
-// Tools: refused until the tool layer (issue 13's other half) lands. An
-// empty tools array, or tool_choice "none"/"auto" without tools, is harmless.
-MaybeError CheckTools(const json& body) {
-  const json* tools = Field(body, "tools");
-  if (tools != nullptr && !(tools->is_array() && tools->empty())) {
-    return Unsupported("tools", "tools are not supported by this server yet (see docs/api.md)");
-  }
-  if (const json* tc = Field(body, "tool_choice")) {
-    const json* type = tc->is_object() ? Field(*tc, "type") : nullptr;
-    if (type == nullptr || !type->is_string()) return TypeError("tool_choice.type", "a string");
-    if (*type != "none" && *type != "auto") {
-      return Unsupported("tool_choice", "tool_choice needs tools, which are not supported yet");
-    }
-  }
+// mcp_servers (Anthropic's MCP connector) is refused; an empty list is harmless.
+MaybeError CheckMcpServers(const json& body) {
   if (const json* mcp = Field(body, "mcp_servers"); mcp != nullptr && !(mcp->is_array() && mcp->empty())) {
     return Unsupported("mcp_servers", "MCP servers are not supported");
   }
@@ -204,7 +197,7 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
                         std::string* model_echo) {
   const json* model = Field(body, "model");
   if (model == nullptr) return Invalid("model", "Field required", "missing_required_parameter");
-  if (!model->is_string()) return TypeError("model", "a string");
+  if (!model->is_string()) return AnthropicTypeError("model", "a string");
   *model_echo = model->get<std::string>();
   if (MaybeError e = CheckModel(*model_echo, ctx)) return e;
 
@@ -217,9 +210,15 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
   out->kind = RequestKind::kChat;
   std::string system;
   if (MaybeError e = ParseSystem(body, &system)) return e;
-  if (!system.empty()) out->messages.push_back(ChatMessage{Role::kSystem, std::move(system)});
+  if (!system.empty()) {
+    ChatMessage sys;
+    sys.role = Role::kSystem;
+    sys.content = std::move(system);
+    out->messages.push_back(std::move(sys));
+  }
   if (MaybeError e = ParseMessages(body, &out->messages)) return e;
-  if (MaybeError e = CheckTools(body)) return e;
+  if (MaybeError e = ParseAnthropicTools(body, out)) return e;
+  if (MaybeError e = CheckMcpServers(body)) return e;
 
   SamplingParams& s = out->sampling;
   if (MaybeError e = GetNumber(body, "temperature", 0.0, 1.0, false, &s.temperature)) return e;
@@ -231,17 +230,17 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
   }
   if (MaybeError e = ParseStopSequences(body, &s.stop)) return e;
   if (const json* v = Field(body, "stream")) {
-    if (!v->is_boolean()) return TypeError("stream", "a boolean");
+    if (!v->is_boolean()) return AnthropicTypeError("stream", "a boolean");
     out->stream = v->get<bool>();
   }
   if (const json* v = Field(body, "metadata")) {
-    if (!v->is_object()) return TypeError("metadata", "an object");
+    if (!v->is_object()) return AnthropicTypeError("metadata", "an object");
     if (const json* u = Field(*v, "user_id"); u != nullptr && !u->is_string()) {
-      return TypeError("metadata.user_id", "a string");
+      return AnthropicTypeError("metadata.user_id", "a string");
     }
   }
   if (const json* v = Field(body, "thinking"); v != nullptr && !v->is_object()) {
-    return TypeError("thinking", "an object");
+    return AnthropicTypeError("thinking", "an object");
   }
 
   std::optional<std::string> body_ids[2];
@@ -249,7 +248,7 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
   for (int i = 0; i < 2; ++i) {
     const json* v = Field(body, names[i]);
     if (v == nullptr) continue;
-    if (!v->is_string()) return TypeError(names[i], "a string");
+    if (!v->is_string()) return AnthropicTypeError(names[i], "a string");
     body_ids[i] = v->get<std::string>();
   }
   return ResolveRequestAgent(ctx, std::move(body_ids[0]), std::move(body_ids[1]), out);

@@ -9,11 +9,12 @@
 // string | blocks}], system (string | text blocks), stop_sequences (<= 16
 // non-empty strings), temperature [0, 1], top_p (0, 1], top_k >= 0, stream,
 // metadata {user_id}, thinking (accepted, no thinking blocks are produced),
-// agentkv's agent_id / session_id. Text blocks only; cache_control and
-// citations on them are ignored (agentkv caches every prefix anyway).
+// tools / tool_choice and tool_use / tool_result blocks (anthropic_tools.h),
+// agentkv's agent_id / session_id. cache_control and citations are ignored
+// (agentkv caches every prefix anyway).
 // Refused with 400 (invalid_request_error): image / document / search_result
-// / server-tool blocks, tools and tool_use / tool_result blocks (until the
-// tool layer lands), a final assistant message (prefill), mcp_servers.
+// / server-tool blocks, Anthropic-defined tool types, a final assistant
+// message (prefill), mcp_servers.
 // `null` counts as absent; unknown fields are ignored. Full rules:
 // docs/api.md, "Anthropic Messages API".
 
@@ -41,22 +42,30 @@ struct MessageMeta {
   std::string model;  // as the client sent it
 };
 
-// "end_turn" | "stop_sequence" | "max_tokens" (kCancelled: "end_turn"; nobody reads it).
+// "end_turn" | "stop_sequence" | "max_tokens" | "tool_use" (kCancelled:
+// "end_turn"; nobody reads it).
 const char* AnthropicStopReason(FinishReason finish, const Usage& usage);
 
 // The whole non-streamed message: {"id","type":"message","role":"assistant",
-// "model","content":[{"type":"text","text"}],"stop_reason","stop_sequence",
+// "model","content":[{"type":"text","text"}, {"type":"tool_use","id":"toolu_...",
+// "name","input":{...}}...],"stop_reason","stop_sequence",
 // "usage":{input_tokens, cache_creation_input_tokens, cache_read_input_tokens,
 // output_tokens, agentkv{...}}}. input_tokens counts the prompt tokens NOT
 // read from the cache (Anthropic's convention: the three input counters add
 // up to the prompt); cache_creation_input_tokens is 0 (agentkv caches every
-// prompt without a write premium). `text` must be valid UTF-8.
-std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view text, FinishReason finish,
-                                 const Usage& usage);
+// prompt without a write premium). `text` must be valid UTF-8. The text
+// block is left out when `text` is empty and there are tool calls. A call
+// whose arguments are not a JSON object (cut by max_tokens) shows input {}.
+std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view text,
+                                 const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage);
 
 // Stream events, each a complete "event: NAME\ndata: JSON\n\n" frame.
 std::string MessageStartEvent(const MessageMeta& meta, const Usage& prompt_usage);
 std::string TextBlockStartEvent(int index);
+// content_block_start of {"type":"tool_use","id","name","input":{}}; the
+// input then arrives as input_json_delta partial_json pieces.
+std::string ToolUseBlockStartEvent(int index, const std::string& id, const std::string& name);
+std::string InputJsonDeltaEvent(int index, std::string_view partial_json);
 std::string PingEvent();
 std::string TextDeltaEvent(int index, std::string_view text);
 std::string BlockStopEvent(int index);

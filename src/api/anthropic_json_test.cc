@@ -81,7 +81,7 @@ TEST(AnthropicJsonTest, RefusesBadRequestsNamingTheField) {
       {R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"pre"}]})",
        "messages.1"},
       {R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}]})",
-       "messages.0.content.0.type"},
+       "messages.0.content.0.tool_use_id"},
       {With(R"(,"temperature":1.5)"), "temperature"},
       {With(R"(,"top_p":0)"), "top_p"},
       {With(R"(,"top_k":-1)"), "top_k"},
@@ -91,7 +91,7 @@ TEST(AnthropicJsonTest, RefusesBadRequestsNamingTheField) {
       {With(R"(,"system":5)"), "system"},
       {With(R"(,"stream":"yes")"), "stream"},
       {With(R"(,"metadata":{"user_id":5})"), "metadata.user_id"},
-      {With(R"(,"tools":[{"name":"f","input_schema":{"type":"object"}}])"), "tools"},
+      {With(R"(,"tools":[{"name":"f"}])"), "tools.0.input_schema"},
       {With(R"(,"tool_choice":{"type":"any"})"), "tool_choice"},
       {With(R"(,"mcp_servers":[{"type":"url","url":"http://x","name":"x"}])"), "mcp_servers"},
       {With(R"(,"agent_id":"../x")"), "agent_id"},
@@ -128,7 +128,7 @@ Usage SomeUsage() {
 
 TEST(AnthropicJsonTest, MessageShape) {
   Usage u = SomeUsage();
-  json j = json::parse(AnthropicMessageJson({"msg_1", "claude-x"}, "Hello", FinishReason::kStop, u));
+  json j = json::parse(AnthropicMessageJson({"msg_1", "claude-x"}, "Hello", {}, FinishReason::kStop, u));
   EXPECT_EQ(j["id"], "msg_1");
   EXPECT_EQ(j["type"], "message");
   EXPECT_EQ(j["role"], "assistant");
@@ -142,10 +142,10 @@ TEST(AnthropicJsonTest, MessageShape) {
   EXPECT_EQ(j["usage"]["output_tokens"], 7);
   EXPECT_EQ(j["usage"]["agentkv"]["agent_id"], "a1");
   u.stop_sequence = "END";
-  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", FinishReason::kStop, u));
+  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", {}, FinishReason::kStop, u));
   EXPECT_EQ(j["stop_reason"], "stop_sequence");
   EXPECT_EQ(j["stop_sequence"], "END");
-  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", FinishReason::kLength, SomeUsage()));
+  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", {}, FinishReason::kLength, SomeUsage()));
   EXPECT_EQ(j["stop_reason"], "max_tokens");
 }
 

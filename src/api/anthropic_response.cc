@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/anthropic_json.h"
+#include "api/anthropic_tools.h"
 #include "api/usage_json.h"
 
 namespace agentkv::api {
@@ -39,13 +40,23 @@ const char* AnthropicStopReason(FinishReason finish, const Usage& usage) {
       return "max_tokens";
     case FinishReason::kStop:
       return usage.stop_sequence.empty() ? "end_turn" : "stop_sequence";
+    case FinishReason::kToolCalls:
+      return "tool_use";
     default:
       return "end_turn";
   }
 }
 
-std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view text, FinishReason finish,
-                                 const Usage& usage) {
+std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view text,
+                                 const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage) {
+  json content = json::array();
+  if (!text.empty() || tool_calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
+  for (const ToolCall& call : tool_calls) {
+    json input = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+    if (input.is_discarded() || !input.is_object()) input = json::object();
+    content.push_back(
+        {{"type", "tool_use"}, {"id", AnthropicToolUseId(call.id)}, {"name", call.name}, {"input", input}});
+  }
   json u = InputUsage(usage);
   u["output_tokens"] = usage.completion_tokens;
   u["agentkv"] = AgentkvUsageJson(usage);
@@ -53,7 +64,7 @@ std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view text,
             {"type", "message"},
             {"role", "assistant"},
             {"model", meta.model},
-            {"content", json::array({{{"type", "text"}, {"text", text}}})},
+            {"content", content},
             {"stop_reason", AnthropicStopReason(finish, usage)},
             {"stop_sequence", StopSequence(finish, usage)},
             {"usage", u}};
@@ -78,6 +89,20 @@ std::string TextBlockStartEvent(int index) {
   return Frame("content_block_start", {{"type", "content_block_start"},
                                        {"index", index},
                                        {"content_block", {{"type", "text"}, {"text", ""}}}});
+}
+
+std::string ToolUseBlockStartEvent(int index, const std::string& id, const std::string& name) {
+  return Frame("content_block_start",
+               {{"type", "content_block_start"},
+                {"index", index},
+                {"content_block",
+                 {{"type", "tool_use"}, {"id", AnthropicToolUseId(id)}, {"name", name}, {"input", json::object()}}}});
+}
+
+std::string InputJsonDeltaEvent(int index, std::string_view partial_json) {
+  return Frame("content_block_delta", {{"type", "content_block_delta"},
+                                       {"index", index},
+                                       {"delta", {{"type", "input_json_delta"}, {"partial_json", partial_json}}}});
 }
 
 std::string PingEvent() { return Frame("ping", {{"type", "ping"}}); }

@@ -10,6 +10,13 @@
 //   event: message_delta        {"type":"message_delta","delta":{"stop_reason","stop_sequence"},"usage":{...}}
 //   event: message_stop         {"type":"message_stop"}
 //
+// Blocks open lazily, in the order the model writes them: a text block at
+// the first text, a tool_use block at each tool call's first piece
+//   event: content_block_start  {"index":1,"content_block":{"type":"tool_use","id":"toolu_...","name","input":{}}}
+//   event: content_block_delta  {"index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\": "}}
+// each closed (content_block_stop) when the next one opens or the message
+// ends; ping follows the first content_block_start. A reply with no output
+// at all still gets one (empty) text block. stop_reason "tool_use" after calls.
 // An error after the stream began is "event: error" with Anthropic's error
 // body, and the stream ends there (no message_stop).
 
@@ -26,16 +33,23 @@ class AnthropicSseEncoder final : public StreamEncoder {
  public:
   explicit AnthropicSseEncoder(MessageMeta meta) : meta_(std::move(meta)) {}
 
-  std::string Start(const Usage& prompt_usage) override;  // message_start, block start, ping
+  std::string Start(const Usage& prompt_usage) override;  // message_start
   std::string Delta(std::string_view bytes) override;
+  std::string ToolCall(const ToolCallDelta& delta) override;
   std::string Finish(FinishReason reason, const Usage& usage) override;
   std::string Error(const ApiError& error) override;
   bool done() const override { return done_; }
 
  private:
-  std::string TextDelta(const std::string& text);
+  std::string TextDelta(const std::string& text);  // opens a text block if needed
+  std::string OpenBlock(bool text, const std::string& id = "", const std::string& name = "");
+  std::string CloseBlock();
 
   MessageMeta meta_;
+  int next_index_ = 0;        // index of the next block to open
+  int open_index_ = -1;       // the open block, -1: none
+  bool open_is_text_ = false;
+  int last_tool_index_ = -1;  // the block of the current tool call
   bool started_ = false;
   bool done_ = false;
   Utf8Splitter utf8_;

@@ -222,7 +222,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
       r.headers.emplace_back("X-Request-Id", meta.id);
       if (anthropic) r.headers.emplace_back("request-id", meta.id);
       if (!e.usage.agent_id.empty()) r.headers.emplace_back("X-Agent-Id", e.usage.agent_id);
-      r.body = anthropic ? AnthropicMessageJson(message_meta, text, e.finish, e.usage)
+      r.body = anthropic ? AnthropicMessageJson(message_meta, text, tool_calls, e.finish, e.usage)
                          : CompletionJson(meta, text, tool_calls, e.finish, e.usage);
       return r;
     }

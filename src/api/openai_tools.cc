@@ -14,16 +14,6 @@ MaybeError Unsupported(const std::string& what, const std::string& param) {
   return InvalidRequest(what, param, "unsupported");
 }
 
-// OpenAI's rule for function names: 1-64 of [a-zA-Z0-9_-].
-bool ValidFunctionName(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 MaybeError RequireString(const json& obj, const char* name, const std::string& param, std::string* out) {
   const json* v = Field(obj, name);
   if (v == nullptr) return InvalidRequest("'" + param + "." + name + "' is required.", param + "." + name,
@@ -42,7 +32,7 @@ MaybeError ParseTool(const json& t, const std::string& param, ToolDefinition* ou
   const json* fn = Field(t, "function");
   if (fn == nullptr || !fn->is_object()) return TypeError(param + ".function", "an object");
   if (MaybeError e = RequireString(*fn, "name", param + ".function", &out->name)) return e;
-  if (!ValidFunctionName(out->name)) {
+  if (!ValidToolName(out->name)) {
     return InvalidRequest("'" + param + ".function.name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -.",
                           param + ".function.name", "invalid_value");
   }

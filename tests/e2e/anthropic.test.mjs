@@ -1,8 +1,10 @@
 // The Anthropic Messages API (POST /v1/messages) through the official
 // @anthropic-ai/sdk: text, streaming (the SDK's own event accumulator),
 // multi-turn cache reuse, one cache whichever API an agent uses, Claude
-// Code's session headers (a subagent forks from its parent), a restart, and
-// error cases in Anthropic's shape.
+// Code's session headers (a subagent forks from its parent), tool use
+// (forced calls are grammar-constrained, so the bundled 16M model writes
+// valid ones) with a warm == cold oracle, a restart, and error cases in
+// Anthropic's shape.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
@@ -128,6 +130,91 @@ test('a Claude Code subagent forks from its parent instead of prefilling', async
   assert.ok(p2.usage.cache_read_input_tokens >= p1.usage.input_tokens + p1.usage.cache_read_input_tokens);
 });
 
+// Tool use. A short system prompt: the template renders the tool list into
+// the system turn, and the default context is 1024 tokens.
+const WEATHER_TOOL = {
+  name: 'get_weather',
+  description: 'Current weather of a city',
+  input_schema: {
+    type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] } }, required: ['city'],
+  },
+};
+const toolReq = (messages, extra = {}) => ({
+  model: 'claude-sonnet-4-5', max_tokens: 200, temperature: 0, system: 'You answer questions about the weather.',
+  tools: [WEATHER_TOOL], messages, ...extra,
+});
+const ASK_WEATHER = { role: 'user', content: 'What is the weather in Paris?' };
+const FORCED = { tool_choice: { type: 'tool', name: 'get_weather' } };
+const tr = (id, content) => ({ role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content }] });
+
+function assertWeatherCall(m) {
+  assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m));
+  const uses = m.content.filter((b) => b.type === 'tool_use');
+  assert.equal(uses.length, 1, JSON.stringify(m.content));
+  assert.match(uses[0].id, /^toolu_/);
+  assert.equal(uses[0].name, 'get_weather');
+  assert.ok(['Paris', 'Rome'].includes(uses[0].input.city), JSON.stringify(uses[0].input));
+  return uses[0];
+}
+
+test('tools: a forced tool_use round trip reuses the cache; warm == cold for the tool conversation', async () => {
+  const client = anthropic(server, { headers: { 'X-Agent-Id': 'an-tools' } });
+  const t1 = await client.messages.create(toolReq([ASK_WEATHER], FORCED));
+  const use = assertWeatherCall(t1);
+  const messages = [ASK_WEATHER, { role: 'assistant', content: t1.content },
+    tr(use.id, `Sunny in ${use.input.city}, 21 degrees.`)];
+  const t2 = await client.messages.create(toolReq(messages, { max_tokens: 12 }));
+  assert.equal(t2.content[0].type, 'text');
+  assert.ok(t2.content[0].text.length > 0);
+  assert.ok(['end_turn', 'max_tokens'].includes(t2.stop_reason), t2.stop_reason);
+  assert.equal(t2.usage.agentkv.cache_state, 'resident', JSON.stringify(t2.usage));
+  assert.ok(t2.usage.cache_read_input_tokens >= t1.usage.input_tokens + t1.usage.cache_read_input_tokens,
+    JSON.stringify([t1.usage, t2.usage]));
+  // The same messages on an agent with no cache compute the same greedy text.
+  const cold = await anthropic(server, { headers: { 'X-Agent-Id': 'an-tools-cold' } })
+    .messages.create(toolReq(messages, { max_tokens: 12 }));
+  assert.equal(cold.usage.cache_read_input_tokens, 0, JSON.stringify(cold.usage));
+  assert.equal(cold.content[0].text, t2.content[0].text);
+  // Either API, one tool conversation: the OpenAI route renders the same
+  // prompt (all of it but the last token is read from the cold agent's cache).
+  const oa = await server.client({ apiKey: KEY, headers: { 'X-Agent-Id': 'an-tools-cold' } }).chat.completions.create({
+    model: 'x', max_tokens: 12, temperature: 0,
+    tools: [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.input_schema } }],
+    messages: [{ role: 'system', content: 'You answer questions about the weather.' }, ASK_WEATHER,
+      { role: 'assistant', content: null, tool_calls: [{ id: use.id, type: 'function', function: { name: 'get_weather', arguments: JSON.stringify(use.input) } }] },
+      { role: 'tool', tool_call_id: use.id, content: `Sunny in ${use.input.city}, 21 degrees.` }],
+  });
+  assert.ok(oa.usage.prompt_tokens_details.cached_tokens >= oa.usage.prompt_tokens - 1, JSON.stringify(oa.usage));
+  assert.equal(oa.choices[0].message.content, t2.content[0].text);
+});
+
+test('tools streamed: the SDK stream helper assembles tool_use from input_json_delta', async () => {
+  const client = anthropic(server, { headers: { 'X-Agent-Id': 'an-tools-stream' } });
+  const names = [];
+  let partial = '';
+  const stream = client.messages.stream(toolReq([ASK_WEATHER], { tool_choice: { type: 'any', disable_parallel_tool_use: true } }));
+  stream.on('streamEvent', (e) => names.push(e.type === 'content_block_start' ? `start:${e.content_block.type}`
+    : e.type === 'content_block_delta' ? e.delta.type : e.type));
+  stream.on('inputJson', (delta) => { partial += delta; });
+  const t1 = await stream.finalMessage();
+  const use = assertWeatherCall(t1);
+  assert.deepEqual(JSON.parse(partial), use.input);
+  assert.ok(names.includes('start:tool_use') && names.includes('input_json_delta'), names.join(','));
+  assert.deepEqual(names.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
+  // The same request not streamed: the same call.
+  const plain = await anthropic(server, { headers: { 'X-Agent-Id': 'an-tools-plain' } })
+    .messages.create(toolReq([ASK_WEATHER], { tool_choice: { type: 'any', disable_parallel_tool_use: true } }));
+  assert.deepEqual(assertWeatherCall(plain).input, use.input);
+  // Turn 2, streamed: the answer after the tool result, from the cache.
+  const messages = [ASK_WEATHER, { role: 'assistant', content: t1.content }, tr(use.id, 'Sunny, 21 degrees.')];
+  const t2 = await client.messages.stream(toolReq(messages, { max_tokens: 12, tool_choice: { type: 'none' } })).finalMessage();
+  assert.equal(t2.content[0].type, 'text');
+  assert.ok(t2.content[0].text.length > 0);
+  // (The SDK's accumulator keeps Anthropic's usage counters only.)
+  assert.ok(t2.usage.cache_read_input_tokens >= t1.usage.input_tokens + t1.usage.cache_read_input_tokens,
+    JSON.stringify([t1.usage, t2.usage]));
+});
+
 test('errors: Anthropic shapes and statuses, and the server keeps serving', async () => {
   const client = anthropic();
   const expectError = async (promise, status, type, match) => {
@@ -149,7 +236,12 @@ test('errors: Anthropic shapes and statuses, and the server keeps serving', asyn
   await expectError(client.messages.create(req([{ role: 'user', content: 'x' }], { temperature: 1.5 })),
     400, 'invalid_request_error', /temperature/);
   await expectError(client.messages.create(req([{ role: 'user', content: 'x' }],
-    { tools: [{ name: 'f', input_schema: { type: 'object' } }] })), 400, 'invalid_request_error', /tools/);
+    { tools: [{ type: 'bash_20250124', name: 'bash' }] })), 400, 'invalid_request_error', /tools\.0\.type/);
+  await expectError(client.messages.create(req([{ role: 'user', content: 'x' }],
+    { tools: [WEATHER_TOOL], tool_choice: { type: 'tool', name: 'get_time' } })), 400, 'invalid_request_error',
+  /tool_choice\.name/);
+  await expectError(client.messages.create(req([{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_x', content: 'r' }] }])),
+    400, 'invalid_request_error', /tool_use_id/);
   await expectError(client.messages.create(req([{ role: 'user', content: LONG_SYSTEM.repeat(12) }])),
     400, 'invalid_request_error', /^prompt is too long/);
   // Raw: a 405 and bad JSON are Anthropic-shaped too.
