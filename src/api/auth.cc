@@ -49,7 +49,7 @@ Result<ApiKeys> ApiKeys::Parse(const std::vector<std::string>& specs, std::strin
       e.namespace_id = spec.substr(0, colon);
       e.key = spec.substr(colon + 1);
       constexpr std::string_view kIsolated = ":isolated";
-      if (e.key.size() > kIsolated.size() && e.key.ends_with(kIsolated)) {
+      if (e.key.ends_with(kIsolated)) {  // "NAME::isolated" leaves an empty key: refused below
         e.key.resize(e.key.size() - kIsolated.size());
         e.isolated = true;
       }
