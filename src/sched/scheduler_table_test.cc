@@ -147,6 +147,23 @@ TEST_F(SchedulerTableTest, AgentTableStaysBoundedAndDroppedAgentsRestoreFromDisk
     EXPECT_EQ(next->usage().match, api::MatchType::kExtend) << id;
     EXPECT_GT(next->usage().cached_tokens, 5) << id;
   }
+  // A subagent whose parent was dropped still starts from the parent's cache.
+  {
+    api::GenerationRequest r;
+    r.namespace_id = "default";
+    r.agent_id = "child";
+    r.parent_agent_id = "f" + std::to_string(kDiskAgents - 1);
+    r.kind = api::RequestKind::kCompletion;
+    r.prompt = AgentPrompt((kDiskAgents - 1) % kTurnAgents) + " but";
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 1;
+    auto child = std::make_shared<RecordingSink>();
+    ASSERT_TRUE(sched_->Submit(r, child).ok());
+    child->Wait();
+    ASSERT_TRUE(child->error().ok()) << child->error().ToString();
+    EXPECT_EQ(child->usage().cache_state, api::CacheState::kWarm);
+    EXPECT_GT(child->usage().cached_tokens, 5);
+  }
   // Deleting a dropped agent erases it from disk; then it is gone.
   EXPECT_TRUE(sched_->DeleteAgent("default", "f1", false).ok());
   EXPECT_EQ(sched_->GetAgent("default", "f1").status().code(), StatusCode::kNotFound);

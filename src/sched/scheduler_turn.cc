@@ -243,6 +243,20 @@ bool Scheduler::TryAdmit(Waiting& w) {
       if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
       parent = FindAgent(parent_key);
     }
+    if (parent == nullptr && store_ != nullptr && ns_trimmed_.count(parent_key.ns)) {
+      // The table may have dropped it: its manifest says (the read's blocks
+      // then serve the fork's restore).
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = agent_reads_.find(parent_key);
+      if (it == agent_reads_.end() || !it->second.done) {
+        PostAgentRead(parent_key);
+        return false;
+      }
+      if (it->second.record) {
+        parent = agents_.emplace(parent_key, AgentFromDisk(*it->second.record)).first->second.get();
+        Reindex(*parent);
+      }
+    }
   }
   Agent& agent = known != nullptr ? *known : GetOrAddAgent(key);
   if (!explicit_id && w.req.isolated && agent.seq.tokens.empty()) agent.isolated = true;
