@@ -41,15 +41,21 @@ std::optional<PrefixIndex::Hit> PrefixIndex::FindLongestPrefix(std::string_view 
   if (at != sorted_.end()) l = CommonPrefixBytes(at->first, prompt);
   if (at != sorted_.begin()) l = std::max(l, CommonPrefixBytes(std::prev(at)->first, prompt));
   if (l == 0) return std::nullopt;
-  // Every text with L' >= l starts with prompt[0:l]: scan that run.
+  // Every text with L' >= l starts with prompt[0:l]: they form the run
+  // [lower_bound(shared), lower_bound(shared's successor)). Each shares
+  // exactly l bytes (l is the maximum), so only the bytes after l and the
+  // lengths are compared: O(1) per entry, mostly.
   const std::string_view shared = prompt.substr(0, l);
+  std::string successor(shared);  // the least string greater than every string starting with `shared`
+  while (!successor.empty() && static_cast<unsigned char>(successor.back()) == 0xFF) successor.pop_back();
+  if (!successor.empty()) successor.back() = static_cast<char>(static_cast<unsigned char>(successor.back()) + 1);
+  const auto run_end = successor.empty() ? sorted_.end() : set_lower(successor);
   std::optional<Hit> best;
   size_t best_len = 0;
   size_t scanned = 0;
-  for (auto it = set_lower(shared); it != sorted_.end() && scanned < max_tie_scan_; ++it, ++scanned) {
+  for (auto it = set_lower(shared); it != run_end && scanned < max_tie_scan_; ++it, ++scanned) {
     const std::string_view text = it->first;
-    if (text.substr(0, shared.size()) != shared) break;
-    const size_t li = CommonPrefixBytes(text, prompt);
+    const size_t li = l + CommonPrefixBytes(text.substr(l), prompt.substr(l));
     const bool better = !best || li > best->common_bytes ||
                         (li == best->common_bytes &&
                          (text.size() < best_len || (text.size() == best_len && it->second < best->id)));
