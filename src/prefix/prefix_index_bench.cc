@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "prefix/agent_lookup.h"
@@ -60,13 +61,27 @@ int main(int argc, char** argv) {
       cont.push_back(texts[rng() % n] + "User: and then? ");
       fresh.push_back(system + "User new " + std::to_string(q) + ": " + Words(rng, 40));
     }
-    int mismatches = 0;
+    // Agent mismatches: another agent than the scan's (expected only when
+    // more than 1,024 agents tie). Type mismatches: another match type by
+    // MatchPrefix's rule (EXTEND if the whole text is shared, DIVERGE if
+    // L >= 0.5 len, else MISS), which is what a request would see.
+    const std::unordered_map<std::string, size_t> length_of = [&] {
+      std::unordered_map<std::string, size_t> m;
+      for (int i = 0; i < n; ++i) m[ids[i]] = texts[i].size();
+      return m;
+    }();
+    auto type = [](size_t l, size_t len) { return l == len ? 0 : 2 * l >= len ? 1 : 2; };
+    int mismatches = 0, type_mismatches = 0;
     for (const auto* qs : {&cont, &fresh}) {
       for (const auto& p : *qs) {
         auto a = agentkv::FindLongestPrefixAgent(views, p);
         auto b = index.FindLongestPrefix(p);
-        if (a.has_value() != b.has_value() || (a && (ids[a->index] != b->id || a->common_bytes != b->common_bytes))) {
+        if (a.has_value() != b.has_value()) {
           ++mismatches;
+          ++type_mismatches;
+        } else if (a && (ids[a->index] != b->id || a->common_bytes != b->common_bytes)) {
+          ++mismatches;
+          type_mismatches += type(a->common_bytes, texts[a->index].size()) != type(b->common_bytes, length_of.at(b->id));
         }
       }
     }
@@ -77,8 +92,9 @@ int main(int argc, char** argv) {
     const double idx_cont = MicrosPerCall(2000, [&](int i) { sink = sink + index.FindLongestPrefix(cont[i % kQueries])->common_bytes; });
     const double idx_new = MicrosPerCall(2000, [&](int i) { sink = sink + index.FindLongestPrefix(fresh[i % kQueries])->common_bytes; });
     std::printf("%s{\"agents\":%d,\"linear_continue_us\":%.1f,\"linear_new_us\":%.1f,\"index_continue_us\":%.2f,"
-                "\"index_new_us\":%.2f,\"index_bytes\":%zu,\"mismatches_of_%d\":%d}",
-                si ? "," : "", n, lin_cont, lin_new, idx_cont, idx_new, index.bytes(), 2 * kQueries, mismatches);
+                "\"index_new_us\":%.2f,\"index_bytes\":%zu,\"queries\":%d,\"agent_mismatches\":%d,\"type_mismatches\":%d}",
+                si ? "," : "", n, lin_cont, lin_new, idx_cont, idx_new, index.bytes(), 2 * kQueries, mismatches,
+                type_mismatches);
     std::fflush(stdout);
   }
   std::printf("]}\n");
