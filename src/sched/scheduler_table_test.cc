@@ -21,23 +21,6 @@ double Metric(Scheduler& s, const std::string& name) {
 
 std::string AgentPrompt(int i) { return "Agent " + std::to_string(i) + " tells the story of the old man and"; }
 
-std::shared_ptr<RecordingSink> SendAs(Scheduler& s, const std::string& agent, const std::string& prompt,
-                                      bool isolated) {
-  api::GenerationRequest r;
-  r.namespace_id = "default";
-  r.agent_id = agent;
-  r.isolated = isolated;
-  r.kind = api::RequestKind::kCompletion;
-  r.prompt = prompt;
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = 4;
-  auto sink = std::make_shared<RecordingSink>();
-  EXPECT_TRUE(s.Submit(r, sink).ok());
-  sink->Wait();
-  EXPECT_TRUE(sink->error().ok()) << sink->error().ToString();
-  return sink;
-}
-
 class SchedulerTableTest : public SchedulerTest {
  protected:
   // Runs one short turn for each of `ids`, 48 at a time (the queue holds 64).
@@ -148,22 +131,11 @@ TEST_F(SchedulerTableTest, AgentTableStaysBoundedAndDroppedAgentsRestoreFromDisk
     EXPECT_GT(next->usage().cached_tokens, 5) << id;
   }
   // A subagent whose parent was dropped still starts from the parent's cache.
-  {
-    api::GenerationRequest r;
-    r.namespace_id = "default";
-    r.agent_id = "child";
-    r.parent_agent_id = "f" + std::to_string(kDiskAgents - 1);
-    r.kind = api::RequestKind::kCompletion;
-    r.prompt = AgentPrompt((kDiskAgents - 1) % kTurnAgents) + " but";
-    r.sampling.temperature = 0;
-    r.sampling.max_tokens = 1;
-    auto child = std::make_shared<RecordingSink>();
-    ASSERT_TRUE(sched_->Submit(r, child).ok());
-    child->Wait();
-    ASSERT_TRUE(child->error().ok()) << child->error().ToString();
-    EXPECT_EQ(child->usage().cache_state, api::CacheState::kWarm);
-    EXPECT_GT(child->usage().cached_tokens, 5);
-  }
+  api::GenerationRequest child = Request("child", AgentPrompt((kDiskAgents - 1) % kTurnAgents) + " but", 1);
+  child.parent_agent_id = "f" + std::to_string(kDiskAgents - 1);
+  auto forked = Run(child);
+  EXPECT_EQ(forked->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_GT(forked->usage().cached_tokens, 5);
   // Deleting a dropped agent erases it from disk; then it is gone.
   EXPECT_TRUE(sched_->DeleteAgent("default", "f1", false).ok());
   EXPECT_EQ(sched_->GetAgent("default", "f1").status().code(), StatusCode::kNotFound);
@@ -196,25 +168,30 @@ TEST_F(SchedulerTableTest, ImplicitLookupAmongManyAgentsExtendsTheRightOne) {
 
 TEST_F(SchedulerTableTest, IsolatedRequestsNeverMatchOtherConversations) {
   Boot(2);
+  auto run_as = [&](const std::string& agent, const std::string& prompt, bool isolated) {
+    api::GenerationRequest r = Request(agent, prompt, 4);
+    r.isolated = isolated;
+    return Run(r);
+  };
   const std::string p = Prompt(1);
-  auto open = SendAs(*sched_, "", p, /*isolated=*/false);
+  auto open = run_as("", p, /*isolated=*/false);
   const std::string open_id = open->usage().agent_id;
   const std::string next = p + open->text() + " And";
   // An isolated request that extends the open conversation starts cold.
-  auto iso = SendAs(*sched_, "", next, /*isolated=*/true);
+  auto iso = run_as("", next, /*isolated=*/true);
   EXPECT_NE(iso->usage().agent_id, open_id);
   EXPECT_EQ(iso->usage().cached_tokens, 0);
   EXPECT_EQ(iso->usage().match, api::MatchType::kMiss);
   // Its own conversation is not matched either (no agent id: nothing links the turns).
-  auto iso2 = SendAs(*sched_, "", next + iso->text() + " But", /*isolated=*/true);
+  auto iso2 = run_as("", next + iso->text() + " But", /*isolated=*/true);
   EXPECT_EQ(iso2->usage().cached_tokens, 0);
   // An open request never lands on an isolated request's agent, although the
   // isolated agents' texts share more with it.
-  auto open2 = SendAs(*sched_, "", next + iso->text() + " But", /*isolated=*/false);
+  auto open2 = run_as("", next + iso->text() + " But", /*isolated=*/false);
   EXPECT_EQ(open2->usage().agent_id, open_id);
   EXPECT_EQ(open2->usage().match, api::MatchType::kExtend);
   // With an agent id, an isolated key continues that agent as usual.
-  auto named = SendAs(*sched_, open_id, next + iso->text() + " But" + open2->text(), /*isolated=*/true);
+  auto named = run_as(open_id, next + iso->text() + " But" + open2->text(), /*isolated=*/true);
   EXPECT_GT(named->usage().cached_tokens, 0);
 }
 
