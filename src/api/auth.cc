@@ -48,6 +48,11 @@ Result<ApiKeys> ApiKeys::Parse(const std::vector<std::string>& specs, std::strin
     } else {
       e.namespace_id = spec.substr(0, colon);
       e.key = spec.substr(colon + 1);
+      constexpr std::string_view kIsolated = ":isolated";
+      if (e.key.ends_with(kIsolated)) {  // "NAME::isolated" leaves an empty key: refused below
+        e.key.resize(e.key.size() - kIsolated.size());
+        e.isolated = true;
+      }
       AGENTKV_RETURN_IF_ERROR(ValidateNamespace(e.namespace_id).WithContext("api key"));
     }
     if (e.key.empty()) return Status::InvalidArgument("api key: empty key");
@@ -69,19 +74,24 @@ ApiKeys::AdminAccess ApiKeys::AuthenticateAdmin(std::string_view authorization) 
 }
 
 Result<std::string> ApiKeys::Authenticate(std::string_view authorization) const {
-  if (entries_.empty()) return std::string(kDefaultNamespace);
+  AGENTKV_ASSIGN_OR_RETURN(Tenant tenant, AuthenticateTenant(authorization));
+  return tenant.namespace_id;
+}
+
+Result<ApiKeys::Tenant> ApiKeys::AuthenticateTenant(std::string_view authorization) const {
+  if (entries_.empty()) return Tenant{std::string(kDefaultNamespace), false};
   if (authorization.empty()) {
     return Status::InvalidArgument(
         "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.");
   }
   std::optional<std::string_view> key = BearerKey(authorization);
   if (!key) return Status::InvalidArgument("Malformed Authorization header; expected 'Bearer KEY'.");
-  const std::string* found = nullptr;
+  const Entry* found = nullptr;
   for (const Entry& e : entries_) {  // no early exit: same work for every key
-    if (ConstantTimeEquals(e.key, *key) && found == nullptr) found = &e.namespace_id;
+    if (ConstantTimeEquals(e.key, *key) && found == nullptr) found = &e;
   }
   if (found == nullptr) return Status::InvalidArgument("Incorrect API key provided.");
-  return *found;
+  return Tenant{found->namespace_id, found->isolated};
 }
 
 }  // namespace agentkv::api

@@ -5,7 +5,13 @@
 //   KEY           namespace = "key-" + first 16 hex digits of SHA-256(KEY)
 //                 (stable across restarts, reveals nothing about the key), or
 //   NAME:KEY      namespace = NAME (validated like an agent id).
-// A spec containing ':' is always read as NAME:KEY. With no keys configured,
+//   NAME:KEY:isolated
+//                 as NAME:KEY, and the key's requests are isolated
+//                 (GenerationRequest::isolated): without an agent id they
+//                 never continue or fork another conversation, so
+//                 usage.cached_tokens cannot probe the namespace's texts.
+// A spec containing ':' is always read as NAME:KEY (a KEY ending in
+// ":isolated" is read as the attribute). With no keys configured,
 // every request is accepted and lands in namespace "default".
 //
 // The admin key (optional, --admin-key) guards server-wide routes (/metrics):
@@ -48,10 +54,18 @@ class ApiKeys {
   // independent of where the keys differ.
   Result<std::string> Authenticate(std::string_view authorization) const;
 
+  struct Tenant {
+    std::string namespace_id;
+    bool isolated = false;  // NAME:KEY:isolated
+  };
+  // As Authenticate, with the key's attributes.
+  Result<Tenant> AuthenticateTenant(std::string_view authorization) const;
+
  private:
   struct Entry {
     std::string key;
     std::string namespace_id;
+    bool isolated = false;
   };
   std::vector<Entry> entries_;
   std::string admin_key_;

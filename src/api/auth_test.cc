@@ -23,6 +23,19 @@ TEST(AuthTest, EachKeyItsOwnStableNamespace) {
   EXPECT_EQ(*keys->Authenticate("bearer sk-two"), "team-b");
 }
 
+TEST(AuthTest, IsolatedAttribute) {
+  Result<ApiKeys> keys = ApiKeys::Parse({"team:sk-iso:isolated", "team:sk-open", "other:sk:x"});
+  ASSERT_TRUE(keys.ok());
+  Result<ApiKeys::Tenant> iso = keys->AuthenticateTenant("Bearer sk-iso");
+  ASSERT_TRUE(iso.ok());
+  EXPECT_EQ(iso->namespace_id, "team");
+  EXPECT_TRUE(iso->isolated);
+  EXPECT_FALSE(keys->Authenticate("Bearer sk-iso:isolated").ok());  // the attribute is not part of the key
+  EXPECT_FALSE(keys->AuthenticateTenant("Bearer sk-open")->isolated);
+  EXPECT_EQ(*keys->Authenticate("Bearer sk:x"), "other");  // other colons stay in the key
+  EXPECT_FALSE(ApiKeys().AuthenticateTenant("")->isolated);
+}
+
 TEST(AuthTest, RefusesMissingWrongOrMalformedKeys) {
   ApiKeys keys = *ApiKeys::Parse({"sk-one"});
   for (const char* h : {"", "Bearer", "Bearer ", "Basic sk-one", "sk-one", "Bearer sk-on",
@@ -36,6 +49,7 @@ TEST(AuthTest, RefusesBadSpecs) {
   EXPECT_FALSE(ApiKeys::Parse({"ns:"}).ok());
   EXPECT_FALSE(ApiKeys::Parse({"../x:key"}).ok());
   EXPECT_FALSE(ApiKeys::Parse({"a:k", "b:k"}).ok());
+  EXPECT_FALSE(ApiKeys::Parse({"a::isolated"}).ok());  // an empty key with the attribute
 }
 
 }  // namespace

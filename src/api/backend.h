@@ -123,6 +123,12 @@ struct SamplingParams {
 struct GenerationRequest {
   std::string request_id;    // "chatcmpl-..." / "cmpl-...", unique per server
   std::string namespace_id;  // tenant (from the API key); never empty
+  // The API key is isolated (ApiKeys, "NAME:KEY:isolated"): without agent_id
+  // the request never continues or forks another conversation of the
+  // namespace (it starts a new agent), and an agent it creates is never
+  // matched implicitly by other requests, so usage.cached_tokens only counts
+  // reuse of the agent the request names.
+  bool isolated = false;
   // Explicit agent id, validated by api/ (see identity.h). Empty = implicit:
   // the backend picks or creates the agent within namespace_id.
   std::string agent_id;

@@ -96,7 +96,7 @@ int64_t NowUnixSeconds() {
 
 }  // namespace
 
-HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Route route) {
+HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Route route, bool isolated) {
   const RequestKind kind = route == Route::kCompletion ? RequestKind::kCompletion : RequestKind::kChat;
   const bool anthropic = route == Route::kMessages;
   const auto received = std::chrono::steady_clock::now();
@@ -126,6 +126,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
                                                                : ParseCompletionRequest(req.body, ctx, &gen);
   if (error) return ErrorResponse(*error);
   gen.namespace_id = ns;
+  gen.isolated = isolated;
   gen.request_id = NextRequestId(route);
   gen.received = received;
 

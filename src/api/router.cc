@@ -193,14 +193,15 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
   if (!authorization) {
     if (auto key = req.Header("x-api-key")) authorization = "Bearer " + *key;
   }
-  Result<std::string> ns = keys_.Authenticate(authorization.value_or(""));
-  if (!ns.ok()) return Unauthorized(ns.status());
+  Result<ApiKeys::Tenant> tenant = keys_.AuthenticateTenant(authorization.value_or(""));
+  if (!tenant.ok()) return Unauthorized(tenant.status());
+  const std::string* ns = &tenant->namespace_id;
 
   switch (*route) {
     case Route::kChat:
     case Route::kCompletion:
     case Route::kMessages:
-      return Generate(req, *ns, *route);
+      return Generate(req, *ns, *route, tenant->isolated);
     case Route::kModels:
       if (!backend_->IsReady()) {
         return ErrorResponse(ApiErrorFromStatus(Status::Unavailable("The model is loading.")));

@@ -103,7 +103,8 @@ class Router {
  private:
   HttpResponse Dispatch(const HttpRequest& request, Route* route);
   // route: kChat, kCompletion or kMessages.
-  HttpResponse Generate(const HttpRequest& request, const std::string& namespace_id, Route route);
+  // `isolated`: the key's attribute (GenerationRequest::isolated).
+  HttpResponse Generate(const HttpRequest& request, const std::string& namespace_id, Route route, bool isolated);
   HttpResponse Agents(const HttpRequest& request, const std::string& namespace_id);
   std::string NextRequestId(Route route);
   std::vector<std::string> ListedModelIds() const;

@@ -255,6 +255,23 @@ TEST(RouterAuthTest, KeysMapToIsolatedNamespaces) {
   EXPECT_EQ(router.Handle(Req("GET", "/v1/agents/shared", "", as("sk-a"))).status, 200);
 }
 
+// Issue 12: an isolated key's requests reach the backend marked isolated.
+TEST(RouterAuthTest, IsolatedKeyMarksItsRequests) {
+  FakeBackend backend;
+  Router router(&backend, *ApiKeys::Parse({"team:sk-iso:isolated", "team:sk-open"}));
+  auto as = [](const char* key) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", std::string("Bearer ") + key}};
+  };
+  ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-iso"))).status, 200);
+  EXPECT_EQ(backend.last_request().namespace_id, "team");
+  EXPECT_TRUE(backend.last_request().isolated);
+  ASSERT_EQ(router.Handle(Req("POST", "/v1/completions", R"({"model":"m","prompt":"x"})", as("sk-iso"))).status,
+            200);
+  EXPECT_TRUE(backend.last_request().isolated);
+  ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-open"))).status, 200);
+  EXPECT_FALSE(backend.last_request().isolated);
+}
+
 // Issue 12: /metrics is server-wide, so with tenant keys it needs the admin key.
 TEST(RouterAuthTest, MetricsNeedAdminKey) {
   FakeBackend backend;

@@ -23,7 +23,7 @@ std::vector<std::string> SplitKeys(const std::string& s) {
 bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model,
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
-                                    "cache-ram", "cache-disk", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
+                                    "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
@@ -62,7 +62,8 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   config->kv_type = *kv;
   config->cache_dir = flags.GetOr("cache-dir", "", config->cache_dir);
   for (const auto& [name, field] : {std::pair{"cache-ram", &config->cache_ram_bytes},
-                                    std::pair{"cache-disk", &config->cache_disk_bytes}}) {
+                                    std::pair{"cache-disk", &config->cache_disk_bytes},
+                                    std::pair{"agent-table-ram", &config->agent_table_bytes}}) {
     if (auto v = flags.Get(name)) {
       auto b = ParseBytes(*v);
       if (!b.ok()) {

@@ -11,13 +11,15 @@ namespace agentkv::cli {
 inline constexpr const char* kServeUsage =
     "usage: agentkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--slots N]\n"
     "                     [--kv q4_0|q8_0|f16] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
+    "                     [--agent-table-ram BYTES]\n"
     "                     [--api-key KEY[,KEY...]|--api-key-file F] [--admin-key KEY] [-t THREADS]\n"
     "                     [--prefill-chunk N] [--tenant-requests N] [--alias NAME]... [--strict-model-name]\n"
     "                     [--gpu-layers N]   (-1 = all on the GPU when built with CUDA and a GPU is present)\n"
     "                     [--remote redis://[user:pass@]host:port[/db]] [--remote-password-file F]\n"
     "Every flag is also read from AGENTKV_<FLAG> (e.g. AGENTKV_PORT, AGENTKV_CACHE_RAM).\n"
-    "API keys: KEY or NAME:KEY; each key is its own namespace. WITHOUT --api-key ALL CLIENTS SHARE\n"
-    "ONE NAMESPACE (they can read and continue each other's agents). --admin-key guards /metrics\n"
+    "API keys: KEY, NAME:KEY or NAME:KEY:isolated; each key is its own namespace. An isolated key's\n"
+    "requests without an agent id never continue or fork other conversations (docs/api.md).\n"
+    "WITHOUT --api-key ALL CLIENTS SHARE ONE NAMESPACE (they can read and continue each other's agents). --admin-key guards /metrics\n"
     "(with --api-key and no --admin-key, /metrics is off). --tenant-requests: generation requests one\n"
     "key may have in flight (0 = no cap; default half the queue with 2+ keys, else none).\n"
     "--remote: agents' caches are shared with every server on that Redis (docs/remote.md); the\n"
@@ -25,6 +27,8 @@ inline constexpr const char* kServeUsage =
     "Any \"model\" name is accepted (one model is served) unless --strict-model-name; --alias NAME\n"
     "(repeatable, or comma-separated) adds names that /v1/models lists.\n"
     "BYTES: 512M, 4G, ...\n"
+    "--agent-table-ram: bound of the agents' metadata and texts kept in RAM (default 256M); past it\n"
+    "agents cached only on disk are dropped from it and read back from their manifest when they return.\n"
     "Defaults: cache dir $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv; cache RAM 25% of memory;\n"
     "context = the model's training context capped at 8192 per slot; 4 slots.\n";
 

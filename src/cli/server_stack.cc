@@ -177,6 +177,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   sched::SchedulerOptions opt;
   opt.model_id = stack->backend_->ModelId();
   opt.prefill_chunk = config.prefill_chunk;
+  if (config.agent_table_bytes > 0) opt.agent_table_bytes = config.agent_table_bytes;
   if (!config.remote_url.empty()) {
     AGENTKV_ASSIGN_OR_RETURN(RedisOptions ro, ParseRedisUrl(config.remote_url));
     AGENTKV_RETURN_IF_ERROR(LoadRedisPassword(config.remote_password_file, &ro));

@@ -37,7 +37,8 @@ struct ServerConfig {
   std::string cache_dir;           // empty: DefaultCacheDir()
   uint64_t cache_ram_bytes = 0;    // 0: DefaultCacheRamBytes()
   uint64_t cache_disk_bytes = 0;   // 0: unlimited
-  std::vector<std::string> api_keys;  // "KEY" or "NAME:KEY"
+  uint64_t agent_table_bytes = 0;  // 0: SchedulerOptions' default (--agent-table-ram)
+  std::vector<std::string> api_keys;  // "KEY", "NAME:KEY" or "NAME:KEY:isolated"
   std::string admin_key;              // "" = none (api/auth.h: who may read /metrics)
   int tenant_requests = -1;           // per-key in-flight cap; 0 none; -1: half the queue with 2+ keys
   // Remote tier (docs/remote.md): redis://[user:pass@]host:port[/db]; "" none.

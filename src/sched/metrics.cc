@@ -91,9 +91,9 @@ void SchedulerMetrics::ObserveRemotePush(double ms) {
   std::lock_guard<std::mutex> l(mu_);
   remote_push_ms_.Observe(ms);
 }
-void SchedulerMetrics::CountEviction(const std::string& what) {
+void SchedulerMetrics::CountEviction(const std::string& what, uint64_t n) {
   std::lock_guard<std::mutex> l(mu_);
-  ++evictions_[what];
+  evictions_[what] += n;
 }
 void SchedulerMetrics::CountCorruption(uint64_t n) {
   std::lock_guard<std::mutex> l(mu_);
@@ -164,6 +164,13 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   out += "agentkv_tier_bytes{tier=\"resident\"} " + std::to_string(g.resident_bytes) + "\n";
   out += "agentkv_tier_bytes{tier=\"hot\"} " + std::to_string(g.hot_bytes) + "\n";
   out += "agentkv_tier_bytes{tier=\"warm\"} " + std::to_string(g.warm_bytes) + "\n";
+  scalar("agentkv_agent_table_agents", "gauge",
+         "Agents in the scheduler's table (metadata and text; those dropped past the bound live on disk only).",
+         double(g.agent_table_agents));
+  scalar("agentkv_agent_table_bytes", "gauge", "Approximate bytes of the agent table and implicit-lookup index.",
+         double(g.agent_table_bytes));
+  scalar("agentkv_agent_table_budget_bytes", "gauge", "Bound of the agent table (--agent-table-ram).",
+         double(g.agent_table_budget_bytes));
   scalar("agentkv_hot_budget_bytes", "gauge", "RAM block pool budget.", double(g.hot_budget_bytes));
   scalar("agentkv_disk_out_of_space_total", "counter",
          "Save attempts the disk refused for lack of room (ENOSPC, EDQUOT); each is retried after an eviction.",

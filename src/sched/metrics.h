@@ -36,7 +36,7 @@ class SchedulerMetrics {
   void ObserveDiskWait(double ms);
   void ObserveRemoteFetch(double ms);   // an agent fetched from the remote tier
   void ObserveRemotePush(double ms);    // a turn published to the remote tier
-  void CountEviction(const std::string& what);                   // slot | pool
+  void CountEviction(const std::string& what, uint64_t n = 1);   // slot | pool | table
   void CountCorruption(uint64_t n);
   void CountSaveFailure();
   // A prompt tokenized: `reused` of its `tokens` came from the agent's previous prompt.
@@ -53,6 +53,7 @@ class SchedulerMetrics {
     uint64_t unsaved_agents = 0;  // committed turns whose save has not landed (or failed)
     uint64_t disk_out_of_space = 0;        // the store's counters (StoreStats)
     uint64_t disk_evictions_budget = 0, disk_evictions_no_space = 0;
+    uint64_t agent_table_agents = 0, agent_table_bytes = 0, agent_table_budget_bytes = 0;
   };
   std::string Render(const Gauges& g) const;
 

@@ -3,6 +3,7 @@
 // preparation and commit in scheduler_turn.cc.
 #include "sched/scheduler.h"
 
+#include <algorithm>
 #include <future>
 
 #include "sched/chat_request.h"
@@ -174,15 +175,41 @@ void Scheduler::RunTasks() {
 // erasure) runs on the calling thread; only table and slot work runs on the
 // inference thread.
 
+namespace {
+
+// An agent the table dropped (TrimAgentTable): known from its manifest only.
+api::AgentInfo InfoFromSummary(const AgentSummary& s) {
+  api::AgentInfo info;
+  info.id = s.agent_id;
+  info.tokens = s.n_tokens;
+  info.last_used_unix_ms = s.last_used_ms;
+  info.tier = api::CacheState::kWarm;
+  return info;
+}
+
+}  // namespace
+
 Result<std::vector<api::AgentInfo>> Scheduler::ListAgents(const std::string& ns) {
   ReadNamespaceIndex(ns);
   std::vector<api::AgentInfo> out;
+  bool trimmed = false;
   RunOnLoop([&] {
     MergeNamespaceIndex(ns);
+    trimmed = ns_trimmed_.count(ns) != 0;
     for (const auto& [key, agent] : agents_) {
       if (key.ns == ns) out.push_back(InfoOf(*agent));
     }
   });
+  if (trimmed && store_ != nullptr) {  // the agents the table dropped are on disk
+    std::set<std::string> listed;
+    for (const auto& info : out) listed.insert(info.id);
+    if (auto summaries = store_->ListAgents(ns); summaries.ok()) {
+      for (const auto& s : *summaries) {
+        if (s.usable && !listed.count(s.agent_id)) out.push_back(InfoFromSummary(s));
+      }
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  }
   for (auto& info : out) FillDiskBytes(ns, &info);
   return out;
 }
@@ -190,10 +217,15 @@ Result<std::vector<api::AgentInfo>> Scheduler::ListAgents(const std::string& ns)
 Result<api::AgentInfo> Scheduler::GetAgent(const std::string& ns, const std::string& agent_id) {
   ReadNamespaceIndex(ns);
   Result<api::AgentInfo> out = Status::NotFound("agent '" + agent_id + "' not found");
+  bool trimmed = false;
   RunOnLoop([&] {
     MergeNamespaceIndex(ns);
+    trimmed = ns_trimmed_.count(ns) != 0;
     if (Agent* a = FindAgent({ns, agent_id})) out = InfoOf(*a);
   });
+  if (!out.ok() && trimmed && store_ != nullptr) {
+    if (auto s = store_->GetSummary(ns, agent_id); s.ok() && s->usable) out = InfoFromSummary(*s);
+  }
   if (out.ok()) FillDiskBytes(ns, &*out);
   return out;
 }
@@ -204,38 +236,45 @@ Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id
   const AgentKey key{ns, agent_id};
   Status result;
   bool erase_disk = false;
+  bool only_on_disk = false;  // dropped from the table: its manifest decides whether it exists
   RunOnLoop([&] {
     MergeNamespaceIndex(ns);
     Agent* a = FindAgent(key);
-    if (a == nullptr) {
+    if (a == nullptr && ns_trimmed_.count(ns) && store_ != nullptr) {
+      only_on_disk = true;
+      if (evict_only) return;  // nothing of it is in a slot or RAM
+    } else if (a == nullptr) {
       result = Status::NotFound("agent '" + agent_id + "' not found");
       return;
-    }
-    if (a->busy) {
+    } else if (a->busy) {
       result = Status::FailedPrecondition("agent '" + agent_id + "' has a request in flight");
       return;
-    }
-    if (a->slot >= 0) {
+    } else if (a->slot >= 0) {
       ctx_.ClearSlot(a->slot);
       SetSlotOwner(a->slot, nullptr);
     }
     if (evict_only) return;
     prompt_tokens_.Erase(key);  // it holds the agent's text
     (void)pool_.Erase(key);
-    erase_disk = a->on_disk;
+    erase_disk = only_on_disk || a->on_disk;
     {
       std::lock_guard<std::mutex> lock(mu_);
       deleting_.insert(key);  // no read may bring it back while its files go
       unsaved_.erase(key);
       agent_reads_.erase(key);
     }
-    agents_.erase(key);
+    EraseAgent(key);
   });
   if (!result.ok()) return result;
+  if (only_on_disk && evict_only) {  // nothing to evict; does it exist?
+    return store_->GetSummary(ns, agent_id).ok() ? Status::OK() : Status::NotFound("agent '" + agent_id + "' not found");
+  }
   WaitForSaves(key);  // its queued saves land before it is evicted or erased
   if (evict_only) return pool_.Contains(key) ? pool_.EvictToDisk(key) : Status::OK();
   if (erase_disk && store_ != nullptr) result = store_->DeleteAgent(ns, agent_id);
-  if (result.code() == StatusCode::kNotFound) result = Status::OK();
+  if (result.code() == StatusCode::kNotFound) {
+    result = only_on_disk ? Status::NotFound("agent '" + agent_id + "' not found") : Status::OK();
+  }
   if (result.ok() && remote_ != nullptr) {
     remote_writes_.Flush();  // no push of this agent may land after its erasure
     if (Status r = remote_->Delete(ns, agent_id); !r.ok()) {
@@ -270,6 +309,9 @@ std::string Scheduler::MetricsText() const {
   g.hot_agents = ps.n_agents;
   g.hot_bytes = ps.used_bytes;
   g.hot_budget_bytes = ps.budget_bytes;
+  g.agent_table_agents = table_agents_gauge_.load();
+  g.agent_table_bytes = table_bytes_gauge_.load();
+  g.agent_table_budget_bytes = options_.agent_table_bytes;
   g.resident_agents = resident_agents_.load();
   g.resident_bytes = resident_tokens_.load() * ctx_.spec().BytesPerToken(ctx_.spec().type_k, ctx_.spec().type_v);
   if (store_ != nullptr) {

@@ -32,6 +32,7 @@
 // passes (then 409 FailedPrecondition).
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -50,6 +51,7 @@
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "kv/block_pool.h"
+#include "prefix/prefix_index.h"
 #include "sched/io_executor.h"
 #include "sched/metrics.h"
 #include "sched/prompt_token_cache.h"
@@ -71,6 +73,13 @@ struct SchedulerOptions {
   RemoteTier* remote = nullptr;
   // Agents' last prompts kept for incremental tokenization (PromptTokenCache).
   size_t prompt_token_cache_bytes = size_t{64} << 20;
+  // The agent table (texts, tokens and spans of every agent known here, plus
+  // the implicit-lookup index): above this many bytes, the least recently used
+  // agents whose cache lives only on disk (not in a slot, the RAM pool or an
+  // unsaved turn) are dropped from it; their next turn reads them back from
+  // their manifest. Agents in a slot or in RAM are never dropped, so the table
+  // may exceed this by their metadata (bounded by the slots and --cache-ram).
+  size_t agent_table_bytes = size_t{256} << 20;
 };
 
 class Scheduler : public api::Backend {
@@ -146,11 +155,21 @@ class Scheduler : public api::Backend {
   Agent* FindAgent(const AgentKey& key);
   Agent& GetOrAddAgent(const AgentKey& key);
   static std::unique_ptr<Agent> AgentFromDisk(const AgentRecord& rec);  // an agent known from its manifest
-  Result<std::string> ResolveImplicitAgent(const std::string& ns, const std::string& prompt);
+  // The agent an id-less request continues (EXACT/EXTEND), a fork of one
+  // (DIVERGE) or a new id; `isolated`: always a new id.
+  Result<std::string> ResolveImplicitAgent(const std::string& ns, const std::string& prompt, bool isolated);
   // Adds the agents a namespace index read found on disk to the table, once.
   // False if that read has not completed (it is posted if not yet running).
   bool MergeNamespaceIndex(const std::string& ns);
   void SetSlotOwner(int slot, Agent* agent);
+  // Agent table bounds (scheduler_table.cc). Reindex: after any change of an
+  // agent's text, busy flag or tier, updates its implicit-lookup entry and its
+  // share of table_bytes_. EraseAgent: drops it from the table and the index.
+  void Reindex(Agent& agent);
+  void EraseAgent(const AgentKey& key);
+  // Drops least recently used disk-only agents while the table is above
+  // options_.agent_table_bytes (after each loop iteration).
+  void TrimAgentTable();
 
   // Disk side (scheduler_io.cc): never on the inference thread.
   struct AgentRead;
@@ -224,6 +243,11 @@ class Scheduler : public api::Backend {
 
   // Inference thread only.
   std::map<AgentKey, std::unique_ptr<Agent>> agents_;
+  std::map<std::string, PrefixIndex> implicit_index_;  // per namespace: idle agents' texts
+  uint64_t table_bytes_ = 0;                          // agents_ + implicit_index_, approximately
+  std::set<std::string> ns_trimmed_;                  // namespaces some of whose disk agents were dropped
+  std::chrono::steady_clock::time_point next_trim_try_{};               // after a trim that could not reach the bound
+  std::atomic<uint64_t> table_agents_gauge_{0}, table_bytes_gauge_{0};  // for MetricsText
   std::deque<std::unique_ptr<Waiting>> waiting_;
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free

@@ -81,9 +81,8 @@ class SchedulerTest : public ::testing::Test {
     ctx_.reset();
   }
 
-  std::shared_ptr<RecordingSink> Send(const std::string& agent, const std::string& prompt, int max_tokens = 16,
-                                      std::vector<std::string> stop = {},
-                                      api::CancellationToken cancel = {}) {
+  // A greedy completion request of namespace "default".
+  static api::GenerationRequest Request(const std::string& agent, const std::string& prompt, int max_tokens = 16) {
     api::GenerationRequest r;
     r.namespace_id = "default";
     r.agent_id = agent;
@@ -91,17 +90,30 @@ class SchedulerTest : public ::testing::Test {
     r.prompt = prompt;
     r.sampling.temperature = 0;
     r.sampling.max_tokens = max_tokens;
-    r.sampling.stop = std::move(stop);
-    r.cancel = cancel;
+    return r;
+  }
+  std::shared_ptr<RecordingSink> Send(api::GenerationRequest r) {
     auto sink = std::make_shared<RecordingSink>();
-    EXPECT_TRUE(sched_->Submit(r, sink).ok());
+    EXPECT_TRUE(sched_->Submit(std::move(r), sink).ok());
     return sink;
   }
-  std::shared_ptr<RecordingSink> Run(const std::string& agent, const std::string& prompt, int max_tokens = 16) {
-    auto s = Send(agent, prompt, max_tokens);
+  std::shared_ptr<RecordingSink> Send(const std::string& agent, const std::string& prompt, int max_tokens = 16,
+                                      std::vector<std::string> stop = {},
+                                      api::CancellationToken cancel = {}) {
+    api::GenerationRequest r = Request(agent, prompt, max_tokens);
+    r.sampling.stop = std::move(stop);
+    r.cancel = cancel;
+    return Send(std::move(r));
+  }
+  // Sends `r`, waits for it and expects success.
+  std::shared_ptr<RecordingSink> Run(api::GenerationRequest r) {
+    auto s = Send(std::move(r));
     s->Wait();
     EXPECT_TRUE(s->error().ok()) << s->error().ToString();
     return s;
+  }
+  std::shared_ptr<RecordingSink> Run(const std::string& agent, const std::string& prompt, int max_tokens = 16) {
+    return Run(Request(agent, prompt, max_tokens));
   }
 
   // The oracle across batch shapes (see scheduler_test.cc's file comment):

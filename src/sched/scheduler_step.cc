@@ -46,6 +46,7 @@ void Scheduler::Loop() {
     active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& a) { return a->done; }),
                   active_.end());
     n_active_ = active_.size();
+    TrimAgentTable();
     uint64_t agents = 0, tokens = 0;
     for (const Agent* owner : slot_owner_) {
       if (owner != nullptr) {
@@ -220,6 +221,7 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
   // server's business and must not hold up the client.
   a.w->sink->OnFinish(reason, a.usage);
   CommitTurn(agent, a.restored_blocks);
+  Reindex(agent);
 }
 
 void Scheduler::FailActive(Active& a, const Status& s) {
@@ -233,6 +235,7 @@ void Scheduler::FailActive(Active& a, const Status& s) {
   ctx_.ClearSlot(a.slot);
   SetSlotOwner(a.slot, nullptr);
   agent.seq = std::move(a.committed_seq);
+  Reindex(agent);
   a.w->sink->OnError(s);
 }
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <random>
 
-#include "prefix/agent_lookup.h"
+#include "prefix/prefix_match.h"
 #include "sched/scheduler.h"
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
@@ -60,7 +60,9 @@ Scheduler::Agent& Scheduler::GetOrAddAgent(const AgentKey& key) {
   if (Agent* a = FindAgent(key)) return *a;
   auto a = std::make_unique<Agent>();
   a->key = key;
-  return *agents_.emplace(key, std::move(a)).first->second;
+  Agent& added = *agents_.emplace(key, std::move(a)).first->second;
+  Reindex(added);
+  return added;
 }
 
 std::unique_ptr<Scheduler::Agent> Scheduler::AgentFromDisk(const AgentRecord& rec) {
@@ -94,27 +96,33 @@ bool Scheduler::MergeNamespaceIndex(const std::string& ns) {
       return agents_.count(key) || deleting_.count(key);
     });
   }
-  for (const auto& r : records) agents_.emplace(AgentKey{ns, r.agent_id}, AgentFromDisk(r));
+  for (const auto& r : records) {
+    auto [it, added] = agents_.emplace(AgentKey{ns, r.agent_id}, AgentFromDisk(r));
+    if (added) Reindex(*it->second);
+  }
   return true;
 }
 
-Result<std::string> Scheduler::ResolveImplicitAgent(const std::string& ns, const std::string& prompt) {
-  std::vector<Agent*> candidates;
-  std::vector<std::string_view> texts;
-  for (auto& [key, agent] : agents_) {
-    if (key.ns != ns || agent->busy || agent->seq.tokens.empty()) continue;
-    candidates.push_back(agent.get());
-    texts.push_back(agent->seq.text);
-  }
+Result<std::string> Scheduler::ResolveImplicitAgent(const std::string& ns, const std::string& prompt,
+                                                   bool isolated) {
   std::string new_id;
   {
     char buf[40];
     std::snprintf(buf, sizeof buf, "auto-%s", Hex64(Xxh3_64(prompt, NowMs() + next_auto_id_++)).c_str());
     new_id = buf;
   }
-  auto best = FindLongestPrefixAgent(texts, prompt);
+  if (isolated) return new_id;  // never another conversation of the namespace
+  // The index holds exactly the idle agents with a text (Reindex).
+  auto index = implicit_index_.find(ns);
+  if (index == implicit_index_.end()) return new_id;
+  auto best = index->second.FindLongestPrefix(prompt);
   if (!best) return new_id;
-  Agent& found = *candidates[best->index];
+  Agent* candidate = FindAgent({ns, best->id});
+  if (candidate == nullptr || candidate->busy) {  // cannot happen while Reindex follows every change
+    AKV_LOG_ERROR("implicit index out of date for agent %s", best->id.c_str());
+    return new_id;
+  }
+  Agent& found = *candidate;
   const auto spans = MatchableSpans(found.seq.spans, found.seq.text.size());
   const PrefixMatch m = MatchPrefix(found.seq.text, spans, prompt, {options_.diverge_ratio});
   if (m.type == MatchType::kExact || m.type == MatchType::kExtend) return found.key.agent_id;
@@ -124,6 +132,7 @@ Result<std::string> Scheduler::ResolveImplicitAgent(const std::string& ns, const
   Agent& fork = GetOrAddAgent({ns, new_id});
   fork.seq = found.seq;
   fork.fork_source = found.key;
+  Reindex(fork);
   return new_id;
 }
 
@@ -193,7 +202,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   const bool explicit_id = !w.req.agent_id.empty();
   if (!explicit_id) {
     if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
-    auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt);
+    auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt, w.req.isolated);
     if (!id.ok()) {
       w.sink->OnError(id.status());
       return true;
@@ -210,13 +219,17 @@ bool Scheduler::TryAdmit(Waiting& w) {
     // With a remote tier, an agent named by the client and unknown here may
     // live there even when this namespace's disk index was merged (an
     // implicit agent's new id cannot).
-    if (!ns_merged_.count(key.ns) || (remote_ != nullptr && explicit_id)) {
+    // Nor can an agent the table dropped (TrimAgentTable) from a merged one.
+    if (!ns_merged_.count(key.ns) || (explicit_id && (remote_ != nullptr || ns_trimmed_.count(key.ns)))) {
       auto it = agent_reads_.find(key);
       if (it == agent_reads_.end() || !it->second.done) {
         PostAgentRead(key);
         return false;
       }
-      if (it->second.record) known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
+      if (it->second.record) {
+        known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
+        Reindex(*known);
+      }
     }
   }
   // A new agent with a parent (a subagent) starts as a fork of the parent's
@@ -230,8 +243,30 @@ bool Scheduler::TryAdmit(Waiting& w) {
       if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
       parent = FindAgent(parent_key);
     }
+    if (parent == nullptr && store_ != nullptr && ns_trimmed_.count(parent_key.ns)) {
+      // The table may have dropped it: its manifest says (the read's blocks
+      // then serve the fork's restore).
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = agent_reads_.find(parent_key);
+      if (it == agent_reads_.end() || !it->second.done) {
+        PostAgentRead(parent_key);
+        return false;
+      }
+      if (it->second.record) {
+        parent = agents_.emplace(parent_key, AgentFromDisk(*it->second.record)).first->second.get();
+        Reindex(*parent);
+      }
+    }
   }
   Agent& agent = known != nullptr ? *known : GetOrAddAgent(key);
+  if (!explicit_id && w.req.isolated && agent.seq.tokens.empty()) agent.isolated = true;
+  // Whatever happens below (a fork's seq, a newer remote turn, busy): the
+  // index and the table's size follow.
+  struct ReindexOnExit {
+    Scheduler* s;
+    Agent* a;
+    ~ReindexOnExit() { s->Reindex(*a); }
+  } reindex_on_exit{this, &agent};
   if (parent != nullptr && !parent->busy && !parent->seq.tokens.empty() && agent.seq.tokens.empty()) {
     agent.seq = parent->seq;
     agent.fork_source = parent->key;

@@ -30,6 +30,12 @@ struct Scheduler::Agent {
   // go back to a lower one): max(previous + 1, commit time in Unix ms), so a
   // later commit has a higher version, across restarts too.
   uint64_t version = 0;
+  // Created by a request of an isolated API key without an agent id: never a
+  // candidate of another request's implicit lookup.
+  bool isolated = false;
+  // Bookkeeping of Reindex (scheduler_table.cc).
+  bool indexed = false;         // in implicit_index_
+  uint64_t accounted_bytes = 0;  // its share of table_bytes_
 };
 
 // An agent read from the store (or from `unsaved_`) by the read executor.

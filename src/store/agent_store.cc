@@ -327,8 +327,8 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
 
   // A full disk: make room by evicting the least recently used other agent
   // (as the disk budget would) and try again, until the save fits or no
-  // other agent is left. The failed attempt's files go with the rescan that
-  // precedes the eviction, so each retry starts from the space it freed.
+  // other agent is left. The failed attempt's files went with its repair
+  // (RepairFailedSaveLocked), so each retry starts from the space it freed.
   uint32_t evicted_for_space = 0;
   for (;;) {
     auto res = SaveAgentOnce(rec, ids, provider);
@@ -367,9 +367,10 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   // Checked once: saves are serialized (save_mu_), no other process writes
   // (the cache dir's lock), and nothing else raises a version.
   AGENTKV_RETURN_IF_ERROR(CheckNotStaleLocked(ns, &rec).WithContext(where));
-  // From here on, any failure leaves the namespace to be rescanned from disk.
+  // From here on, a failure repairs what this save left (or, if it cannot,
+  // leaves the namespace to be rescanned from disk). REQUIRES l held.
   auto fail = [&](const Status& st) {
-    ns->dirty = true;
+    RepairFailedSaveLocked(ns, rec.agent_id, ids);
     return st.WithContext(where);
   };
   if (!ns->dirs_ready) {
@@ -448,16 +449,8 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   // Committed. agents/ was just fsynced, so every manifest of this namespace
   // is durable as seen, and blocks none of them names can go.
   AgentState& a = ns->agents[rec.agent_id];
-  a.blocks = rec.blocks;
-  a.n_tokens = static_cast<uint32_t>(rec.tokens.size());
-  a.text_bytes = rec.text.size();
-  a.manifest_bytes = manifest->size();
-  a.kv_types = rec.kv_types;
-  a.layout_version = rec.layout_version;
-  a.created_ms = rec.created_ms;
-  a.updated_ms = rec.updated_ms;
+  a = StateOfManifest(rec, manifest->size());
   a.last_used_ms = now;
-  a.version = rec.version;
   a.usable = true;
   RecountRefsLocked(ns);
   res.blocks_deleted = CollectGarbageLocked(ns);

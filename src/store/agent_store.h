@@ -34,7 +34,10 @@
 //     block's refs = number of agents (all, including kv-type mismatches)
 //     whose manifest names it.
 //   - after an operation failed part-way, the namespace is `dirty` and is
-//     rescanned from disk (after an fsync of agents/) before the next use.
+//     rescanned from disk (after an fsync of agents/) before the next use;
+//     a failed save repairs its own leftovers instead, in O(its agent)
+//     (RepairFailedSaveLocked), and marks the namespace dirty only when that
+//     repair fails too.
 
 #include <cstdint>
 #include <functional>
@@ -278,6 +281,13 @@ class AgentStore {
   // keep_id. false if there was none to delete.
   Result<bool> EvictForSpaceLocked(std::string_view keep_ns, std::string_view keep_id);
   Status DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id);
+  // The state a scan derives from an agent's manifest.
+  AgentState StateOfManifest(const AgentRecord& rec, uint64_t manifest_bytes) const;
+
+  // save_repair.cc. After SaveAgentOnce failed part-way (REQUIRES mu_ and
+  // save_mu_ held): brings `ns` back in line with the disk for `agent_id`
+  // (block ids `ids`), or marks it dirty if it cannot.
+  void RepairFailedSaveLocked(NamespaceState* ns, const std::string& agent_id, const std::vector<std::string>& ids);
 
   // agent_store.cc
   // One attempt of SaveAgent on a validated record (ns and fingerprint set,

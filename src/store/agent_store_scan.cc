@@ -159,20 +159,8 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
       continue;
     }
     ns->name = rec->ns;
-    AgentState a;
-    a.blocks = rec->blocks;
-    a.n_tokens = static_cast<uint32_t>(rec->tokens.size());
-    a.text_bytes = rec->text.size();
-    a.manifest_bytes = bytes->size();
-    a.kv_types = rec->kv_types;
-    a.layout_version = rec->layout_version;
-    a.created_ms = rec->created_ms;
-    a.updated_ms = rec->updated_ms;
-    a.last_used_ms = rec->updated_ms;
-    a.version = rec->version;
-    a.usable = options_.kv_types.empty() || options_.kv_types == rec->kv_types;
     for (const BlockRef& b : rec->blocks) known.emplace(b.id, b);
-    ns->agents[rec->agent_id] = std::move(a);
+    ns->agents[rec->agent_id] = StateOfManifest(*rec, bytes->size());
   }
 
   AGENTKV_ASSIGN_OR_RETURN(std::vector<DirEntry> block_files, ListOrEmpty(fs_, blocks_dir));
@@ -210,6 +198,22 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
   ns->dirs_ready = false;
   ns->dirty = false;
   return Status::OK();
+}
+
+AgentStore::AgentState AgentStore::StateOfManifest(const AgentRecord& rec, uint64_t manifest_bytes) const {
+  AgentState a;
+  a.blocks = rec.blocks;
+  a.n_tokens = static_cast<uint32_t>(rec.tokens.size());
+  a.text_bytes = rec.text.size();
+  a.manifest_bytes = manifest_bytes;
+  a.kv_types = rec.kv_types;
+  a.layout_version = rec.layout_version;
+  a.created_ms = rec.created_ms;
+  a.updated_ms = rec.updated_ms;
+  a.last_used_ms = rec.updated_ms;
+  a.version = rec.version;
+  a.usable = options_.kv_types.empty() || options_.kv_types == rec.kv_types;
+  return a;
 }
 
 Status AgentStore::CleanIfDirtyLocked(NamespaceState* ns) {

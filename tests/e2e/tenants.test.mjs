@@ -1,6 +1,6 @@
 // Namespaces (one per API key): nothing is matched or shared across tenants,
-// admin routes are scoped; and a client that disconnects mid-stream cancels
-// its request.
+// admin routes are scoped; an isolated key never matches other conversations
+// implicitly; and a client that disconnects mid-stream cancels its request.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -9,13 +9,15 @@ import {
 } from './lib/server.mjs';
 
 const KA = 'sk-alice-0123456789', KB = 'sk-bob-9876543210';
+const KISO = 'sk-alice-isolated-777';  // a second key of namespace alice, isolated
 const KADMIN = 'sk-admin-5555555555';  // /metrics is server-wide: the admin key, not a tenant's
-let dir, cacheDir, server, alice, bob;
+let dir, cacheDir, server, alice, bob, aliceIso;
 before(async () => {
   dir = await makeTemp('tenants');
   cacheDir = path.join(dir, 'cache');
-  server = await Server.start({ cacheDir, apiKey: `alice:${KA},bob:${KB}`, adminKey: KADMIN });
+  server = await Server.start({ cacheDir, apiKey: `alice:${KA},bob:${KB},alice:${KISO}:isolated`, adminKey: KADMIN });
   alice = server.client({ apiKey: KA });
+  aliceIso = server.client({ apiKey: KISO });
   bob = server.client({ apiKey: KB });
 });
 after(async () => {
@@ -63,6 +65,28 @@ test('tenants: same agent id and same prompt are separate per API key', async ()
   await waitForDisk(server, 'alice-only', { headers: auth(KA) });
   const dirs = await agentsDirs(cacheDir);
   assert.equal(new Set(dirs.map((d) => path.dirname(d))).size, 2, `namespace dirs: ${dirs.join(', ')}`);
+});
+
+test('an isolated key never continues or forks other conversations implicitly', async () => {
+  const conv = [{ role: 'system', content: `Isolation. ${LONG_SYSTEM}` }, { role: 'user', content: 'Who owned the mill?' }];
+  const first = await alice.chat.completions.create(chatReq(conv));  // implicit: a new agent of namespace alice
+  const openId = first.usage.agentkv.agent_id;
+  const next = [...conv, first.choices[0].message, { role: 'user', content: 'And then?' }];
+  // Same namespace, isolated key, a prompt that extends alice's conversation: cold.
+  const iso = await aliceIso.chat.completions.create(chatReq(next));
+  assert.equal(iso.usage.prompt_tokens_details.cached_tokens, 0, JSON.stringify(iso.usage));
+  assert.equal(iso.usage.agentkv.match, 'miss', JSON.stringify(iso.usage));
+  assert.notEqual(iso.usage.agentkv.agent_id, openId);
+  // The open key still continues its conversation (not the isolated agent's).
+  const again = await alice.chat.completions.create(chatReq(next));
+  assert.equal(again.usage.agentkv.agent_id, openId, JSON.stringify(again.usage));
+  assert.ok(again.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
+  // With an agent id, the isolated key reuses that agent's cache as usual.
+  const named = await aliceIso.chat.completions.create(chatReq(next), { headers: { 'X-Agent-Id': openId } });
+  assert.ok(named.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(named.usage));
+  // The agent table's size is a metric.
+  const m = (await rawRequest(server, 'GET', '/metrics', { headers: auth(KADMIN) })).text;
+  assert.ok(Number(/^agentkv_agent_table_agents (\d+)/m.exec(m)?.[1]) > 0, 'agentkv_agent_table_agents missing');
 });
 
 test('a client that disconnects mid-stream cancels its request', async () => {
