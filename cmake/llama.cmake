@@ -32,6 +32,18 @@ set(GGML_OPENMP ON CACHE BOOL "" FORCE)
 
 add_subdirectory(${AGENTKV_LLAMA_DIR} ${CMAKE_BINARY_DIR}/llama.cpp EXCLUDE_FROM_ALL)
 
+# agentkv uses common's chat layer only: the command-line parser, model
+# download, console, presets, imatrix loading and the rest are never linked
+# into it (a linker trace shows none of their objects pulled in), so they are
+# not compiled either (~2 min less of a cold 2-core build). llama-server needs
+# them all.
+if(NOT AGENTKV_LLAMA_SERVER)
+  get_target_property(agentkv_common_sources llama-common SOURCES)
+  list(FILTER agentkv_common_sources EXCLUDE REGEX
+       "(^|/)(arg|console|debug|download|hf-cache|imatrix-loader|llguidance|preset|subproc)\\.cpp$")
+  set_property(TARGET llama-common PROPERTY SOURCES ${agentkv_common_sources})
+endif()
+
 # Vendored single copies that llama.cpp already ships: nlohmann/json
 # (target nlohmann), xxhash + sha256 (target vendor-hash), cpp-httplib (the
 # target llama.cpp's vendor/ defines for common; it sets TCP_NODELAY).
