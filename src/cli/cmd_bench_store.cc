@@ -12,7 +12,6 @@
 #include "cli/flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
-#include "store/block_read.h"
 
 namespace agentkv::cli {
 namespace {
@@ -29,8 +28,8 @@ constexpr const char* kUsage =
     "bundled model's q4_0 layout (1152 bytes/token), or --layout's (32x576 = Llama-3.1-8B's\n"
     "q4_0 K and V rows). MB = 10^6 bytes.\n"
     "--read-threads / --read-chunk-kib: the store's reads in flight during a load (default:\n"
-    "twice the cores, 8 to 32) and the size of each data read (default 1024; 0 = one read\n"
-    "per block file, the layout before chunked reads).\n";
+    "twice the cores, 8 to 32) and the size of each data read (default: about two reads per\n"
+    "thread, at least 1 MiB; 0 = one read per block file, as before chunked reads).\n";
 
 struct Row {
   const char* name;
@@ -139,9 +138,9 @@ int CmdBenchStore(int argc, char** argv) {
   std::printf("%s\n", cache_state.c_str());
   std::printf("loads: %s read threads, data reads of %s\n\n",
               options.read_threads ? std::to_string(*options.read_threads).c_str() : "default",
-              options.read_chunk_bytes.value_or(kBlockReadChunkBytes) == 0
-                  ? "whole files"
-                  : bench::Format("%zu KiB", options.read_chunk_bytes.value_or(kBlockReadChunkBytes) >> 10).c_str());
+              !options.read_chunk_bytes        ? "the store's choice"
+              : *options.read_chunk_bytes == 0 ? "whole files"
+                                               : bench::Format("%zu KiB", *options.read_chunk_bytes >> 10).c_str());
 
   const double mb = r.block_file_bytes / 1e6;
   std::vector<std::vector<std::string>> rows;
@@ -171,7 +170,8 @@ int CmdBenchStore(int argc, char** argv) {
                         {"manifest_bytes", r.manifest_bytes},
                         {"reps", reps},
                         {"read_threads", options.read_threads.value_or(0)},  // 0: the store's default
-                        {"read_chunk_bytes", options.read_chunk_bytes.value_or(kBlockReadChunkBytes)},
+                        {"read_chunk_bytes", options.read_chunk_bytes ? nlohmann::json(*options.read_chunk_bytes)
+                                                                      : nlohmann::json("auto")},
                         {"page_cache_dropped", dropped},
                         {"page_cache_state", cache_state},
                         {"store_resident_after_drop", store_resident},

@@ -19,8 +19,8 @@ namespace {
 
 // Reads in flight during a load: enough parallel requests to keep a virtual
 // or NVMe disk's queue busy (one file per 256-token block, 0.3-10 MB each,
-// read in chunks of AgentStoreOptions::read_chunk_bytes so that a few files
-// are enough pieces too). Measured on the H200 host's disk (16 cores;
+// split into reads of BlockReadChunkBytes so that a few files are enough
+// reads too). Measured on the H200 host's disk (16 cores;
 // bench/RESULTS.md, issue #8): cold reads of 137 9.4 MB files reach 1.9, 2.0,
 // 2.2 GB/s with 8, 16, 32 threads; the threads mostly wait on the disk, so
 // twice the cores, at least 8.
@@ -197,11 +197,19 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   if (fs_->ConcurrentReads() && first < indexed.size()) {
     std::vector<std::string> paths;
     for (uint32_t b = first; b < indexed.size(); ++b) paths.push_back(BlockPath(*ns, indexed[b].id));
+    // Every file's head and data chunks from one queue, so that even an agent
+    // of a few large blocks keeps n_threads reads in flight; no more threads
+    // than reads (a short agent of small files needs few).
+    const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
+    uint64_t bytes = 0;
+    for (uint32_t b = first; b < indexed.size(); ++b) bytes += indexed[b].file_bytes;
     BlockReadOptions read_options;
-    read_options.n_threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
-    read_options.chunk_bytes = options_.read_chunk_bytes;
-    // All files' heads, then all their data in chunks, so that even an agent
-    // of a few large blocks keeps n_threads reads in flight.
+    read_options.chunk_bytes = options_.read_chunk_bytes.value_or(BlockReadChunkBytes(bytes, threads));
+    uint64_t reads = 0;
+    for (uint32_t b = first; b < indexed.size(); ++b) {
+      reads += 1 + (read_options.chunk_bytes > 0 ? indexed[b].file_bytes / read_options.chunk_bytes : 0);
+    }
+    read_options.n_threads = static_cast<int>(std::min<uint64_t>(threads, reads));
     reader = std::thread([this, &ahead, first, read_options, paths = std::move(paths)] {
       std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
       for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);

@@ -48,7 +48,6 @@
 
 #include "store/agent_record.h"
 #include "store/block_file.h"
-#include "store/block_read.h"
 #include "store/file_system.h"
 #include "store/kv_block.h"
 #include "util/status.h"
@@ -70,10 +69,11 @@ struct AgentStoreOptions {
   std::function<int64_t()> now_ms;  // wall clock in ms; nullptr: system clock
   // How LoadBlocks reads an agent's block files when fs->ConcurrentReads()
   // (block_read.h ReadBlockFiles): reads in flight (0: twice the cores, 8 to
-  // 32) and the size of each data read (0: one read per file). Benchmarks
-  // vary them; the defaults are measured (bench/RESULTS.md).
+  // 32) and the size of each data read (unset: BlockReadChunkBytes of the
+  // agent's bytes; 0: one read per file; else that size). Benchmarks vary
+  // them; the defaults are measured (bench/RESULTS.md).
   int read_threads = 0;
-  size_t read_chunk_bytes = kBlockReadChunkBytes;
+  std::optional<size_t> read_chunk_bytes;
 };
 
 struct AgentSummary {

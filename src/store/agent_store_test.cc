@@ -7,6 +7,7 @@
 #include <future>
 #include <thread>
 
+#include "store/block_read.h"
 #include "store/fault_file_system.h"
 #include "store/hooked_file_system_test_util.h"
 #include "store/mem_file_system.h"
@@ -461,7 +462,8 @@ TEST(AgentStorePosixTest, ChunkedReadAheadStopsAtAFailedChunk) {
   auto tokens = MakeTokens(7 * kBlockTokens + 40, 11);
   AgentStoreOptions o = Options(&fs, dir);
   o.read_threads = 4;
-  o.read_chunk_bytes = 16 << 10;
+  const size_t chunk = 16 << 10;
+  o.read_chunk_bytes = chunk;
   auto store = AgentStore::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto saved = (*store)->SaveAgent("ns", MakeRecord("a", tokens),
@@ -471,7 +473,7 @@ TEST(AgentStorePosixTest, ChunkedReadAheadStopsAtAFailedChunk) {
                           ".safetensors";
   auto size = posix.FileSize(bad);
   ASSERT_TRUE(size.ok());
-  ASSERT_GT(*size, kBlockHeadReadBytes + 4 * o.read_chunk_bytes);
+  ASSERT_GT(*size, kBlockHeadReadBytes + 4 * chunk);
 
   auto expect_blocks = [&](const LoadedAgent& r, uint32_t n) {
     ASSERT_EQ(r.blocks.size(), n);
@@ -484,7 +486,7 @@ TEST(AgentStorePosixTest, ChunkedReadAheadStopsAtAFailedChunk) {
 
   std::atomic<int> failed{0};
   fs.read_hook = [&](const std::string& path, uint64_t offset, size_t) {
-    if (path != bad || offset != 10 * o.read_chunk_bytes) return Status::OK();
+    if (path != bad || offset != 10 * chunk) return Status::OK();
     ++failed;
     return Status::IOError("read " + path + ": Input/output error");
   };

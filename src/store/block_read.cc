@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <optional>
 
 #include "util/parallel.h"
@@ -18,15 +21,15 @@ struct FileRead {
   std::vector<std::span<uint8_t>> rest;
   std::vector<uint64_t> rest_begin;
   uint64_t file_size = 0;
-  size_t first_chunk = 0, n_chunks = 0;  // its range in the call's chunk list
+  std::vector<Status> chunk_status;  // one per chunk, each written by its reader
   std::atomic<size_t> chunks_left{0};
   std::atomic<bool> failed{false};       // a chunk failed: skip the others
   std::optional<Result<DecodedBlock>> result;
 };
 
-// One read of a data section: file `file`, bytes [begin, end).
+// One read of a data section: chunk `index` of file `file`, bytes [begin, end).
 struct Chunk {
-  size_t file;
+  size_t file, index;
   uint64_t begin, end;
 };
 
@@ -98,6 +101,13 @@ Result<DecodedBlock> Finish(FileRead* f, std::span<const Status> chunk_status, c
 
 }  // namespace
 
+size_t BlockReadChunkBytes(uint64_t data_bytes, int n_threads) {
+  constexpr uint64_t kAlign = 64 << 10;
+  const uint64_t reads = 2 * static_cast<uint64_t>(std::max(1, n_threads));
+  const uint64_t per_read = ((data_bytes + reads - 1) / reads + kAlign - 1) / kAlign * kAlign;  // rounded up
+  return static_cast<size_t>(std::clamp<uint64_t>(per_read, kMinBlockReadChunkBytes, uint64_t{1} << 40));
+}
+
 Result<DecodedBlock> ReadBlockFile(FileSystem* fs, const std::string& path) {
   BlockReadOptions options;
   options.n_threads = 1;
@@ -108,57 +118,88 @@ Result<DecodedBlock> ReadBlockFile(FileSystem* fs, const std::string& path) {
 std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const std::string> paths,
                                                  const BlockReadOptions& options) {
   std::vector<FileRead> files(paths.size());
-  // 1. Heads: a file whose header is bad, or whose data the head read holds
-  //    whole, is done here.
-  ParallelFor(paths.size(), options.n_threads, [&](size_t i) {
+
+  // A file's head: its size, header and structural checks, its tensors'
+  // buffers; then the chunks of its remaining data, ending on multiples of
+  // chunk_bytes (none if the file is done: bad header, or all data in the head).
+  auto read_head = [&](size_t i) {
     FileRead& f = files[i];
+    std::vector<Chunk> chunks;
     if (Status st = ReadHead(fs, paths[i], &f); !st.ok()) {
       f.result = Named(st, paths[i]);
     } else if (f.rest.empty()) {
       f.result = Finish(&f, {}, paths[i]);
+    } else {
+      for (uint64_t begin = f.rest_begin.front(); begin < f.file_size;) {
+        uint64_t end = f.file_size;
+        if (options.chunk_bytes > 0) end = std::min(end, (begin / options.chunk_bytes + 1) * options.chunk_bytes);
+        chunks.push_back({i, chunks.size(), begin, end});
+        begin = end;
+      }
+      f.chunk_status.resize(chunks.size());
+      f.chunks_left.store(chunks.size(), std::memory_order_relaxed);
     }
-  });
-
-  // 2. Data: every file's remaining bytes as chunks ending on multiples of
-  //    chunk_bytes, all files' chunks in one loop.
-  std::vector<Chunk> chunks;
-  for (size_t i = 0; i < files.size(); ++i) {
-    FileRead& f = files[i];
-    if (f.result) continue;
-    f.first_chunk = chunks.size();
-    for (uint64_t begin = f.rest_begin.front(); begin < f.file_size;) {
-      uint64_t end = f.file_size;
-      if (options.chunk_bytes > 0) end = std::min(end, (begin / options.chunk_bytes + 1) * options.chunk_bytes);
-      chunks.push_back({i, begin, end});
-      begin = end;
-    }
-    f.n_chunks = chunks.size() - f.first_chunk;
-    f.chunks_left.store(f.n_chunks, std::memory_order_relaxed);
-  }
-  std::vector<Status> chunk_status(chunks.size());
-  ParallelFor(chunks.size(), options.n_threads, [&](size_t c) {
-    const Chunk& chunk = chunks[c];
+    return chunks;
+  };
+  // One chunk, read in place; the file's last chunk (whichever thread reads
+  // it) checks the file. acq_rel makes the other chunks' bytes and statuses
+  // visible to that thread.
+  auto read_chunk = [&](const Chunk& chunk) {
     FileRead& f = files[chunk.file];
     const std::string& path = paths[chunk.file];
+    Status& st = f.chunk_status[chunk.index];
     if (!f.failed.load(std::memory_order_relaxed)) {
       std::vector<std::span<uint8_t>> pieces = PiecesOf(f, chunk.begin, chunk.end);
       Result<size_t> got = fs->ReadScattered(path, chunk.begin, pieces);
       if (!got.ok()) {
-        chunk_status[c] = got.status();
+        st = got.status();
       } else if (*got != chunk.end - chunk.begin) {
-        chunk_status[c] = Shrank();
+        st = Shrank();
       }
-      if (!chunk_status[c].ok()) {
-        chunk_status[c] = Named(chunk_status[c], path);
+      if (!st.ok()) {
+        st = Named(st, path);
         f.failed.store(true, std::memory_order_relaxed);
       }
     }
-    // 3. The file's last chunk (whichever thread reads it) checks the file;
-    //    acq_rel makes the other chunks' bytes and statuses visible here.
-    if (f.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      f.result = Finish(&f, std::span<const Status>(chunk_status).subspan(f.first_chunk, f.n_chunks), path);
+    if (f.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) f.result = Finish(&f, f.chunk_status, path);
+  };
+
+  // Every reader takes a ready chunk if there is one, else the next head, so
+  // that data reads start with the first header and a file's buffers are
+  // allocated while other files' data is on its way; with one reader that is
+  // file by file, each head before its chunks, in order.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Chunk> ready;   // guarded by mu
+  size_t next_head = 0;      // guarded by mu
+  size_t heads_reading = 0;  // guarded by mu
+  auto reader = [&](size_t) {
+    std::unique_lock<std::mutex> l(mu);
+    for (;;) {
+      if (!ready.empty()) {
+        const Chunk chunk = ready.front();
+        ready.pop_front();
+        l.unlock();
+        read_chunk(chunk);
+        l.lock();
+      } else if (next_head < files.size()) {
+        const size_t i = next_head++;
+        ++heads_reading;
+        l.unlock();
+        std::vector<Chunk> chunks = read_head(i);
+        l.lock();
+        --heads_reading;
+        ready.insert(ready.end(), chunks.begin(), chunks.end());
+        if (!chunks.empty() || heads_reading == 0) cv.notify_all();
+      } else if (heads_reading > 0) {
+        cv.wait(l);  // for chunks, or for the last head to end the call
+      } else {
+        return;
+      }
     }
-  });
+  };
+  const int n_readers = std::max(1, options.n_threads);
+  ParallelFor(static_cast<size_t>(n_readers), n_readers, reader);
 
   std::vector<Result<DecodedBlock>> out;
   out.reserve(files.size());

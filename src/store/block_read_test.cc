@@ -179,7 +179,7 @@ TEST_P(BlockReadTest, ReadBlockFilesReadsWhatDecodeBlockFileReads) {
   }
   // Chunks smaller than a tensor, not dividing anything, of the head read's
   // size, larger than the files; one thread (in order) and several.
-  for (size_t chunk : {size_t{0}, size_t{1000}, size_t{4096}, kBlockHeadReadBytes, kBlockReadChunkBytes}) {
+  for (size_t chunk : {size_t{0}, size_t{1000}, size_t{4096}, kBlockHeadReadBytes, kMinBlockReadChunkBytes}) {
     for (int threads : {1, 4}) {
       auto got = ReadBlockFiles(fs_.get(), paths, Chunked(threads, chunk));
       ASSERT_EQ(got.size(), paths.size());
@@ -311,6 +311,24 @@ TEST_P(BlockReadTest, IoErrorInOneChunkFailsThatFileOnly) {
     EXPECT_EQ(got[1].status().code(), StatusCode::kIOError) << "op " << op << ": " << got[1].status().ToString();
     EXPECT_TRUE(got[0].ok() && got[2].ok()) << "op " << op;
   }
+}
+
+TEST(BlockReadChunkBytesTest, AboutTwoReadsPerThreadNoneUnderTheMinimum) {
+  constexpr uint64_t kAlign = 64 << 10;
+  // The 8B shape: 2,048 tokens (8 files of 9.4 MB) and 32K tokens (136 files).
+  for (uint64_t bytes : {uint64_t{75'560'000}, uint64_t{1'284'572'000}, uint64_t{3'000'000'000}}) {
+    for (int threads : {1, 8, 32}) {
+      const uint64_t c = BlockReadChunkBytes(bytes, threads);
+      EXPECT_EQ(c % kAlign, 0u);
+      EXPECT_GE(c, kMinBlockReadChunkBytes);
+      EXPECT_GE(c * 2 * threads, bytes) << "at most two reads per thread";
+      if (c > kMinBlockReadChunkBytes) EXPECT_LT((c - kAlign) * 2 * threads, bytes) << "not larger than needed";
+    }
+  }
+  EXPECT_LT(BlockReadChunkBytes(75'560'000, 32), 9'445'000u) << "2K tokens: each file split";
+  EXPECT_GT(BlockReadChunkBytes(1'284'572'000, 32), 9'445'000u) << "32K tokens: a file per read";
+  EXPECT_EQ(BlockReadChunkBytes(0, 32), kMinBlockReadChunkBytes);
+  EXPECT_EQ(BlockReadChunkBytes(5'000'000, 0), 39u * kAlign) << "0 threads count as 1: 2.5 MB rounded up";
 }
 
 INSTANTIATE_TEST_SUITE_P(FileSystems, BlockReadTest, ::testing::Values(false, true),
