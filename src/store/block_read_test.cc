@@ -148,12 +148,12 @@ TEST_P(BlockReadTest, ScatteredReadFillsPiecesInOrderAndStopsAtEndOfFile) {
 // Small (whole file inside the head read), large, a header longer than the
 // head read, and a large one with an empty tensor among the others.
 std::vector<KvBlock> VariedBlocks() {
-  KvBlock with_empty = BigBlock(4, 1000);
+  KvBlock with_empty = BigBlock(2, 1000);
   with_empty.tensors[3].n_rows = 0;
   with_empty.tensors[3].data.clear();
   std::vector<KvBlock> out;
   out.push_back(store_test::MakeBlock(MakeTokens(300, 1), 0));
-  out.push_back(BigBlock(8, 576));
+  out.push_back(BigBlock(4, 576));
   out.push_back(BigBlock(260, 8, 200));
   out.push_back(std::move(with_empty));
   return out;
@@ -177,9 +177,10 @@ TEST_P(BlockReadTest, ReadBlockFilesReadsWhatDecodeBlockFileReads) {
     want.push_back(std::move(dec).value());
     paths.push_back(Put(bytes));
   }
-  // Chunks smaller than a tensor, not dividing anything, of the head read's
-  // size, larger than the files; one thread (in order) and several.
-  for (size_t chunk : {size_t{0}, size_t{1000}, size_t{4096}, kBlockHeadReadBytes, kMinBlockReadChunkBytes}) {
+  // Whole data sections; chunks smaller than a tensor, dividing nothing; of
+  // the head read's size; of 1 MiB (two reads for the 1.2 MB file, one for
+  // the others). One thread (in order) and several.
+  for (size_t chunk : {size_t{0}, size_t{20000}, kBlockHeadReadBytes, kMinBlockReadChunkBytes}) {
     for (int threads : {1, 4}) {
       auto got = ReadBlockFiles(fs_.get(), paths, Chunked(threads, chunk));
       ASSERT_EQ(got.size(), paths.size());
@@ -197,9 +198,9 @@ TEST_P(BlockReadTest, ReadBlockFilesReadsWhatDecodeBlockFileReads) {
 // Every damaged file is Corruption naming it, whichever chunk holds the bad
 // byte; the good files read in the same call are unaffected.
 TEST_P(BlockReadTest, BadBytesInAnyChunkFailThatFileOnly) {
-  const KvBlock good_block = BigBlock(8, 576);
+  const KvBlock good_block = BigBlock(2, 576);
   const std::string bytes = Encode(good_block);
-  const size_t chunk = 64 << 10;
+  const size_t chunk = 16 << 10;
   ASSERT_GT(bytes.size(), 20 * chunk);
   std::vector<std::string> bad;
   for (size_t pos : {size_t{3}, size_t{200}, kBlockHeadReadBytes - 1, kBlockHeadReadBytes, 2 * chunk - 1, 2 * chunk,
@@ -243,9 +244,9 @@ TEST_P(BlockReadTest, BadBytesInAnyChunkFailThatFileOnly) {
 // A file that shrinks while it is read (after its size was taken): the read
 // comes back short, which is Corruption, not a block with stale bytes.
 TEST_P(BlockReadTest, FileShrinkingWhileReadIsCorruption) {
-  const std::string bytes = Encode(BigBlock(8, 576));
-  const std::string other_bytes = Encode(BigBlock(4, 1000));
-  const size_t chunk = 64 << 10;
+  const std::string bytes = Encode(BigBlock(2, 576));
+  const std::string other_bytes = Encode(BigBlock(2, 1000));
+  const size_t chunk = 16 << 10;
   // Cut before the head read, before the first data chunk, before the last.
   for (uint64_t cut_at : {uint64_t{0}, uint64_t{kBlockHeadReadBytes}, uint64_t{bytes.size() / chunk * chunk}}) {
     const std::string path = Put(bytes);
@@ -276,10 +277,10 @@ TEST_P(BlockReadTest, FileShrinkingWhileReadIsCorruption) {
 // An I/O error in one data chunk fails that file with the file system's
 // error (not Corruption: the bytes on disk may be fine); other files read.
 TEST_P(BlockReadTest, IoErrorInOneChunkFailsThatFileOnly) {
-  const KvBlock big = BigBlock(8, 576);
+  const KvBlock big = BigBlock(2, 576);
   const std::string a = Put(Encode(big)), b = Put(Encode(big)), c = Put(Encode(big));
   const std::vector<std::string> paths = {a, b, c};
-  const size_t chunk = 64 << 10;
+  const size_t chunk = 16 << 10;
   for (int threads : {1, 4}) {
     HookedFileSystem hooked(fs_.get(), /*concurrent=*/true);
     hooked.read_hook = [&](const std::string& p, uint64_t offset, size_t) {
