@@ -11,6 +11,11 @@
 #   scripts/device-bench.sh quick-vs CTXS    CUDA build + the llama-3.1-8b model + vs-llama-server on it
 #   scripts/device-bench.sh store [TOKENS]   CUDA build (agentkv) + bench store of a synthetic agent in the
 #                                            llama-3.1-8b q4_0 KV layout (default 34816 tokens), on the repo's disk
+#   scripts/device-bench.sh store-chunks [TOKENS,...]  CUDA build (agentkv) + bench store in the llama-3.1-8b
+#                                            layout (default 2048,32768 tokens): loads with one read per block file
+#                                            (--read-chunk-kib 0, as before issue 11.2) vs the store's chunked reads
+#                                            (default), interleaved, 2 rounds; fixed chunk sizes at the first TOKENS;
+#                                            read_probe's chunk modes (8 files); the disk's queue settings
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -94,10 +99,40 @@ case "${1:-}" in
     rm -rf "$PWD/bench/out/store-cache"
     pack /tmp/store store
     ;;
+  store-chunks)
+    build_cuda agentkv
+    out=/tmp/store-chunks
+    mkdir -p $out
+    cache="$PWD/bench/out/store-cache"
+    IFS=, read -ra toks <<< "${2:-2048,32768}"
+    store() {  # store NAME TOKENS FLAGS...
+      local name=$1 t=$2; shift 2
+      timeout $T $B/agentkv bench store --cache-dir "$cache" --tokens $t --layout 32x576 --reps $REPS "$@" \
+        --json $out/$name.json > $out/$name.md 2> $out/$name.log
+      echo "$name: $(grep '^| store load (cold)' $out/$name.md)"
+    }
+    dev=$(df --output=source "$PWD" | tail -1); dev=$(basename "$(readlink -f "$dev")")
+    for q in /sys/class/block/$dev/queue /sys/class/block/$dev/../queue; do
+      [ -d $q ] && for f in read_ahead_kb max_sectors_kb nr_requests rotational scheduler; do
+        echo "$dev $f: $(cat $q/$f)"; done
+    done > $out/disk.txt 2>&1
+    for round in 1 2; do
+      for t in "${toks[@]}"; do
+        store store_${t}_whole_r$round $t --read-chunk-kib 0
+        store store_${t}_auto_r$round $t
+      done
+    done
+    for kib in 512 1024 2048 4096; do store store_${toks[0]}_chunk${kib} ${toks[0]} --read-chunk-kib $kib; done
+    rm -rf "$cache"
+    g++ -O2 -std=c++17 -pthread bench/tools/read_probe.cc -o /tmp/read_probe &&
+      timeout 120 /tmp/read_probe "$PWD/bench/out/probe" 8 9445376 5 chunks | tee $out/read_probe_8files.txt
+    rm -rf "$PWD/bench/out/probe"
+    pack $out store-chunks
+    ;;
   capacity)
     out=/tmp/b/capacity
     timeout $T "${BENCH[@]}" capacity --verify-contexts "$2" --out $out 2>&1 | tail -15
     pack $out capacity
     ;;
-  *) sed -n 2,9p "$0"; exit 2 ;;
+  *) sed -n "2,/^# Env/p" "$0"; exit 2 ;;
 esac
