@@ -16,6 +16,9 @@
 #                                            (--read-chunk-kib 0, as before issue 11.2) vs the store's chunked reads
 #                                            (default), interleaved, 2 rounds; fixed chunk sizes at the first TOKENS;
 #                                            read_probe's chunk modes (8 files); the disk's queue settings
+#   scripts/device-bench.sh prepare          (here, not on the device) copies this machine's hiredis
+#                                            headers and static library into .device/hiredis, for device
+#                                            machines without libhiredis-dev (carry .device)
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +41,7 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
   export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=$PWD/.device/ccache
   scripts/fetch-llama.sh
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  pkg-config --exists hiredis 2>/dev/null || export PKG_CONFIG_PATH=$PWD/.device/hiredis/lib/pkgconfig
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
   local start=$(date +%s)
   cmake -S . -B $B -G Ninja -DAGENTKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DAGENTKV_LLAMA_SERVER=ON \
@@ -51,6 +55,16 @@ synth_model() {  # synth_model PRESET: the preset's random-weight q4_0 GGUF, onc
 }
 
 case "${1:-}" in
+  prepare)
+    d=.device/hiredis
+    rm -rf $d && mkdir -p $d/include $d/lib/pkgconfig
+    cp -r "$(pkg-config --variable=includedir hiredis)" $d/include/hiredis
+    cp "$(dpkg -L libhiredis-dev | grep '/libhiredis\.a$')" $d/lib/
+    sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' -e 's|^libdir=.*|libdir=${prefix}/lib|' \
+      -e 's|^includedir=.*|includedir=${prefix}/include/hiredis|' \
+      "$(pkg-config --variable=pcfiledir hiredis)/hiredis.pc" > $d/lib/pkgconfig/hiredis.pc
+    du -sh $d
+    ;;
   setup)
     build_cuda agentkv llama-server engine_arch_test
     AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
