@@ -61,7 +61,7 @@ case "${1:-}" in
     cp -r "$(pkg-config --variable=includedir hiredis)" $d/include/hiredis
     cp "$(dpkg -L libhiredis-dev | grep '/libhiredis\.a$')" $d/lib/
     sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' -e 's|^libdir=.*|libdir=${prefix}/lib|' \
-      -e 's|^includedir=.*|includedir=${prefix}/include/hiredis|' \
+      -e 's|^includedir=.*|includedir=${prefix}/include/hiredis|' -e 's|^Cflags: |Cflags: -I${prefix}/include |' \
       "$(pkg-config --variable=pcfiledir hiredis)/hiredis.pc" > $d/lib/pkgconfig/hiredis.pc
     du -sh $d
     ;;
