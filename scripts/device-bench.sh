@@ -8,6 +8,7 @@
 #   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
 #   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
 #                                            model, bench restore on it (fits one call)
+#   scripts/device-bench.sh quick-build      the build and model of quick-vs only (when a call cannot hold both)
 #   scripts/device-bench.sh quick-vs CTXS    CUDA build + the llama-3.1-8b model + vs-llama-server on it
 #   scripts/device-bench.sh store [TOKENS]   CUDA build (agentkv) + bench store of a synthetic agent in the
 #                                            llama-3.1-8b q4_0 KV layout (default 34816 tokens), on the repo's disk
@@ -69,6 +70,10 @@ case "${1:-}" in
     build_cuda agentkv llama-server engine_arch_test
     AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
     "$0" models
+    ;;
+  quick-build)  # the build and the model of quick-vs, for a later call on the same (warm) machine
+    build_cuda agentkv llama-server
+    synth_model llama-3.1-8b
     ;;
   quick-setup|quick-vs)
     build_cuda agentkv llama-server

@@ -24,7 +24,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
                                     "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
-                                    "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name"};
+                                    "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name", "no-warmup"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
     *error = "unknown flag --" + unknown[0];
@@ -85,6 +85,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     }
   }
   if (auto s = flags.Get("strict-model-name")) config->strict_model_name = *s != "0" && *s != "false";
+  if (auto s = flags.Get("no-warmup")) config->warmup = *s == "0" || *s == "false";
   long long tenant_requests;
   if (!flags.GetInt("tenant-requests", "", -1, &tenant_requests, error)) return false;
   if (tenant_requests < -1 || tenant_requests > 1000000) {

@@ -14,6 +14,7 @@ inline constexpr const char* kServeUsage =
     "                     [--agent-table-ram BYTES]\n"
     "                     [--api-key KEY[,KEY...]|--api-key-file F] [--admin-key KEY] [-t THREADS]\n"
     "                     [--prefill-chunk N] [--tenant-requests N] [--alias NAME]... [--strict-model-name]\n"
+    "                     [--no-warmup]   (skip the throw-away decode at start that loads GPU kernels)\n"
     "                     [--gpu-layers N]   (-1 = all on the GPU when built with CUDA and a GPU is present)\n"
     "                     [--remote redis://[user:pass@]host:port[/db]] [--remote-password-file F]\n"
     "Every flag is also read from AGENTKV_<FLAG> (e.g. AGENTKV_PORT, AGENTKV_CACHE_RAM).\n"

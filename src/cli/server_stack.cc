@@ -156,6 +156,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   co.type_k = co.type_v = config.kv_type;
   co.n_threads = config.n_threads;
   co.n_batch = std::max(config.prefill_chunk, 64);
+  co.warmup = config.warmup;
   AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
   const engine::ModelCacheSpec& spec = stack->context_->spec();
 

@@ -46,6 +46,7 @@ struct ServerConfig {
   std::string remote_password_file;  // first line is the password (else $AGENTKV_REMOTE_PASSWORD or the URL's)
   bool quiet = false;
   std::vector<std::string> model_aliases;  // --alias: more names /v1/models lists (and accepts)
+  bool warmup = true;                      // --no-warmup: skip the throw-away decode at start (engine/context.h)
   bool strict_model_name = false;          // --strict-model-name: refuse other "model" values (404)
 };
 

@@ -69,6 +69,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   ctx->ctx_ = llama_init_from_model(model.raw(), cp);
   if (ctx->ctx_ == nullptr) return Status::Internal(op + ": llama.cpp could not create the context");
   AGENTKV_RETURN_IF_ERROR(ctx->Probe().WithContext(op));
+  if (options.warmup) AGENTKV_RETURN_IF_ERROR(ctx->Warmup().WithContext(op));
   ctx->ReserveStaging();
   return ctx;
 }
@@ -92,6 +93,21 @@ Status Context::Probe() {
   }
   spec_ = MakeCacheSpec(shape, options_.type_k, options_.type_v, options_.flash_attn, kSwaFull,
                         model_.info().identity_hash);
+  return Status::OK();
+}
+
+Status Context::Warmup() {
+  // Two tokens, the last with logits: a prompt batch and the output layer,
+  // as llama.cpp's common_init_from_params warms up (BOS, EOS).
+  const llama_vocab* vocab = model_.vocab();
+  llama_token bos = llama_vocab_bos(vocab);
+  llama_token eos = llama_vocab_eos(vocab);
+  if (bos == LLAMA_TOKEN_NULL) bos = 0;
+  if (eos == LLAMA_TOKEN_NULL) eos = bos;
+  const BatchItem items[2] = {{0, bos, 0, false}, {0, eos, 1, true}};
+  AGENTKV_RETURN_IF_ERROR(Decode(items));
+  ClearSlot(0);
+  llama_synchronize(ctx_);
   return Status::OK();
 }
 

@@ -32,6 +32,10 @@ struct ContextOptions {
   bool flash_attn = true;  // required for quantized V
   int n_threads = 0;       // 0: all hardware threads
   int n_batch = 512;       // max tokens per Decode()
+  // Create() runs one throw-away decode with logits (as llama.cpp's own
+  // warm-up does), so that the first request after a start does not pay for
+  // loading GPU kernels, capturing graphs or growing the output buffer.
+  bool warmup = true;
 };
 
 // One token to evaluate: append `token` at position `pos` of `slot`.
@@ -96,6 +100,7 @@ class Context {
   Context(const Model& model, const ContextOptions& options)
       : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}
   Status Probe();
+  Status Warmup();  // see ContextOptions::warmup
   // llama.cpp's state of one slot, or of its positions >= pos_min only: its
   // exact size, and a copy into dst (REQUIRES dst.size() == SlotStateSize(slot, pos_min)).
   size_t SlotStateSize(int slot, int32_t pos_min = 0) const;

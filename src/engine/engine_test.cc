@@ -54,8 +54,10 @@ TEST(ModelLoadTest, BadFilesGiveClearErrors) {
 
 class EngineTest : public testing::BundledModelTest {
  protected:
-  std::unique_ptr<Context> MakeContext(KvType t = KvType::kQ4_0, int slots = 2, int slot_ctx = 2048) {
+  std::unique_ptr<Context> MakeContext(KvType t = KvType::kQ4_0, int slots = 2, int slot_ctx = 2048,
+                                       bool warmup = true) {
     ContextOptions o;
+    o.warmup = warmup;
     o.n_slots = slots;
     o.slot_ctx = slot_ctx;
     o.type_k = o.type_v = t;
@@ -118,6 +120,24 @@ TEST_F(EngineTest, GreedyGenerationIsDeterministic) {
   }
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_FALSE(tok.Detokenize(runs[0]).empty());
+}
+
+// The start-up warm-up (a throw-away decode in slot 0) leaves no trace: slot
+// 0 is empty afterwards and a prompt's logits are bit-identical to those of a
+// context created without it (same batch shapes on both sides).
+TEST_F(EngineTest, WarmupLeavesNoTrace) {
+  Tokenizer tok(*model_);
+  auto prompt = tok.Tokenize("The President said that", true);
+  std::vector<std::vector<float>> logits;
+  for (bool warmup : {true, false}) {
+    auto ctx = MakeContext(KvType::kQ4_0, 2, 2048, warmup);
+    ASSERT_NE(ctx, nullptr);
+    EXPECT_EQ(ctx->SlotLength(0), 0) << "warmup " << warmup;
+    auto l = Prefill(*ctx, 0, prompt.tokens);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    logits.push_back(*l);
+  }
+  EXPECT_EQ(testing::MaxAbsDiff(logits[0], logits[1]), 0.0f);
 }
 
 TEST_F(EngineTest, TokenSpansReproduceTheText) {
