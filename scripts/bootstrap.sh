@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 APT_PACKAGES=(cmake ninja-build g++ ccache git openssl ca-certificates libgtest-dev libgmock-dev
-              python3 python3-matplotlib redis-server libhiredis-dev nginx-light)
+              python3 python3-matplotlib redis-server libhiredis-dev pkgconf nginx-light)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
