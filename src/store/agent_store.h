@@ -204,6 +204,16 @@ class AgentStore {
   // error (see LoadedAgent).
   Result<LoadedAgent> LoadBlocks(std::string_view ns, std::string_view agent_id, uint32_t first_block = 0);
 
+  // The blocks of `rec` (agent `rec.agent_id` of `ns` as another tier,
+  // e.g. the remote, holds it) that this store holds a file of, by block id:
+  // held[i] is block i, read and verified as a load verifies it
+  // (CheckBlockBelongs against `rec`; a bad file is quarantined and counted),
+  // or nullopt where no file of that id is here or it could not be used.
+  // Files are read in parallel, without the store's lock; ids not held are
+  // not touched. The agent's own manifest here is neither read nor changed.
+  // held.size() == rec.blocks.size(). InvalidArgument for a bad namespace.
+  Result<std::vector<std::optional<KvBlock>>> ReadHeldBlocks(std::string_view ns, const AgentRecord& rec);
+
   // Erasure: removes the manifest, then every block no one else references
   // and their quarantined copies; all durably. NotFound if absent.
   Status DeleteAgent(std::string_view ns, std::string_view agent_id);
