@@ -51,6 +51,7 @@
 
 #include "store/agent_record.h"
 #include "store/block_file.h"
+#include "store/block_read.h"
 #include "store/file_system.h"
 #include "store/kv_block.h"
 #include "util/status.h"
@@ -322,6 +323,9 @@ class AgentStore {
   NamespaceState* FindNamespaceLocked(std::string_view ns);
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
+  // How to read block files of these sizes at once (ReadBlockFiles, when
+  // fs_->ConcurrentReads()): options_' threads and chunk size or the defaults.
+  BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes) const;
   // Reads and verifies block `i` of `rec`; bad files are quarantined.
   // Reads and decodes block i of `rec` and checks it belongs there; a
   // corrupt file is quarantined. `read` is the block file already read and
