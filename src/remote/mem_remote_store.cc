@@ -26,6 +26,7 @@ Result<std::vector<bool>> MemRemoteStore::BlocksExist(const RemoteScope& scope, 
 Result<std::vector<std::optional<std::string>>> MemRemoteStore::GetBlocks(const RemoteScope& scope,
                                                                          std::span<const std::string> ids) {
   AGENTKV_RETURN_IF_ERROR(Enter("get"));
+  blocks_requested_ += ids.size();
   std::lock_guard<std::mutex> l(mu_);
   std::vector<std::optional<std::string>> out;
   for (const auto& id : ids) {

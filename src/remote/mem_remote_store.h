@@ -20,6 +20,8 @@ class MemRemoteStore : public RemoteStore {
   void SetAvailable(bool available) { available_ = available; }
   // Calls made so far (any outcome).
   uint64_t calls() const { return calls_.load(); }
+  // Block ids GetBlocks was asked for so far (present or not).
+  uint64_t blocks_requested() const { return blocks_requested_.load(); }
 
   Result<std::vector<bool>> BlocksExist(const RemoteScope& scope, std::span<const std::string> ids) override;
   Result<std::vector<std::optional<std::string>>> GetBlocks(const RemoteScope& scope,
@@ -40,6 +42,7 @@ class MemRemoteStore : public RemoteStore {
 
   std::atomic<bool> available_{true};
   std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> blocks_requested_{0};
   std::mutex mu_;
   std::map<std::string, std::string> blocks_;        // GUARDED_BY(mu_)
   std::map<std::string, RemoteManifest> manifests_;  // GUARDED_BY(mu_)

@@ -39,6 +39,12 @@ Status RemoteTier::CountError(Status s) {
 }
 
 Result<LoadedAgent> RemoteTier::Fetch(std::string_view ns, std::string_view agent_id, uint64_t newer_than) {
+  AGENTKV_ASSIGN_OR_RETURN(AgentRecord rec, FetchManifest(ns, agent_id, newer_than));
+  AGENTKV_ASSIGN_OR_RETURN(RemoteFetch got, FetchBlocks(rec));
+  return std::move(got.loaded);
+}
+
+Result<AgentRecord> RemoteTier::FetchManifest(std::string_view ns, std::string_view agent_id, uint64_t newer_than) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns));
   AGENTKV_RETURN_IF_ERROR(ValidateName("agent id", agent_id));
   const RemoteScope scope = Scope(ns);
@@ -73,24 +79,44 @@ Result<LoadedAgent> RemoteTier::Fetch(std::string_view ns, std::string_view agen
     return Status::NotFound("remote: agent " + std::string(agent_id) + " was saved with kv types " + rec->kv_types);
   }
   ++counters_.hits;
+  return std::move(rec).value();
+}
 
-  LoadedAgent out;
-  std::vector<std::string> ids;
-  for (const auto& b : rec->blocks) ids.push_back(b.id);
-  auto blocks = store_->GetBlocks(scope, ids);
-  if (!blocks.ok()) {
-    // The manifest came, the blocks did not: serve nothing rather than guess.
-    return CountError(blocks.status());
+Result<RemoteFetch> RemoteTier::FetchBlocks(const AgentRecord& rec, std::vector<std::optional<KvBlock>> held) {
+  const RemoteScope scope = Scope(rec.ns);
+  held.resize(rec.blocks.size());
+  std::vector<std::string> ids;  // the ones to fetch, in order
+  for (size_t i = 0; i < rec.blocks.size(); ++i) {
+    if (!held[i]) ids.push_back(rec.blocks[i].id);
   }
+  std::vector<std::optional<std::string>> fetched;
+  if (!ids.empty()) {
+    auto blocks = store_->GetBlocks(scope, ids);
+    if (!blocks.ok()) {
+      // The manifest came, the blocks did not: serve nothing rather than guess.
+      return CountError(blocks.status());
+    }
+    fetched = std::move(blocks).value();
+  }
+  RemoteFetch out;
+  LoadedAgent& loaded = out.loaded;
+  size_t next_fetched = 0;
   uint32_t i = 0;
-  for (; i < ids.size(); ++i) {
-    const auto& bytes = (*blocks)[i];
-    const std::string where = "remote block " + std::to_string(i) + " (" + ids[i] + ")";
+  for (; i < rec.blocks.size(); ++i) {
+    if (held[i]) {
+      ++counters_.local_blocks;
+      loaded.valid_tokens += held[i]->n_tokens;
+      loaded.blocks.push_back(std::move(*held[i]));
+      continue;
+    }
+    const std::string& id = rec.blocks[i].id;
+    const std::optional<std::string>& bytes = fetched[next_fetched++];
+    const std::string where = "remote block " + std::to_string(i) + " (" + id + ")";
     if (bytes) counters_.bytes_read += bytes->size();
-    auto dec = VerifyRemoteBlock(bytes, *rec, i, fingerprint_);
+    auto dec = VerifyRemoteBlock(bytes, rec, i, fingerprint_);
     if (!dec.ok() && dec.status().code() == StatusCode::kNotFound) {
       ++counters_.missing_blocks;
-      out.stop_reason = dec.status().WithContext(where);
+      loaded.stop_reason = dec.status().WithContext(where);
       break;
     }
     if (!dec.ok()) {
@@ -98,16 +124,17 @@ Result<LoadedAgent> RemoteTier::Fetch(std::string_view ns, std::string_view agen
       ++counters_.corrupt_blocks;
       // Dropped, so that the next push of any agent naming it uploads it anew
       // (blocks are written only if absent). Best effort.
-      if (repair_) (void)CountError(store_->DeleteBlocks(scope, std::span<const std::string>(&ids[i], 1)));
-      AKV_LOG_WARN("remote: agent %s: %s: %s", std::string(agent_id).c_str(), where.c_str(), st.ToString().c_str());
-      out.stop_reason = st.WithContext(where);
+      if (repair_) (void)CountError(store_->DeleteBlocks(scope, std::span<const std::string>(&id, 1)));
+      AKV_LOG_WARN("remote: agent %s: %s: %s", rec.agent_id.c_str(), where.c_str(), st.ToString().c_str());
+      loaded.stop_reason = st.WithContext(where);
       break;
     }
-    out.valid_tokens += dec->block.n_tokens;
-    out.blocks.push_back(std::move(dec->block));
+    ++out.remote_blocks;
+    loaded.valid_tokens += dec->block.n_tokens;
+    loaded.blocks.push_back(std::move(dec->block));
   }
-  out.complete = i == ids.size();
-  out.record = std::move(rec).value();
+  loaded.complete = i == rec.blocks.size();
+  loaded.record = rec;
   return out;
 }
 
@@ -187,6 +214,8 @@ std::string RemoteTier::RenderMetrics() const {
   counter("agentkv_remote_blocks_written_total", "Blocks written to the remote tier (absent before).",
           c.blocks_written);
   counter("agentkv_remote_manifests_written_total", "Manifests written to the remote tier.", c.manifests_written);
+  counter("agentkv_remote_local_blocks_total",
+          "Blocks of a newer remote manifest read from the local disk instead of fetched.", c.local_blocks);
   counter("agentkv_remote_stale_manifests_total", "Manifest writes refused because the remote held a newer version.",
           c.stale_manifests);
   return out;

@@ -39,6 +39,16 @@ struct RemoteTierCounters {
   std::atomic<uint64_t> blocks_written{0};
   std::atomic<uint64_t> manifests_written{0};
   std::atomic<uint64_t> stale_manifests{0};  // pushes refused: a newer version was there
+  // Blocks of a fetched manifest the caller already held (its local disk):
+  // taken from there, never fetched.
+  std::atomic<uint64_t> local_blocks{0};
+};
+
+// FetchBlocks' outcome: the load, and how many of its blocks came from the
+// remote (the others were the caller's).
+struct RemoteFetch {
+  LoadedAgent loaded;
+  uint32_t remote_blocks = 0;
 };
 
 // Verifies fetched block `i` of `rec` (absent: nullopt): NotFound if absent;
@@ -57,12 +67,26 @@ class RemoteTier {
   RemoteTier(RemoteStore* store, std::string fingerprint, std::string kv_types, bool repair = true);
 
   // The agent's newest remote manifest and the longest valid prefix of its
-  // blocks (LoadedAgent's contract, store/agent_store.h). NotFound if the
-  // remote holds no manifest (or one for other kv types); Corruption if the
-  // manifest fails verification; Unavailable/IOError if the backend failed.
-  // newer_than > 0: AlreadyExists, after one manifest read and no block
-  // read, unless the remote version is greater (a local copy is as new).
+  // blocks (LoadedAgent's contract, store/agent_store.h): FetchManifest, then
+  // FetchBlocks with nothing held.
   Result<LoadedAgent> Fetch(std::string_view ns, std::string_view agent_id, uint64_t newer_than = 0);
+
+  // The agent's newest remote manifest, verified (names, fingerprint,
+  // version). NotFound if the remote holds no manifest (or one for other kv
+  // types); Corruption if it fails verification; Unavailable/IOError if the
+  // backend failed. newer_than > 0: AlreadyExists, after one manifest read,
+  // unless the remote version is greater (a local copy is as new).
+  Result<AgentRecord> FetchManifest(std::string_view ns, std::string_view agent_id, uint64_t newer_than = 0);
+
+  // The longest valid prefix of the blocks of `rec` (from FetchManifest):
+  // block i is held[i] where the caller has it (already verified by it, e.g.
+  // read from its disk; held may be shorter than rec.blocks or empty), else
+  // fetched (one pipelined GetBlocks for all of them) and verified
+  // (VerifyRemoteBlock). Stops at the first missing or bad block, a bad one
+  // being deleted from the remote if repair. Unavailable/IOError if the
+  // backend failed (nothing is served then). bytes_read counts only what
+  // was fetched.
+  Result<RemoteFetch> FetchBlocks(const AgentRecord& rec, std::vector<std::optional<KvBlock>> held = {});
 
   // Publishes a turn the local store saved: `saved` as SaveAgent returned it
   // (blocks, checksums and version filled) and blocks[i] its i-th block's KV.

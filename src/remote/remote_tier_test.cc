@@ -92,6 +92,43 @@ TEST_F(RemoteTierTest, PushThenFetchReturnsTheSameAgent) {
   EXPECT_TRUE(got2->complete);
 }
 
+// Issue 14: the blocks a caller holds (its disk, ReadHeldBlocks) are taken
+// from it; only the others are fetched and counted in bytes_read.
+TEST_F(RemoteTierTest, FetchBlocksFetchesOnlyWhatIsNotHeld) {
+  const auto tokens = MakeTokens(1000, 1);  // 4 blocks
+  SaveAndPush("ns", "agent", tokens);
+  auto rec = tier_->FetchManifest("ns", "agent");
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  const uint64_t manifest_bytes = tier_->counters().bytes_read.load();
+  EXPECT_EQ(tier_->FetchManifest("ns", "agent", rec->version).status().code(), StatusCode::kAlreadyExists);
+
+  auto held = store_->ReadHeldBlocks("ns", *rec);  // the local disk holds them all
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(held->size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE((*held)[i].has_value()) << i;
+  held->resize(2);  // pretend only the first two: the last two are fetched
+  auto got = tier_->FetchBlocks(*rec, std::move(held).value());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->loaded.complete);
+  EXPECT_EQ(got->loaded.valid_tokens, 1000u);
+  EXPECT_EQ(got->remote_blocks, 2u);
+  ASSERT_EQ(got->loaded.blocks.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(got->loaded.blocks[i], MakeBlock(tokens, i));
+  EXPECT_EQ(tier_->counters().local_blocks.load(), 2u);
+  const uint64_t two_blocks = tier_->counters().bytes_read.load() - manifest_bytes;
+  EXPECT_GT(two_blocks, 0u);
+
+  auto all = tier_->FetchBlocks(*rec);  // nothing held: all four fetched
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->remote_blocks, 4u);
+  EXPECT_GT(tier_->counters().bytes_read.load() - manifest_bytes - two_blocks, two_blocks);
+
+  // A record of another agent names blocks this store does not hold: none read.
+  auto other = store_->ReadHeldBlocks("other-ns", *rec);
+  ASSERT_TRUE(other.ok());
+  for (const auto& b : *other) EXPECT_FALSE(b.has_value());
+}
+
 TEST_F(RemoteTierTest, UnknownAgentIsAMiss) {
   auto got = tier_->Fetch("ns", "nobody");
   EXPECT_EQ(got.status().code(), StatusCode::kNotFound);

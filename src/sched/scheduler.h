@@ -183,9 +183,11 @@ class Scheduler : public api::Backend {
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
   // Remote tier (scheduler_remote.cc), on the I/O executors.
   // On a local miss (or, with newer_than = the local version, a local copy
-  // that another server has since advanced): fetches the agent, fills `read`
-  // and queues a complete copy's write-through to the local store. False if
-  // the remote has nothing usable (or nothing newer).
+  // that another server has since advanced): fetches the agent's manifest,
+  // reads the blocks the local store holds from it and fetches only the
+  // others, fills `read` (from_remote if any block was fetched) and queues a
+  // complete copy's write-through to the local store. False if the remote has
+  // nothing usable (or nothing newer).
   bool ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64_t newer_than = 0);  // read executor
   // Queues a verified remote copy's write to the local store on the save
   // executor (FIFO: before the agent's next save). REQUIRES mu_ not held.

@@ -39,13 +39,29 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
     }
   }
   const auto start = Clock::now();
+  auto remote_read = [&](uint64_t newer_than) {
+    if (!ReadAgentFromRemote(key, &read, newer_than)) return false;
+    read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    metrics_.ObserveRemoteFetch(read.read_ms);
+    return true;
+  };
+  if (remote_ != nullptr) {
+    // The local version first (the store's index, no file read), then the
+    // remote manifest: if another server served the agent since this disk saw
+    // it, its newer turn, with the blocks this disk holds read from here and
+    // only the others fetched. Else the local load below: no byte is read twice.
+    // (Manifests from before versions read as 0: any pushed version, >= 1, is newer.)
+    auto summary = store_->GetSummary(key.ns, key.agent_id);
+    if (!summary.ok() && summary.status().code() == StatusCode::kNotFound) {
+      remote_read(0);
+      return read;
+    }
+    if (summary.ok() && summary->usable && remote_read(std::max<uint64_t>(summary->version, 1))) return read;
+  }
   auto loaded = store_->LoadBlocks(key.ns, key.agent_id);
   if (!loaded.ok()) {
     if (loaded.status().code() == StatusCode::kNotFound && remote_ != nullptr) {
-      if (ReadAgentFromRemote(key, &read)) {
-        read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-        metrics_.ObserveRemoteFetch(read.read_ms);
-      }
+      remote_read(0);  // erased here between the summary and the load
     } else if (loaded.status().code() != StatusCode::kNotFound) {
       AKV_LOG_WARN("read of agent %s failed: %s", key.agent_id.c_str(), loaded.status().ToString().c_str());
       if (loaded.status().code() == StatusCode::kCorruption) {
@@ -54,13 +70,6 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
         metrics_.CountReadFailure();
       }
     }
-    return read;
-  }
-  // (Manifests from before versions read as 0: any pushed version, >= 1, is newer.)
-  if (remote_ != nullptr && ReadAgentFromRemote(key, &read, std::max<uint64_t>(loaded->record.version, 1))) {
-    // Another server served the agent since this disk saw it: its newer turn.
-    read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    metrics_.ObserveRemoteFetch(read.read_ms);
     return read;
   }
   if (!loaded->complete) {

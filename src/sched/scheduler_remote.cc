@@ -25,13 +25,22 @@ void Scheduler::NoteRemoteOutcome(const Status& s, const char* what) {
 }
 
 bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64_t newer_than) {
-  auto fetched = remote_->Fetch(key.ns, key.agent_id, newer_than);
+  auto manifest = remote_->FetchManifest(key.ns, key.agent_id, newer_than);
+  Result<RemoteFetch> fetched = manifest.status();
+  if (manifest.ok()) {
+    // Blocks are content-addressed: those this disk holds (an agent back on a
+    // server it was on before: all but its last turns) are read from here.
+    // A corrupt or vanished local file is simply fetched.
+    std::vector<std::optional<KvBlock>> held;
+    if (auto local = store_->ReadHeldBlocks(key.ns, *manifest); local.ok()) held = std::move(local).value();
+    fetched = remote_->FetchBlocks(*manifest, std::move(held));
+  }
   const StatusCode code = fetched.status().code();
   NoteRemoteOutcome(code == StatusCode::kNotFound || code == StatusCode::kAlreadyExists ? Status::OK()
                                                                                           : fetched.status(),
                     "fetch");
   if (!fetched.ok()) return false;
-  LoadedAgent& got = *fetched;
+  LoadedAgent& got = fetched->loaded;
   // A newer remote copy that is damaged or partly evicted: the complete
   // local one is the safer start (prefix matching makes either correct).
   if (newer_than > 0 && !got.complete) return false;
@@ -44,10 +53,12 @@ bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64
   for (size_t i = 0; i < got.blocks.size(); ++i) {
     read->blocks.push_back({got.record.blocks[i].id, std::make_shared<KvBlock>(std::move(got.blocks[i]))});
   }
+  // SaveAgent writes only the block files the disk lacks: the fetched ones.
   if (got.complete) PostWriteThrough(key, got.record, read->blocks);
   read->record = std::move(got.record);
   read->from_disk = true;
-  read->from_remote = true;
+  read->remote_manifest = true;
+  read->from_remote = fetched->remote_blocks > 0;
   return true;
 }
 

@@ -275,7 +275,11 @@ bool Scheduler::TryAdmit(Waiting& w) {
   RestoreSource source;
   if (!FindRestoreSource(agent, &source)) return false;
   const int slot = AcquireSlot(agent);
-  if (slot < 0) return false;
+  if (slot < 0) return false;  // the read stays for the next attempt
+  if (source.read_key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    agent_reads_.erase(*source.read_key);  // taken
+  }
 
   auto a = std::make_unique<Active>();
   a->w = std::make_unique<Waiting>(std::move(w));
@@ -315,7 +319,7 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
     PostAgentRead(from);  // from disk, or from RAM if its save has not landed
     return false;
   }
-  if (it->second.from_remote && it->second.record && it->second.record->version > agent.version &&
+  if (it->second.remote_manifest && it->second.record && it->second.record->version > agent.version &&
       !agent.fork_source) {
     // Known here, but another server advanced it since: its newer turn.
     agent.seq = FromRecord(*it->second.record);
@@ -324,9 +328,11 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
   source->state = it->second.from_remote ? api::CacheState::kRemote
                   : it->second.from_disk  ? api::CacheState::kWarm
                                           : api::CacheState::kHot;
-  source->blocks = std::move(it->second.blocks);
+  source->blocks = it->second.blocks;  // shared blocks: no copy of the KV
   source->read_ms = it->second.read_ms;
-  agent_reads_.erase(it);
+  // Left in agent_reads_ until the turn gets a slot (TryAdmit): a request that
+  // waits for one meanwhile must not read (or fetch) the agent again.
+  source->read_key = from;
   return true;
 }
 

@@ -44,7 +44,8 @@ struct Scheduler::AgentRead {
   std::optional<AgentRecord> record;    // its manifest; empty: not on disk
   std::vector<PoolBlock> blocks;        // the longest valid prefix of its blocks
   bool from_disk = false;               // false: the blocks came from RAM (unsaved_)
-  bool from_remote = false;             // the blocks came from the remote tier (and were written through)
+  bool from_remote = false;             // some blocks came from the remote tier (and were written through)
+  bool remote_manifest = false;         // the record is the remote tier's (newer than the local disk's)
   double read_ms = 0.0;                 // how long the read took
 };
 
@@ -64,6 +65,7 @@ struct Scheduler::RestoreSource {
   api::CacheState state = api::CacheState::kCold;
   std::vector<PoolBlock> blocks;  // hot / warm
   double read_ms = 0.0;           // warm: the disk read's duration
+  std::optional<AgentKey> read_key;  // its blocks are agent_reads_'s entry of this key (erased once admitted)
 };
 
 struct Scheduler::Waiting {

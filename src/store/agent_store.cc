@@ -176,6 +176,18 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
   return std::move(dec->block);
 }
 
+BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<uint64_t>& file_bytes) const {
+  const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
+  uint64_t bytes = 0;
+  for (uint64_t b : file_bytes) bytes += b;
+  BlockReadOptions read_options;
+  read_options.chunk_bytes = options_.read_chunk_bytes.value_or(BlockReadChunkBytes(bytes, threads));
+  uint64_t reads = 0;
+  for (uint64_t b : file_bytes) reads += 1 + (read_options.chunk_bytes > 0 ? b / read_options.chunk_bytes : 0);
+  read_options.n_threads = static_cast<int>(std::min<uint64_t>(threads, reads));
+  return read_options;
+}
+
 Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string_view agent_id,
                                            uint32_t first_block) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
@@ -200,16 +212,9 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     // Every file's head and data chunks from one queue, so that even an agent
     // of a few large blocks keeps n_threads reads in flight; no more threads
     // than reads (a short agent of small files needs few).
-    const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
-    uint64_t bytes = 0;
-    for (uint32_t b = first; b < indexed.size(); ++b) bytes += indexed[b].file_bytes;
-    BlockReadOptions read_options;
-    read_options.chunk_bytes = options_.read_chunk_bytes.value_or(BlockReadChunkBytes(bytes, threads));
-    uint64_t reads = 0;
-    for (uint32_t b = first; b < indexed.size(); ++b) {
-      reads += 1 + (read_options.chunk_bytes > 0 ? indexed[b].file_bytes / read_options.chunk_bytes : 0);
-    }
-    read_options.n_threads = static_cast<int>(std::min<uint64_t>(threads, reads));
+    std::vector<uint64_t> file_bytes;
+    for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
+    const BlockReadOptions read_options = ReadOptionsFor(file_bytes);
     reader = std::thread([this, &ahead, first, read_options, paths = std::move(paths)] {
       std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
       for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);

@@ -51,6 +51,7 @@
 
 #include "store/agent_record.h"
 #include "store/block_file.h"
+#include "store/block_read.h"
 #include "store/file_system.h"
 #include "store/kv_block.h"
 #include "util/status.h"
@@ -211,6 +212,16 @@ class AgentStore {
   // error (see LoadedAgent).
   Result<LoadedAgent> LoadBlocks(std::string_view ns, std::string_view agent_id, uint32_t first_block = 0);
 
+  // The blocks of `rec` (agent `rec.agent_id` of `ns` as another tier,
+  // e.g. the remote, holds it) that this store holds a file of, by block id:
+  // held[i] is block i, read and verified as a load verifies it
+  // (CheckBlockBelongs against `rec`; a bad file is quarantined and counted),
+  // or nullopt where no file of that id is here or it could not be used.
+  // Files are read in parallel, without the store's lock; ids not held are
+  // not touched. The agent's own manifest here is neither read nor changed.
+  // held.size() == rec.blocks.size(). InvalidArgument for a bad namespace.
+  Result<std::vector<std::optional<KvBlock>>> ReadHeldBlocks(std::string_view ns, const AgentRecord& rec);
+
   // Erasure: removes the manifest, then every block no one else references
   // and their quarantined copies; all durably. NotFound if absent.
   Status DeleteAgent(std::string_view ns, std::string_view agent_id);
@@ -312,6 +323,9 @@ class AgentStore {
   NamespaceState* FindNamespaceLocked(std::string_view ns);
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
+  // How to read block files of these sizes at once (ReadBlockFiles, when
+  // fs_->ConcurrentReads()): options_' threads and chunk size or the defaults.
+  BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes) const;
   // Reads and verifies block `i` of `rec`; bad files are quarantined.
   // Reads and decodes block i of `rec` and checks it belongs there; a
   // corrupt file is quarantined. `read` is the block file already read and
