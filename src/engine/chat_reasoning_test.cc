@@ -72,14 +72,16 @@ TEST_F(ChatReasoningTest, ForcedOpenThinkingIsReasoningUntilClosed) {
   const ChatPrompt p = Render(*f, r);
   EXPECT_TRUE(p.rendered.text.ends_with("<｜Assistant｜><think>\n")) << p.rendered.text;
   ASSERT_NE(p.reply_format, nullptr);
+  // The reasoning starts after the tag, so the newline the template wrote
+  // after <think> is its first byte (common keeps it; llama-server too).
   for (size_t step : {1, 2, 5, 100}) {
     const Split s = Feed(p, "abc</think>answer", step);
-    EXPECT_EQ(s.reasoning, "abc") << step;
+    EXPECT_EQ(s.reasoning, "\nabc") << step;
     EXPECT_EQ(s.content, "answer") << step;
   }
   // Never closed (max_tokens, or a model that only thinks): all reasoning.
   const Split open = Feed(p, "still thinking about it", 3);
-  EXPECT_EQ(open.reasoning, "still thinking about it");
+  EXPECT_EQ(open.reasoning, "\nstill thinking about it");
   EXPECT_EQ(open.content, "");
   // A partial closing tag is held back, not sent as reasoning.
   ReplyParser parser(p.reply_format, [] { return std::string(); });
@@ -105,7 +107,7 @@ TEST_F(ChatReasoningTest, ModelOpenedThinkingAndEnableThinkingFalse) {
   const ChatPrompt p = Render(*f, r);
   ASSERT_NE(p.reply_format, nullptr);
   const Split s = Feed(p, "<think>\nabc\n</think>\n\nanswer", 2);
-  EXPECT_EQ(s.reasoning, "abc");
+  EXPECT_EQ(s.reasoning, "abc\n");  // common drops the newline after <think>, keeps the one before </think>
   EXPECT_EQ(s.content, "answer");
   // A reply without thinking is all content.
   EXPECT_EQ(Feed(p, "just an answer", 4).content, "just an answer");

@@ -271,6 +271,8 @@ test('Vercel AI SDK: generateText with tools', async () => {
 // does not. So with reasoning on, the reply must come back entirely as
 // reasoning_content and content empty; with reasoning_format "none" the same
 // text is the content. If separation broke, the text would land in content.
+// The reasoning starts with the newline the template wrote after <think>
+// (common's parser, as llama-server, keeps it).
 test('reasoning models: reasoning_content apart from content (R1 template), streamed and not, SDKs', async () => {
   const llamaDir = path.join(process.env.AGENTKV_CACHE ?? path.join(os.homedir(), '.cache', 'agentkv'), 'llama.cpp');
   const template = path.join(llamaDir, 'models', 'templates', 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja');
@@ -296,7 +298,7 @@ test('reasoning models: reasoning_content apart from content (R1 template), stre
     const r = await call('/v1/chat/completions', body, 'think-auto');  // server default: auto
     assert.equal(r.status, 200, JSON.stringify(r.json));
     assertSchema('CreateChatCompletionResponse', r.json);
-    assert.equal(r.json.choices[0].message.reasoning_content, raw);
+    assert.equal(r.json.choices[0].message.reasoning_content, `\n${raw}`);
     assert.equal(r.json.choices[0].message.content, '');
 
     const s = await call('/v1/chat/completions', { ...body, stream: true }, 'think-stream');
@@ -304,7 +306,7 @@ test('reasoning models: reasoning_content apart from content (R1 template), stre
     const chunks = s.frames.map((f) => f.slice(f.indexOf('data: ') + 6)).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
     for (const ch of chunks) assertSchema('CreateChatCompletionStreamResponse', ch);
     const deltas = chunks.map((c) => c.choices[0].delta);
-    assert.equal(deltas.map((d) => d.reasoning_content ?? '').join(''), raw);
+    assert.equal(deltas.map((d) => d.reasoning_content ?? '').join(''), `\n${raw}`);
     assert.equal(deltas.map((d) => d.content ?? '').join(''), '');
     assert.ok(deltas.filter((d) => d.reasoning_content).length >= 2, 'reasoning is streamed in pieces');
 
@@ -314,19 +316,19 @@ test('reasoning models: reasoning_content apart from content (R1 template), stre
 
     // The openai SDK passes the extra field through.
     const sdk = await rs.client().chat.completions.create(body, { headers: { 'X-Agent-Id': 'think-sdk' } });
-    assert.equal(sdk.choices[0].message.reasoning_content, raw);
+    assert.equal(sdk.choices[0].message.reasoning_content, `\n${raw}`);
     let streamed = '';
     for await (const ch of await rs.client().chat.completions.create({ ...body, stream: true }, { headers: { 'X-Agent-Id': 'think-sdk2' } })) {
       streamed += ch.choices[0]?.delta?.reasoning_content ?? '';
     }
-    assert.equal(streamed, raw);
+    assert.equal(streamed, `\n${raw}`);
 
     // Anthropic: thinking blocks only when the request enables thinking.
     const abody = { model: 'claude-x', max_tokens: 24, temperature: 0, messages: body.messages };
     const on = await call('/v1/messages', { ...abody, thinking: { type: 'enabled', budget_tokens: 1024 } }, 'think-a1');
     assert.equal(on.status, 200, JSON.stringify(on.json));
     assert.deepEqual(on.json.content.map((b) => b.type), ['thinking', 'text']);
-    assert.equal(on.json.content[0].thinking, raw);
+    assert.equal(on.json.content[0].thinking, `\n${raw}`);
     assert.equal(on.json.content[0].signature, '');
     // Without `thinking` the template gets enable_thinking false (R1's closes
     // the block in the prompt): the reply is text, no thinking block.
@@ -337,7 +339,7 @@ test('reasoning models: reasoning_content apart from content (R1 template), stre
     const events = as.frames.map((f) => JSON.parse(f.slice(f.indexOf('data: ') + 6)));
     assert.deepEqual(events.find((e) => e.type === 'content_block_start').content_block, { type: 'thinking', thinking: '' });
     const thinking = events.filter((e) => e.delta?.type === 'thinking_delta').map((e) => e.delta.thinking).join('');
-    assert.equal(thinking, raw);
+    assert.equal(thinking, `\n${raw}`);
     const sig = events.findIndex((e) => e.delta?.type === 'signature_delta');
     assert.ok(sig > 0 && events[sig + 1].type === 'content_block_stop', 'signature_delta closes the thinking block');
   } finally {
