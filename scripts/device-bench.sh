@@ -11,6 +11,14 @@
 #   scripts/device-bench.sh quick-vs CTXS    CUDA build + the llama-3.1-8b model + vs-llama-server on it
 #   scripts/device-bench.sh store [TOKENS]   CUDA build (agentkv) + bench store of a synthetic agent in the
 #                                            llama-3.1-8b q4_0 KV layout (default 34816 tokens), on the repo's disk
+#   scripts/device-bench.sh store-chunks [TOKENS,...]  CUDA build (agentkv) + bench store in the llama-3.1-8b
+#                                            layout (default 2048,32768 tokens): loads with one read per block file
+#                                            (--read-chunk-kib 0, as before issue 11.2) vs the store's chunked reads
+#                                            (default), interleaved, 2 rounds; fixed chunk sizes at the first TOKENS;
+#                                            read_probe's chunk modes (8 files); the disk's queue settings
+#   scripts/device-bench.sh prepare          (here, not on the device) copies this machine's hiredis
+#                                            headers and static library into .device/hiredis, for device
+#                                            machines without libhiredis-dev (carry .device)
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +41,7 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
   export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=$PWD/.device/ccache
   scripts/fetch-llama.sh
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  pkg-config --exists hiredis 2>/dev/null || export PKG_CONFIG_PATH=$PWD/.device/hiredis/lib/pkgconfig
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
   local start=$(date +%s)
   cmake -S . -B $B -G Ninja -DAGENTKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DAGENTKV_LLAMA_SERVER=ON \
@@ -46,6 +55,16 @@ synth_model() {  # synth_model PRESET: the preset's random-weight q4_0 GGUF, onc
 }
 
 case "${1:-}" in
+  prepare)
+    d=.device/hiredis
+    rm -rf $d && mkdir -p $d/include $d/lib/pkgconfig
+    cp -r "$(pkg-config --variable=includedir hiredis)" $d/include/hiredis
+    cp "$(dpkg -L libhiredis-dev | grep '/libhiredis\.a$')" $d/lib/
+    sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' -e 's|^libdir=.*|libdir=${prefix}/lib|' \
+      -e 's|^includedir=.*|includedir=${prefix}/include/hiredis|' -e 's|^Cflags: |Cflags: -I${prefix}/include |' \
+      "$(pkg-config --variable=pcfiledir hiredis)/hiredis.pc" > $d/lib/pkgconfig/hiredis.pc
+    du -sh $d
+    ;;
   setup)
     build_cuda agentkv llama-server engine_arch_test
     AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
@@ -94,10 +113,40 @@ case "${1:-}" in
     rm -rf "$PWD/bench/out/store-cache"
     pack /tmp/store store
     ;;
+  store-chunks)
+    build_cuda agentkv
+    out=/tmp/store-chunks
+    mkdir -p $out
+    cache="$PWD/bench/out/store-cache"
+    IFS=, read -ra toks <<< "${2:-2048,32768}"
+    store() {  # store NAME TOKENS FLAGS...
+      local name=$1 t=$2; shift 2
+      timeout $T $B/agentkv bench store --cache-dir "$cache" --tokens $t --layout 32x576 --reps $REPS "$@" \
+        --json $out/$name.json > $out/$name.md 2> $out/$name.log
+      echo "$name: $(grep '^| store load (cold)' $out/$name.md)"
+    }
+    dev=$(df --output=source "$PWD" | tail -1); dev=$(basename "$(readlink -f "$dev")")
+    for q in /sys/class/block/$dev/queue /sys/class/block/$dev/../queue; do
+      [ -d $q ] && for f in read_ahead_kb max_sectors_kb nr_requests rotational scheduler; do
+        echo "$dev $f: $(cat $q/$f)"; done
+    done > $out/disk.txt 2>&1
+    for round in 1 2; do
+      for t in "${toks[@]}"; do
+        store store_${t}_whole_r$round $t --read-chunk-kib 0
+        store store_${t}_auto_r$round $t
+      done
+    done
+    for kib in 512 1024 2048 4096; do store store_${toks[0]}_chunk${kib} ${toks[0]} --read-chunk-kib $kib; done
+    rm -rf "$cache"
+    g++ -O2 -std=c++17 -pthread bench/tools/read_probe.cc -o /tmp/read_probe &&
+      timeout 120 /tmp/read_probe "$PWD/bench/out/probe" 8 9445376 5 chunks | tee $out/read_probe_8files.txt
+    rm -rf "$PWD/bench/out/probe"
+    pack $out store-chunks
+    ;;
   capacity)
     out=/tmp/b/capacity
     timeout $T "${BENCH[@]}" capacity --verify-contexts "$2" --out $out 2>&1 | tail -15
     pack $out capacity
     ;;
-  *) sed -n 2,9p "$0"; exit 2 ;;
+  *) sed -n "2,/^# Env/p" "$0"; exit 2 ;;
 esac

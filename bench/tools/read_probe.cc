@@ -1,7 +1,10 @@
 // Disk read probe (issue #8): how fast N block files (or one big file of the same bytes) are
 // read cold, by threads, destination memory (fresh vs pre-faulted), copy-out, O_DIRECT and
 // readahead hints. Build: g++ -O2 -std=c++17 -pthread bench/tools/read_probe.cc -o /tmp/rp
-// Run:   /tmp/rp DIR [n_files=137] [file_bytes=9445376] [reps=3]   (writes, then deletes, its files in DIR)
+// Run:   /tmp/rp DIR [n_files=137] [file_bytes=9445376] [reps=3] [modes=all|chunks]
+//        (writes, then deletes, its files in DIR). "chunks" runs only the chunked block reads: each
+//        file's bytes split into pieces of 256 KiB .. 8 MiB, all (file, piece) pairs read by 8 / 32
+//        threads, against whole-file reads by the same threads (the store's block read, issue 11).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -56,6 +59,8 @@ int main(int argc, char** argv) {
   size_t n_files = argc > 2 ? atol(argv[2]) : 137;
   size_t fbytes = argc > 3 ? atol(argv[3]) : 9437184 + 8192;
   int reps = argc > 4 ? atoi(argv[4]) : 3;
+  const std::string modes = argc > 5 ? argv[5] : "all";
+  if (modes != "all" && modes != "chunks") Die("modes must be all or chunks:", modes);
   mkdir(dir.c_str(), 0700);
   std::vector<std::string> files;
   std::string big = dir + "/big.bin";
@@ -101,6 +106,31 @@ int main(int argc, char** argv) {
     printf("%-58s median %.2f GB/s  [%.2f - %.2f]\n", name, gbs[gbs.size() / 2], gbs.front(), gbs.back());
     fflush(stdout);
   };
+  // Chunked reads: file i's bytes at [k * chunk, (k+1) * chunk) are one pread,
+  // every (file, chunk) pair an item of one ParallelFor; chunk 0 = whole files.
+  for (int t : {8, 32}) {
+    for (size_t chunk_kib : {0, 256, 512, 1024, 2048, 4096, 8192}) {
+      const size_t chunk = chunk_kib ? chunk_kib << 10 : fbytes;
+      const size_t per_file = (fbytes + chunk - 1) / chunk;
+      const std::string name = "blocks: " + std::to_string(t) + " thr, " +
+                               (chunk_kib ? "chunks of " + std::to_string(chunk_kib) + " KiB" : std::string("whole files")) +
+                               " into pre-faulted";
+      run(name.c_str(), [&] {
+        ParallelFor(n_files * per_file, t, [&](size_t item) {
+          const size_t i = item / per_file, off = item % per_file * chunk;
+          int fd = open(files[i].c_str(), O_RDONLY);
+          if (fd < 0) Die("open", files[i]);
+          ReadAll(fd, final_buf + i * fbytes + off, std::min(chunk, fbytes - off), static_cast<off_t>(off));
+          close(fd);
+        });
+      });
+    }
+  }
+  if (modes == "chunks") {
+    for (auto& f : files) unlink(f.c_str());
+    unlink(big.c_str());
+    return 0;
+  }
   run("big file: one read into fresh malloc (llama-server)", [&] {
     uint8_t* b = static_cast<uint8_t*>(malloc(n_files * fbytes));
     int fd = open(big.c_str(), O_RDONLY);

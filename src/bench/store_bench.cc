@@ -150,6 +150,8 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchInput& input, const Store
   so.cache_dir = o.cache_dir;
   so.fingerprint = input.fingerprint;
   so.kv_types = input.kv_types;
+  if (o.read_threads) so.read_threads = *o.read_threads;
+  if (o.read_chunk_bytes) so.read_chunk_bytes = *o.read_chunk_bytes;
   AGENTKV_ASSIGN_OR_RETURN(auto store, AgentStore::Open(so));
   AGENTKV_RETURN_IF_ERROR(DeleteAllAgents(*store, o.ns));
   const std::string ns_dir = store->root_dir() + "/" + NameHash(o.ns);

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ struct StoreBenchOptions {
   std::string ns = "agentkv-bench";
   int reps = 5;                   // REQUIRES >= 1
   std::function<void(const std::string&)> log;  // progress lines; may be null
+  // AgentStoreOptions' read_threads / read_chunk_bytes for the loads; unset: the store's defaults
+  // (read_chunk_bytes 0: one read per block file).
+  std::optional<int> read_threads;
+  std::optional<size_t> read_chunk_bytes;
 };
 
 struct StoreBenchRep {

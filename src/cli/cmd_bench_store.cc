@@ -19,13 +19,17 @@ namespace {
 constexpr const char* kUsage =
     "usage: agentkv bench store --cache-dir DIR [--tokens 4096] [-m MODEL] [--reps 5]\n"
     "                           [-t THREADS] [--seed 1] [--layout LAYERSxROW_BYTES] [--json OUT|-]\n"
+    "                           [--read-threads N] [--read-chunk-kib N]\n"
     "Saves one agent of --tokens tokens to an AgentStore under DIR (namespace\n"
     "agentkv-bench, removed afterwards) --reps times, and loads it back with the page\n"
     "cache dropped (posix_fadvise DONTNEED; residency checked) and warm; compares with\n"
     "write+fsync and read() of one plain file of the same bytes in DIR.\n"
     "KV: with -m, a q4_0 prefill of random tokens on MODEL; without, random bytes in the\n"
     "bundled model's q4_0 layout (1152 bytes/token), or --layout's (32x576 = Llama-3.1-8B's\n"
-    "q4_0 K and V rows). MB = 10^6 bytes.\n";
+    "q4_0 K and V rows). MB = 10^6 bytes.\n"
+    "--read-threads / --read-chunk-kib: the store's reads in flight during a load (default:\n"
+    "twice the cores, 8 to 32) and the size of each data read (default: about two reads per\n"
+    "thread, at least 1 MiB; 0 = one read per block file, as before chunked reads).\n";
 
 struct Row {
   const char* name;
@@ -49,7 +53,8 @@ int CmdBenchStore(int argc, char** argv) {
   const MeasureCommand cmd("bench store", kUsage, argc, argv);
   if (cmd.Help()) return 0;
   const Flags& flags = cmd.flags();
-  auto unknown = flags.Unknown({"cache-dir", "tokens", "m", "model", "reps", "t", "threads", "seed", "json", "layout"});
+  auto unknown = flags.Unknown({"cache-dir", "tokens", "m", "model", "reps", "t", "threads", "seed", "json", "layout",
+                                "read-threads", "read-chunk-kib"});
   const auto cache_dir = flags.Get("cache-dir");
   const auto model_path = flags.Get("model", "m");
   long long n_tokens = 0, reps = 0, threads = 0, seed = 0;
@@ -61,6 +66,15 @@ int CmdBenchStore(int argc, char** argv) {
            flags.GetInt("threads", "t", 0, &threads, &err) && flags.GetInt("seed", "", 1, &seed, &err));
   }
   if (err.empty() && (n_tokens < 1 || n_tokens > 1 << 20 || reps < 1)) err = "need 1 <= --tokens <= 1048576, --reps >= 1";
+  long long read_threads = 0, read_chunk_kib = 0;
+  if (err.empty() && flags.Get("read-threads") && flags.GetInt("read-threads", "", 0, &read_threads, &err) &&
+      (read_threads < 1 || read_threads > 256)) {
+    err = "need 1 <= --read-threads <= 256";
+  }
+  if (err.empty() && flags.Get("read-chunk-kib") && flags.GetInt("read-chunk-kib", "", 0, &read_chunk_kib, &err) &&
+      (read_chunk_kib < 0 || read_chunk_kib > (1 << 20))) {
+    err = "need 0 <= --read-chunk-kib <= 1048576";
+  }
   unsigned layout_layers = 8, layout_row_bytes = 72;
   if (auto layout = flags.Get("layout"); err.empty() && layout) {
     char tail = 0;
@@ -97,6 +111,8 @@ int CmdBenchStore(int argc, char** argv) {
   options.cache_dir = *cache_dir;
   options.reps = static_cast<int>(reps);
   options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  if (flags.Get("read-threads")) options.read_threads = static_cast<int>(read_threads);
+  if (flags.Get("read-chunk-kib")) options.read_chunk_bytes = static_cast<size_t>(read_chunk_kib) << 10;
   auto result = bench::RunStoreBench(input, options);
   if (!result.ok()) return cmd.Fail(result.status());
   const auto& r = *result;
@@ -119,7 +135,12 @@ int CmdBenchStore(int argc, char** argv) {
                     " -- the \"cold\" rows are page-cache reads";
   std::printf("agent: %u tokens, %u blocks, KV payload %.3f MB, block files %.3f MB, manifest %.1f KB\n",
               r.n_tokens, r.n_blocks, r.payload_bytes / 1e6, r.block_file_bytes / 1e6, r.manifest_bytes / 1e3);
-  std::printf("%s\n\n", cache_state.c_str());
+  std::printf("%s\n", cache_state.c_str());
+  std::printf("loads: %s read threads, data reads of %s\n\n",
+              options.read_threads ? std::to_string(*options.read_threads).c_str() : "default",
+              !options.read_chunk_bytes        ? "the store's choice"
+              : *options.read_chunk_bytes == 0 ? "whole files"
+                                               : bench::Format("%zu KiB", *options.read_chunk_bytes >> 10).c_str());
 
   const double mb = r.block_file_bytes / 1e6;
   std::vector<std::vector<std::string>> rows;
@@ -148,6 +169,9 @@ int CmdBenchStore(int argc, char** argv) {
                         {"block_file_bytes", r.block_file_bytes},
                         {"manifest_bytes", r.manifest_bytes},
                         {"reps", reps},
+                        {"read_threads", options.read_threads.value_or(0)},  // 0: the store's default
+                        {"read_chunk_bytes", options.read_chunk_bytes ? nlohmann::json(*options.read_chunk_bytes)
+                                                                      : nlohmann::json("auto")},
                         {"page_cache_dropped", dropped},
                         {"page_cache_state", cache_state},
                         {"store_resident_after_drop", store_resident},

@@ -13,16 +13,17 @@
 #include "store/manifest.h"
 #include "store/store_ids.h"
 #include "util/log.h"
-#include "util/parallel.h"
 
 namespace agentkv {
 namespace {
 
-// Block files read at once during a load: enough parallel requests to keep
-// a virtual or NVMe disk's queue busy (one file per 256-token block, 0.3-10 MB
-// each). Measured on the H200 host's disk (16 cores; bench/RESULTS.md, issue
-// #8): cold reads of 137 9.4 MB files reach 1.9, 2.0, 2.2 GB/s with 8, 16, 32
-// threads; the threads mostly wait on the disk, so twice the cores, at least 8.
+// Reads in flight during a load: enough parallel requests to keep a virtual
+// or NVMe disk's queue busy (one file per 256-token block, 0.3-10 MB each,
+// split into reads of BlockReadChunkBytes so that a few files are enough
+// reads too). Measured on the H200 host's disk (16 cores;
+// bench/RESULTS.md, issue #8): cold reads of 137 9.4 MB files reach 1.9, 2.0,
+// 2.2 GB/s with 8, 16, 32 threads; the threads mostly wait on the disk, so
+// twice the cores, at least 8.
 int ReadThreads() {
   static const int n = std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 8, 32);
   return n;
@@ -163,7 +164,8 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
   Status st = dec.ok() ? Status::OK() : dec.status();
   if (st.ok()) st = CheckBlockBelongs(*dec, rec, i, options_.fingerprint);
   if (!st.ok()) {
-    AKV_LOG_WARN("store: %s: %s", path.c_str(), st.ToString().c_str());
+    const std::string why = st.ToString();  // names the file unless CheckBlockBelongs failed
+    AKV_LOG_WARN("store: %s%s", why.find(path) == std::string::npos ? (path + ": ").c_str() : "", why.c_str());
     ++stats_.corrupt_blocks;
     if (!options_.read_only) {
       QuarantineLocked(ns, path);
@@ -182,7 +184,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
   const std::string id(agent_id);
   // The block files are read (and decoded and checksummed) on ReadThreads()
-  // threads while this thread reads the manifest: their ids come from the
+  // threads (ReadBlockFiles) while this thread reads the manifest: their ids come from the
   // in-memory index, which names the same blocks as the manifest unless the
   // file changed under us (then the blocks that differ are read here, in
   // order). Bookkeeping and the checks against the manifest stay on this
@@ -195,8 +197,22 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   if (fs_->ConcurrentReads() && first < indexed.size()) {
     std::vector<std::string> paths;
     for (uint32_t b = first; b < indexed.size(); ++b) paths.push_back(BlockPath(*ns, indexed[b].id));
-    reader = std::thread([this, &ahead, first, paths = std::move(paths)] {
-      ParallelFor(paths.size(), ReadThreads(), [&](size_t k) { ahead[first + k] = ReadBlockFile(fs_, paths[k]); });
+    // Every file's head and data chunks from one queue, so that even an agent
+    // of a few large blocks keeps n_threads reads in flight; no more threads
+    // than reads (a short agent of small files needs few).
+    const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
+    uint64_t bytes = 0;
+    for (uint32_t b = first; b < indexed.size(); ++b) bytes += indexed[b].file_bytes;
+    BlockReadOptions read_options;
+    read_options.chunk_bytes = options_.read_chunk_bytes.value_or(BlockReadChunkBytes(bytes, threads));
+    uint64_t reads = 0;
+    for (uint32_t b = first; b < indexed.size(); ++b) {
+      reads += 1 + (read_options.chunk_bytes > 0 ? indexed[b].file_bytes / read_options.chunk_bytes : 0);
+    }
+    read_options.n_threads = static_cast<int>(std::min<uint64_t>(threads, reads));
+    reader = std::thread([this, &ahead, first, read_options, paths = std::move(paths)] {
+      std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
+      for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);
     });
   }
   auto rec_or = ReadRecordLocked(ns, id);

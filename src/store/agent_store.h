@@ -70,6 +70,13 @@ struct AgentStoreOptions {
   // FailedPrecondition; bad files are reported but not quarantined.
   bool read_only = false;
   std::function<int64_t()> now_ms;  // wall clock in ms; nullptr: system clock
+  // How LoadBlocks reads an agent's block files when fs->ConcurrentReads()
+  // (block_read.h ReadBlockFiles): reads in flight (0: twice the cores, 8 to
+  // 32) and the size of each data read (unset: BlockReadChunkBytes of the
+  // agent's bytes; 0: one read per file; else that size). Benchmarks vary
+  // them; the defaults are measured (bench/RESULTS.md).
+  int read_threads = 0;
+  std::optional<size_t> read_chunk_bytes;
 };
 
 struct AgentSummary {

@@ -7,7 +7,9 @@
 #include <future>
 #include <thread>
 
+#include "store/block_read.h"
 #include "store/fault_file_system.h"
+#include "store/hooked_file_system_test_util.h"
 #include "store/mem_file_system.h"
 #include "store/posix_file_system.h"
 #include "store/store_ids.h"
@@ -433,6 +435,76 @@ TEST(AgentStorePosixTest, ReadAheadKeepsOrderAndStopsAtCorruption) {
   for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(r->blocks[i], MakeBlock(tokens, i));
   EXPECT_EQ(r->valid_tokens, 6 * kBlockTokens);
   EXPECT_FALSE(fs.Exists(bad));  // quarantined
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
+// MakeBlock with rows 40x wider (~290 KB files), so that block files have
+// data beyond the first read and LoadBlocks reads it in several chunks.
+KvBlock WideBlock(const std::vector<int32_t>& tokens, uint32_t i) {
+  KvBlock b = MakeBlock(tokens, i);
+  for (KvTensor& t : b.tensors) {
+    t.row_bytes *= 40;
+    t.data.resize(size_t{t.n_rows} * t.row_bytes);
+    for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = static_cast<uint8_t>(k * 29 + i * 13 + t.name.size());
+  }
+  return b;
+}
+
+// Chunked read-ahead (block_read.h ReadBlockFiles) of large block files: the
+// blocks come back exactly; an I/O error in one chunk of block 3 stops the
+// load there with that error (blocks 0-2 returned, the file kept: the error
+// is not the block's fault), and the next load reads everything again.
+TEST(AgentStorePosixTest, ChunkedReadAheadStopsAtAFailedChunk) {
+  std::string dir = ::testing::TempDir() + "/agentkv_store_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  PosixFileSystem posix;
+  HookedFileSystem fs(&posix, /*concurrent=*/true);
+  auto tokens = MakeTokens(7 * kBlockTokens + 40, 11);
+  AgentStoreOptions o = Options(&fs, dir);
+  o.read_threads = 4;
+  const size_t chunk = 16 << 10;
+  o.read_chunk_bytes = chunk;
+  auto store = AgentStore::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto saved = (*store)->SaveAgent("ns", MakeRecord("a", tokens),
+                                   [&](uint32_t i, const std::string&) -> Result<KvBlock> { return WideBlock(tokens, i); });
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  const std::string bad = dir + "/" + kFp + "/" + NameHash("ns") + "/blocks/" + ComputeBlockIds(kFp, tokens)[3] +
+                          ".safetensors";
+  auto size = posix.FileSize(bad);
+  ASSERT_TRUE(size.ok());
+  ASSERT_GT(*size, kBlockHeadReadBytes + 4 * chunk);
+
+  auto expect_blocks = [&](const LoadedAgent& r, uint32_t n) {
+    ASSERT_EQ(r.blocks.size(), n);
+    for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(r.blocks[i], WideBlock(tokens, i)) << "block " << i;
+  };
+  auto all = (*store)->LoadBlocks("ns", "a");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(all->complete);
+  expect_blocks(*all, 8);
+
+  std::atomic<int> failed{0};
+  fs.read_hook = [&](const std::string& path, uint64_t offset, size_t) {
+    if (path != bad || offset != 10 * chunk) return Status::OK();
+    ++failed;
+    return Status::IOError("read " + path + ": Input/output error");
+  };
+  auto r = (*store)->LoadBlocks("ns", "a");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(failed.load(), 1);
+  EXPECT_FALSE(r->complete);
+  EXPECT_EQ(r->stop_reason.code(), StatusCode::kIOError) << r->stop_reason.ToString();
+  expect_blocks(*r, 3);
+  EXPECT_EQ(r->valid_tokens, 3 * kBlockTokens);
+  EXPECT_TRUE(posix.Exists(bad));
+  EXPECT_EQ((*store)->stats().corrupt_blocks, 0u);
+
+  fs.read_hook = nullptr;
+  auto again = (*store)->LoadBlocks("ns", "a");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->complete);
+  expect_blocks(*again, 8);
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 

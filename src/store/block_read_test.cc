@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "store/fault_file_system.h"
+#include "store/hooked_file_system_test_util.h"
 #include "store/mem_file_system.h"
 #include "store/posix_file_system.h"
 #include "store/store_ids.h"
@@ -17,6 +19,7 @@
 namespace agentkv {
 namespace {
 
+using store_test::HookedFileSystem;
 using store_test::MakeTokens;
 
 // A block of n_layers x K/V tensors, rows of row_bytes bytes; names padded to
@@ -140,6 +143,193 @@ TEST_P(BlockReadTest, ScatteredReadFillsPiecesInOrderAndStopsAtEndOfFile) {
   ASSERT_TRUE(short_read.ok());
   EXPECT_EQ(*short_read, 50u);
   EXPECT_EQ(std::string(tail.begin(), tail.begin() + 50), bytes.substr(4950));
+}
+
+// Small (whole file inside the head read), large, a header longer than the
+// head read, and a large one with an empty tensor among the others.
+std::vector<KvBlock> VariedBlocks() {
+  KvBlock with_empty = BigBlock(2, 1000);
+  with_empty.tensors[3].n_rows = 0;
+  with_empty.tensors[3].data.clear();
+  std::vector<KvBlock> out;
+  out.push_back(store_test::MakeBlock(MakeTokens(300, 1), 0));
+  out.push_back(BigBlock(4, 576));
+  out.push_back(BigBlock(260, 8, 200));
+  out.push_back(std::move(with_empty));
+  return out;
+}
+
+BlockReadOptions Chunked(int n_threads, size_t chunk_bytes) {
+  BlockReadOptions o;
+  o.n_threads = n_threads;
+  o.chunk_bytes = chunk_bytes;
+  return o;
+}
+
+TEST_P(BlockReadTest, ReadBlockFilesReadsWhatDecodeBlockFileReads) {
+  std::vector<std::string> paths;
+  std::vector<DecodedBlock> want;
+  for (const KvBlock& block : VariedBlocks()) {
+    const std::string bytes = Encode(block);
+    auto dec = DecodeBlockFile(bytes);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    ASSERT_EQ(dec->block, block);
+    want.push_back(std::move(dec).value());
+    paths.push_back(Put(bytes));
+  }
+  // Whole data sections; chunks smaller than a tensor, dividing nothing; of
+  // the head read's size; of 1 MiB (two reads for the 1.2 MB file, one for
+  // the others). One thread (in order) and several.
+  for (size_t chunk : {size_t{0}, size_t{20000}, kBlockHeadReadBytes, kMinBlockReadChunkBytes}) {
+    for (int threads : {1, 4}) {
+      auto got = ReadBlockFiles(fs_.get(), paths, Chunked(threads, chunk));
+      ASSERT_EQ(got.size(), paths.size());
+      for (size_t i = 0; i < paths.size(); ++i) {
+        ASSERT_TRUE(got[i].ok()) << "chunk " << chunk << " threads " << threads << ": " << got[i].status().ToString();
+        EXPECT_EQ(got[i]->block, want[i].block) << "file " << i << " chunk " << chunk << " threads " << threads;
+        EXPECT_EQ(got[i]->meta.block_id, want[i].meta.block_id);
+        EXPECT_EQ(got[i]->meta.checksum, want[i].meta.checksum);
+      }
+    }
+  }
+  EXPECT_TRUE(ReadBlockFiles(fs_.get(), {}, Chunked(4, 4096)).empty());
+}
+
+// Every damaged file is Corruption naming it, whichever chunk holds the bad
+// byte; the good files read in the same call are unaffected.
+TEST_P(BlockReadTest, BadBytesInAnyChunkFailThatFileOnly) {
+  const KvBlock good_block = BigBlock(2, 576);
+  const std::string bytes = Encode(good_block);
+  const size_t chunk = 16 << 10;
+  ASSERT_GT(bytes.size(), 20 * chunk);
+  std::vector<std::string> bad;
+  for (size_t pos : {size_t{3}, size_t{200}, kBlockHeadReadBytes - 1, kBlockHeadReadBytes, 2 * chunk - 1, 2 * chunk,
+                     bytes.size() / 2 + 77, bytes.size() - chunk, bytes.size() - 1}) {
+    std::string b = bytes;
+    b[pos] ^= 0x20;
+    bad.push_back(std::move(b));
+  }
+  for (size_t cut : {size_t{1}, size_t{7}, chunk, chunk + 3, bytes.size() - kBlockHeadReadBytes, bytes.size() - 100,
+                     bytes.size() - 4}) {
+    bad.push_back(bytes.substr(0, bytes.size() - cut));  // truncated
+  }
+  bad.push_back(bytes + "x");                               // extended
+  bad.push_back(bytes + std::string(3 * chunk + 5, '\0'));
+  const std::string good = Put(bytes);
+  for (size_t k = 0; k < bad.size(); ++k) {
+    const std::string path = Put(bad[k]);
+    const std::vector<std::string> paths = {good, path, good};
+    for (int threads : {1, 4}) {
+      auto got = ReadBlockFiles(fs_.get(), paths, Chunked(threads, chunk));
+      ASSERT_EQ(got.size(), 3u);
+      ASSERT_FALSE(got[1].ok()) << "case " << k;
+      EXPECT_EQ(got[1].status().code(), StatusCode::kCorruption) << "case " << k << ": " << got[1].status().ToString();
+      EXPECT_NE(got[1].status().message().find(path), std::string::npos) << got[1].status().ToString();
+      for (size_t i : {0, 2}) {
+        ASSERT_TRUE(got[i].ok()) << "case " << k << ": " << got[i].status().ToString();
+        EXPECT_EQ(got[i]->block, good_block);
+      }
+    }
+    // The single-file reader agrees.
+    auto one = ReadBlockFile(fs_.get(), path);
+    EXPECT_EQ(one.status().code(), StatusCode::kCorruption) << "case " << k;
+    EXPECT_NE(one.status().message().find(path), std::string::npos) << one.status().ToString();
+  }
+  auto missing = ReadBlockFiles(fs_.get(), std::vector<std::string>{good, dir_ + "/absent.safetensors"},
+                                Chunked(4, chunk));
+  EXPECT_TRUE(missing[0].ok());
+  EXPECT_EQ(missing[1].status().code(), StatusCode::kNotFound);
+}
+
+// A file that shrinks while it is read (after its size was taken): the read
+// comes back short, which is Corruption, not a block with stale bytes.
+TEST_P(BlockReadTest, FileShrinkingWhileReadIsCorruption) {
+  const std::string bytes = Encode(BigBlock(2, 576));
+  const std::string other_bytes = Encode(BigBlock(2, 1000));
+  const size_t chunk = 16 << 10;
+  // Cut before the head read, before the first data chunk, before the last.
+  for (uint64_t cut_at : {uint64_t{0}, uint64_t{kBlockHeadReadBytes}, uint64_t{bytes.size() / chunk * chunk}}) {
+    const std::string path = Put(bytes);
+    const std::string other = Put(other_bytes);
+    HookedFileSystem hooked(fs_.get(), /*concurrent=*/true);
+    bool cut = false;
+    hooked.read_hook = [&](const std::string& p, uint64_t offset, size_t) {
+      if (p == path && offset == cut_at && !cut) {
+        cut = true;
+        auto f = fs_->NewWritableFile(path);
+        EXPECT_TRUE(f.ok());
+        EXPECT_TRUE((*f)->Append(std::string_view(bytes).substr(0, offset + 100)).ok());
+        EXPECT_TRUE((*f)->Close().ok());
+      }
+      return Status::OK();
+    };
+    auto got = ReadBlockFiles(&hooked, std::vector<std::string>{path, other}, Chunked(1, chunk));
+    EXPECT_TRUE(cut) << cut_at;
+    ASSERT_FALSE(got[0].ok()) << cut_at;
+    EXPECT_EQ(got[0].status().code(), StatusCode::kCorruption) << cut_at << ": " << got[0].status().ToString();
+    EXPECT_NE(got[0].status().message().find(path), std::string::npos) << got[0].status().ToString();
+    // Caught by the read's size, before the checksum would be.
+    EXPECT_NE(got[0].status().message().find("shrank while read"), std::string::npos) << got[0].status().ToString();
+    EXPECT_TRUE(got[1].ok()) << got[1].status().ToString();
+  }
+}
+
+// An I/O error in one data chunk fails that file with the file system's
+// error (not Corruption: the bytes on disk may be fine); other files read.
+TEST_P(BlockReadTest, IoErrorInOneChunkFailsThatFileOnly) {
+  const KvBlock big = BigBlock(2, 576);
+  const std::string a = Put(Encode(big)), b = Put(Encode(big)), c = Put(Encode(big));
+  const std::vector<std::string> paths = {a, b, c};
+  const size_t chunk = 16 << 10;
+  for (int threads : {1, 4}) {
+    HookedFileSystem hooked(fs_.get(), /*concurrent=*/true);
+    hooked.read_hook = [&](const std::string& p, uint64_t offset, size_t) {
+      return p == b && offset == 7 * chunk ? Status::IOError("read " + p + ": Input/output error") : Status::OK();
+    };
+    auto got = ReadBlockFiles(&hooked, paths, Chunked(threads, chunk));
+    EXPECT_EQ(got[1].status().code(), StatusCode::kIOError) << got[1].status().ToString();
+    EXPECT_NE(got[1].status().message().find(b), std::string::npos);
+    for (size_t i : {0, 2}) {
+      ASSERT_TRUE(got[i].ok()) << got[i].status().ToString();
+      EXPECT_EQ(got[i]->block, big);
+    }
+  }
+  // The same through FaultInjectingFileSystem (one thread: it orders its
+  // operations): fail each of b's reads in turn.
+  FaultInjectingFileSystem fault(fs_.get());
+  auto clean = ReadBlockFiles(&fault, paths, Chunked(1, chunk));
+  for (const auto& r : clean) ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<uint64_t> b_reads;
+  const auto log = fault.log();
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i] == "read " + b) b_reads.push_back(i + 1);
+  }
+  ASSERT_GT(b_reads.size(), 10u) << "head + one read per chunk";
+  for (uint64_t op : b_reads) {
+    fault.Reset();
+    fault.FailOpAt(op);
+    auto got = ReadBlockFiles(&fault, paths, Chunked(1, chunk));
+    EXPECT_EQ(got[1].status().code(), StatusCode::kIOError) << "op " << op << ": " << got[1].status().ToString();
+    EXPECT_TRUE(got[0].ok() && got[2].ok()) << "op " << op;
+  }
+}
+
+TEST(BlockReadChunkBytesTest, AboutTwoReadsPerThreadNoneUnderTheMinimum) {
+  constexpr uint64_t kAlign = 64 << 10;
+  // The 8B shape: 2,048 tokens (8 files of 9.4 MB) and 32K tokens (136 files).
+  for (uint64_t bytes : {uint64_t{75'560'000}, uint64_t{1'284'572'000}, uint64_t{3'000'000'000}}) {
+    for (int threads : {1, 8, 32}) {
+      const uint64_t c = BlockReadChunkBytes(bytes, threads);
+      EXPECT_EQ(c % kAlign, 0u);
+      EXPECT_GE(c, kMinBlockReadChunkBytes);
+      EXPECT_GE(c * 2 * threads, bytes) << "at most two reads per thread";
+      if (c > kMinBlockReadChunkBytes) EXPECT_LT((c - kAlign) * 2 * threads, bytes) << "not larger than needed";
+    }
+  }
+  EXPECT_LT(BlockReadChunkBytes(75'560'000, 32), 9'445'000u) << "2K tokens: each file split";
+  EXPECT_GT(BlockReadChunkBytes(1'284'572'000, 32), 9'445'000u) << "32K tokens: a file per read";
+  EXPECT_EQ(BlockReadChunkBytes(0, 32), kMinBlockReadChunkBytes);
+  EXPECT_EQ(BlockReadChunkBytes(5'000'000, 0), 39u * kAlign) << "0 threads count as 1: 2.5 MB rounded up";
 }
 
 INSTANTIATE_TEST_SUITE_P(FileSystems, BlockReadTest, ::testing::Values(false, true),
