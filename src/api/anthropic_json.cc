@@ -97,7 +97,13 @@ MaybeError ParseContent(const json& msg, const std::string& param, Role role,
       if (!first_text) main.content.push_back('\n');
       main.content.append(text);
       first_text = false;
-    } else if ((t == "thinking" || t == "redacted_thinking") && role == Role::kAssistant) {
+    } else if (t == "thinking" && role == Role::kAssistant) {
+      // The turn's thinking goes back to the template (which may drop it);
+      // the signature is not checked (agentkv's own are empty).
+      const json* th = Field(b, "thinking");
+      if (th == nullptr || !th->is_string()) return AnthropicTypeError(bp + ".thinking", "a string");
+      main.reasoning_content += th->get<std::string>();
+    } else if (t == "redacted_thinking" && role == Role::kAssistant) {
       continue;
     } else if (t == "tool_use" && role == Role::kAssistant) {
       ToolCall call;
@@ -239,8 +245,18 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
       return AnthropicTypeError("metadata.user_id", "a string");
     }
   }
-  if (const json* v = Field(body, "thinking"); v != nullptr && !v->is_object()) {
-    return AnthropicTypeError("thinking", "an object");
+  if (const json* v = Field(body, "thinking")) {
+    if (!v->is_object()) return AnthropicTypeError("thinking", "an object");
+    const json* type = Field(*v, "type");
+    if (type == nullptr || !type->is_string()) return AnthropicTypeError("thinking.type", "a string");
+    const std::string t = type->get<std::string>();
+    if (t != "enabled" && t != "disabled" && t != "adaptive") {
+      return Invalid("thinking.type", "Input should be 'enabled', 'disabled' or 'adaptive'", "invalid_value");
+    }
+    // budget_tokens is accepted and not enforced (max_tokens bounds the reply).
+    out->enable_thinking = t != "disabled";
+  } else {
+    out->enable_thinking = false;  // Anthropic's default: no thinking
   }
 
   std::optional<std::string> body_ids[2];

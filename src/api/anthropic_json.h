@@ -40,6 +40,9 @@ namespace agentkv::api {
 struct MessageMeta {
   std::string id;     // "msg_..."
   std::string model;  // as the client sent it
+  // The request enabled thinking: the model's thinking (split out of the
+  // reply) is returned as a thinking block first; otherwise it is dropped.
+  bool thinking = false;
 };
 
 // "end_turn" | "stop_sequence" | "max_tokens" | "tool_use" (kCancelled:
@@ -47,7 +50,8 @@ struct MessageMeta {
 const char* AnthropicStopReason(FinishReason finish, const Usage& usage);
 
 // The whole non-streamed message: {"id","type":"message","role":"assistant",
-// "model","content":[{"type":"text","text"}, {"type":"tool_use","id":"toolu_...",
+// "model","content":[{"type":"thinking","thinking","signature":""} (only when
+// meta.thinking and `thinking` is not empty), {"type":"text","text"}, {"type":"tool_use","id":"toolu_...",
 // "name","input":{...}}...],"stop_reason","stop_sequence",
 // "usage":{input_tokens, cache_creation_input_tokens, cache_read_input_tokens,
 // output_tokens, agentkv{...}}}. input_tokens counts the prompt tokens NOT
@@ -56,12 +60,18 @@ const char* AnthropicStopReason(FinishReason finish, const Usage& usage);
 // prompt without a write premium). `text` must be valid UTF-8. The text
 // block is left out when `text` is empty and there are tool calls. A call
 // whose arguments are not a JSON object (cut by max_tokens) shows input {}.
-std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view text,
+std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view thinking, std::string_view text,
                                  const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage);
 
 // Stream events, each a complete "event: NAME\ndata: JSON\n\n" frame.
 std::string MessageStartEvent(const MessageMeta& meta, const Usage& prompt_usage);
 std::string TextBlockStartEvent(int index);
+// A thinking block: content_block_start {"type":"thinking","thinking":""},
+// thinking_delta pieces, then one signature_delta (agentkv signs nothing:
+// the signature is "") before its content_block_stop.
+std::string ThinkingBlockStartEvent(int index);
+std::string ThinkingDeltaEvent(int index, std::string_view thinking);
+std::string SignatureDeltaEvent(int index);
 // content_block_start of {"type":"tool_use","id","name","input":{}}; the
 // input then arrives as input_json_delta partial_json pieces.
 std::string ToolUseBlockStartEvent(int index, const std::string& id, const std::string& name);

@@ -128,7 +128,7 @@ Usage SomeUsage() {
 
 TEST(AnthropicJsonTest, MessageShape) {
   Usage u = SomeUsage();
-  json j = json::parse(AnthropicMessageJson({"msg_1", "claude-x"}, "Hello", {}, FinishReason::kStop, u));
+  json j = json::parse(AnthropicMessageJson({"msg_1", "claude-x"}, "", "Hello", {}, FinishReason::kStop, u));
   EXPECT_EQ(j["id"], "msg_1");
   EXPECT_EQ(j["type"], "message");
   EXPECT_EQ(j["role"], "assistant");
@@ -142,10 +142,10 @@ TEST(AnthropicJsonTest, MessageShape) {
   EXPECT_EQ(j["usage"]["output_tokens"], 7);
   EXPECT_EQ(j["usage"]["agentkv"]["agent_id"], "a1");
   u.stop_sequence = "END";
-  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", {}, FinishReason::kStop, u));
+  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", "", {}, FinishReason::kStop, u));
   EXPECT_EQ(j["stop_reason"], "stop_sequence");
   EXPECT_EQ(j["stop_sequence"], "END");
-  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", {}, FinishReason::kLength, SomeUsage()));
+  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", "", {}, FinishReason::kLength, SomeUsage()));
   EXPECT_EQ(j["stop_reason"], "max_tokens");
 }
 
@@ -168,6 +168,40 @@ std::vector<std::pair<std::string, json>> Events(const std::string& sse) {
     out.emplace_back(name, data);
   }
   return out;
+}
+
+// With thinking enabled the model's thinking is a thinking block (deltas,
+// then an empty signature_delta before its stop); without, it is dropped.
+TEST(AnthropicSseTest, ThinkingBlockOnlyWhenEnabled) {
+  for (bool enabled : {true, false}) {
+    AnthropicSseEncoder enc({"msg_9", "m", enabled});
+    std::string sse = enc.Start(Usage{});
+    sse += enc.Reasoning("hmm ");
+    sse += enc.Reasoning("ok");
+    sse += enc.Delta("Hi");
+    sse += enc.Finish(FinishReason::kStop, SomeUsage());
+    std::vector<std::string> kinds;
+    std::string thinking;
+    for (auto& [n, d] : Events(sse)) {
+      if (n == "content_block_start") kinds.push_back("start:" + d["content_block"]["type"].get<std::string>());
+      if (n == "content_block_delta") kinds.push_back(d["delta"]["type"].get<std::string>());
+      if (n == "content_block_stop") kinds.push_back("stop");
+      if (n == "content_block_delta" && d["delta"]["type"] == "thinking_delta") {
+        thinking += d["delta"]["thinking"].get<std::string>();
+      }
+    }
+    if (enabled) {
+      EXPECT_EQ(kinds, (std::vector<std::string>{"start:thinking", "thinking_delta", "thinking_delta",
+                                                 "signature_delta", "stop", "start:text", "text_delta", "stop"}));
+      EXPECT_EQ(thinking, "hmm ok");
+    } else {
+      EXPECT_EQ(kinds, (std::vector<std::string>{"start:text", "text_delta", "stop"}));
+    }
+  }
+  const json j = json::parse(AnthropicMessageJson({"msg_1", "m", true}, "hmm", "Hi", {}, FinishReason::kStop, SomeUsage()));
+  EXPECT_EQ(j["content"], json::parse(R"([{"type":"thinking","thinking":"hmm","signature":""},{"type":"text","text":"Hi"}])"));
+  const json off = json::parse(AnthropicMessageJson({"msg_1", "m"}, "hmm", "Hi", {}, FinishReason::kStop, SomeUsage()));
+  EXPECT_EQ(off["content"], json::parse(R"([{"type":"text","text":"Hi"}])"));
 }
 
 TEST(AnthropicSseTest, EventSequenceAsAnthropicSendsIt) {

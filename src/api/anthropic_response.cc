@@ -47,9 +47,12 @@ const char* AnthropicStopReason(FinishReason finish, const Usage& usage) {
   }
 }
 
-std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view text,
+std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view thinking, std::string_view text,
                                  const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage) {
   json content = json::array();
+  if (meta.thinking && !thinking.empty()) {
+    content.push_back({{"type", "thinking"}, {"thinking", thinking}, {"signature", ""}});
+  }
   if (!text.empty() || tool_calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
   for (const ToolCall& call : tool_calls) {
     json input = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
@@ -89,6 +92,24 @@ std::string TextBlockStartEvent(int index) {
   return Frame("content_block_start", {{"type", "content_block_start"},
                                        {"index", index},
                                        {"content_block", {{"type", "text"}, {"text", ""}}}});
+}
+
+std::string ThinkingBlockStartEvent(int index) {
+  return Frame("content_block_start", {{"type", "content_block_start"},
+                                       {"index", index},
+                                       {"content_block", {{"type", "thinking"}, {"thinking", ""}}}});
+}
+
+std::string ThinkingDeltaEvent(int index, std::string_view thinking) {
+  return Frame("content_block_delta", {{"type", "content_block_delta"},
+                                       {"index", index},
+                                       {"delta", {{"type", "thinking_delta"}, {"thinking", thinking}}}});
+}
+
+std::string SignatureDeltaEvent(int index) {
+  return Frame("content_block_delta", {{"type", "content_block_delta"},
+                                       {"index", index},
+                                       {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
 }
 
 std::string ToolUseBlockStartEvent(int index, const std::string& id, const std::string& name) {

@@ -8,12 +8,18 @@ std::string AnthropicSseEncoder::Start(const Usage& prompt_usage) {
   return MessageStartEvent(meta_, prompt_usage);
 }
 
-std::string AnthropicSseEncoder::OpenBlock(bool text, const std::string& id, const std::string& name) {
+std::string AnthropicSseEncoder::OpenBlock(BlockKind kind, const std::string& id, const std::string& name) {
   std::string out = CloseBlock();
   open_index_ = next_index_++;
-  open_is_text_ = text;
-  out += text ? TextBlockStartEvent(open_index_) : ToolUseBlockStartEvent(open_index_, id, name);
-  if (!text) last_tool_index_ = open_index_;
+  open_kind_ = kind;
+  switch (kind) {
+    case BlockKind::kText: out += TextBlockStartEvent(open_index_); break;
+    case BlockKind::kThinking: out += ThinkingBlockStartEvent(open_index_); break;
+    case BlockKind::kToolUse:
+      out += ToolUseBlockStartEvent(open_index_, id, name);
+      last_tool_index_ = open_index_;
+      break;
+  }
   if (open_index_ == 0) out += PingEvent();  // where Anthropic sends it
   return out;
 }
@@ -22,27 +28,53 @@ std::string AnthropicSseEncoder::CloseBlock() {
   if (open_index_ < 0) return "";
   const int index = open_index_;
   open_index_ = -1;
-  return BlockStopEvent(index);
+  std::string out = open_kind_ == BlockKind::kThinking ? SignatureDeltaEvent(index) : "";
+  return out + BlockStopEvent(index);
 }
 
 std::string AnthropicSseEncoder::TextDelta(const std::string& text) {
   if (text.empty()) return "";
   std::string out;
-  if (open_index_ < 0 || !open_is_text_) out += OpenBlock(/*text=*/true);
+  if (open_index_ < 0 || open_kind_ != BlockKind::kText) out += OpenBlock(BlockKind::kText);
   return out + TextDeltaEvent(open_index_, text);
+}
+
+std::string AnthropicSseEncoder::FlushPending() {
+  std::string out;
+  const std::string thinking = thinking_utf8_.Flush();
+  if (!thinking.empty()) {
+    if (open_index_ < 0 || open_kind_ != BlockKind::kThinking) out += OpenBlock(BlockKind::kThinking);
+    out += ThinkingDeltaEvent(open_index_, thinking);
+  }
+  return out + TextDelta(utf8_.Flush());
 }
 
 std::string AnthropicSseEncoder::Delta(std::string_view bytes) {
   if (done_) return "";
   std::string out = Start(Usage{});
+  const std::string thinking = thinking_utf8_.Flush();
+  if (!thinking.empty()) {
+    if (open_index_ < 0 || open_kind_ != BlockKind::kThinking) out += OpenBlock(BlockKind::kThinking);
+    out += ThinkingDeltaEvent(open_index_, thinking);
+  }
   return out + TextDelta(utf8_.Push(bytes));
+}
+
+std::string AnthropicSseEncoder::Reasoning(std::string_view bytes) {
+  if (done_ || !meta_.thinking) return "";
+  std::string out = Start(Usage{});
+  out += TextDelta(utf8_.Flush());
+  const std::string thinking = thinking_utf8_.Push(bytes);
+  if (thinking.empty()) return out;
+  if (open_index_ < 0 || open_kind_ != BlockKind::kThinking) out += OpenBlock(BlockKind::kThinking);
+  return out + ThinkingDeltaEvent(open_index_, thinking);
 }
 
 std::string AnthropicSseEncoder::ToolCall(const ToolCallDelta& delta) {
   if (done_) return "";
   std::string out = Start(Usage{});
-  out += TextDelta(utf8_.Flush());  // text written before the call
-  if (!delta.id.empty() || last_tool_index_ < 0) out += OpenBlock(/*text=*/false, delta.id, delta.name);
+  out += FlushPending();  // thinking and text written before the call
+  if (!delta.id.empty() || last_tool_index_ < 0) out += OpenBlock(BlockKind::kToolUse, delta.id, delta.name);
   if (!delta.arguments.empty()) out += InputJsonDeltaEvent(last_tool_index_, delta.arguments);
   return out;
 }
@@ -50,8 +82,8 @@ std::string AnthropicSseEncoder::ToolCall(const ToolCallDelta& delta) {
 std::string AnthropicSseEncoder::Finish(FinishReason reason, const Usage& usage) {
   if (done_) return "";
   std::string out = Start(usage);
-  out += TextDelta(utf8_.Flush());
-  if (next_index_ == 0) out += OpenBlock(/*text=*/true);  // no output at all: one empty text block
+  out += FlushPending();
+  if (next_index_ == 0) out += OpenBlock(BlockKind::kText);  // no output at all: one empty text block
   out += CloseBlock();
   out += MessageDeltaEvent(reason, usage);
   out += MessageStopEvent();

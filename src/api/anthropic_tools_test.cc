@@ -144,13 +144,13 @@ TEST(AnthropicToolsTest, MessageWithToolUseBlocks) {
   Usage u;
   u.prompt_tokens = 10;
   std::vector<ToolCall> calls = {{"call_abc", "get_weather", R"({"city":"Paris"})"}, {"call_d", "noop", R"({"x":)"}};
-  json j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", calls, FinishReason::kToolCalls, u));
+  json j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", "", calls, FinishReason::kToolCalls, u));
   EXPECT_EQ(j["stop_reason"], "tool_use");
   ASSERT_EQ(j["content"].size(), 2u);  // no empty text block before the calls
   EXPECT_EQ(j["content"][0], json::parse(R"({"type":"tool_use","id":"toolu_abc","name":"get_weather",
                                             "input":{"city":"Paris"}})"));
   EXPECT_EQ(j["content"][1]["input"], json::object());  // arguments cut short: {}
-  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "Checking.", {calls[0]}, FinishReason::kToolCalls, u));
+  j = json::parse(AnthropicMessageJson({"msg_1", "m"}, "", "Checking.", {calls[0]}, FinishReason::kToolCalls, u));
   ASSERT_EQ(j["content"].size(), 2u);
   EXPECT_EQ(j["content"][0], json::parse(R"({"type":"text","text":"Checking."})"));
   EXPECT_EQ(j["content"][1]["type"], "tool_use");

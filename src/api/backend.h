@@ -71,7 +71,19 @@ struct ChatMessage {
   std::vector<ToolCall> tool_calls;  // kAssistant only
   std::string tool_call_id;          // kTool only
   std::string tool_name;             // kTool only, optional
+  // kAssistant only: the turn's thinking as the client sent it back (OpenAI
+  // `reasoning_content`); empty when not sent. Templates that keep past
+  // thinking render it; most drop it from earlier turns.
+  std::string reasoning_content;
 };
+
+// How a reasoning model's thinking is returned (llama-server's
+// --reasoning-format): kNone leaves it in the content as the model wrote it;
+// kAuto and kDeepseek (the same) return it apart (OpenAI
+// `reasoning_content`, Anthropic `thinking` blocks) through
+// GenerationSink::OnReasoningDelta. Applies to templates that declare
+// thinking (e.g. DeepSeek-R1, Qwen3); others' replies are plain content.
+enum class ReasoningFormat { kNone, kAuto, kDeepseek };
 
 // A function the model may call (OpenAI tools[i].function; Anthropic
 // tools[i] with input_schema).
@@ -148,6 +160,11 @@ struct GenerationRequest {
   ToolChoice tool_choice;            // kFunction/kRequired need non-empty tools (api/ checks)
   bool parallel_tool_calls = true;   // false: at most one call per reply
   ResponseFormat response_format;    // kChat only; not together with forced tool calls
+  // kChat only. Unset: the server's --reasoning-format.
+  std::optional<ReasoningFormat> reasoning_format;
+  // kChat only: the template's enable_thinking (OpenAI
+  // chat_template_kwargs.enable_thinking; Anthropic `thinking`). Unset: true.
+  std::optional<bool> enable_thinking;
   SamplingParams sampling;
   bool stream = false;         // informational: output arrives by deltas anyway
   bool include_usage = false;  // informational
@@ -260,6 +277,9 @@ class GenerationSink {
   virtual void OnStart() = 0;
   virtual void OnDelta(std::string_view text) = 0;
   virtual void OnToolCallDelta(const ToolCallDelta& delta) = 0;
+  // The model's thinking, split out of the reply (see ReasoningFormat): raw
+  // bytes like OnDelta, never part of the content. Default: dropped.
+  virtual void OnReasoningDelta(std::string_view /*text*/) {}
   virtual void OnFinish(FinishReason reason, const Usage& usage) = 0;
   virtual void OnError(const Status& status) = 0;
 };

@@ -54,6 +54,9 @@ class SseBodyStream final : public BodyStream {
         case GenerationEvent::Kind::kDelta:
           *out += encoder_->Delta(e.text);
           break;
+        case GenerationEvent::Kind::kReasoning:
+          *out += encoder_->Reasoning(e.text);
+          break;
         case GenerationEvent::Kind::kToolCall:
           *out += encoder_->ToolCall(e.tool_call);
           break;
@@ -156,7 +159,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
   }
 
   const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind, ctx.system_fingerprint};
-  const MessageMeta message_meta{gen.request_id, model_echo};
+  const MessageMeta message_meta{gen.request_id, model_echo, anthropic && gen.enable_thinking.value_or(false)};
   const bool stream = gen.stream;
   const bool include_usage = gen.include_usage;
   CancellationToken cancel = gen.cancel;
@@ -203,12 +206,14 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
     return r;
   }
 
-  Utf8Splitter utf8;
-  std::string text;
+  Utf8Splitter utf8, reasoning_utf8;
+  std::string text, reasoning;
   std::vector<ToolCall> tool_calls;
   for (const GenerationEvent& e : events) {
     if (e.kind == GenerationEvent::Kind::kDelta) {
       text += utf8.Push(e.text);
+    } else if (e.kind == GenerationEvent::Kind::kReasoning) {
+      reasoning += reasoning_utf8.Push(e.text);
     } else if (e.kind == GenerationEvent::Kind::kToolCall) {
       const ToolCallDelta& d = e.tool_call;
       if (d.index >= tool_calls.size()) tool_calls.resize(d.index + 1);
@@ -219,12 +224,13 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
       return ErrorResponse(ApiErrorFromStatus(e.status));
     } else if (e.kind == GenerationEvent::Kind::kFinish) {
       text += utf8.Flush();
+      reasoning += reasoning_utf8.Flush();
       HttpResponse r;
       r.headers.emplace_back("X-Request-Id", meta.id);
       if (anthropic) r.headers.emplace_back("request-id", meta.id);
       if (!e.usage.agent_id.empty()) r.headers.emplace_back("X-Agent-Id", e.usage.agent_id);
-      r.body = anthropic ? AnthropicMessageJson(message_meta, text, tool_calls, e.finish, e.usage)
-                         : CompletionJson(meta, text, tool_calls, e.finish, e.usage);
+      r.body = anthropic ? AnthropicMessageJson(message_meta, reasoning, text, tool_calls, e.finish, e.usage)
+                         : CompletionJson(meta, reasoning, text, tool_calls, e.finish, e.usage);
       return r;
     }
   }

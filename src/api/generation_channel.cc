@@ -27,6 +27,13 @@ void GenerationChannel::OnDelta(std::string_view text) {
   Push(std::move(e));
 }
 
+void GenerationChannel::OnReasoningDelta(std::string_view text) {
+  if (text.empty()) return;
+  GenerationEvent e = MakeEvent(GenerationEvent::Kind::kReasoning);
+  e.text.assign(text);
+  Push(std::move(e));
+}
+
 void GenerationChannel::OnToolCallDelta(const ToolCallDelta& delta) {
   GenerationEvent e = MakeEvent(GenerationEvent::Kind::kToolCall);
   e.tool_call = delta;
@@ -52,7 +59,8 @@ void GenerationChannel::Push(GenerationEvent event) {
     if (closed_) return;  // contract violation by the backend; drop quietly
     closed_ = event.terminal();
     GenerationEvent* last = events_.empty() ? nullptr : &events_.back();
-    if (event.kind == GenerationEvent::Kind::kDelta && last != nullptr && last->kind == GenerationEvent::Kind::kDelta) {
+    const bool text_kind = event.kind == GenerationEvent::Kind::kDelta || event.kind == GenerationEvent::Kind::kReasoning;
+    if (text_kind && last != nullptr && last->kind == event.kind) {
       last->text += event.text;  // the reader is behind: coalesce
     } else if (event.kind == GenerationEvent::Kind::kToolCall && event.tool_call.id.empty() && last != nullptr &&
                last->kind == GenerationEvent::Kind::kToolCall && last->tool_call.index == event.tool_call.index) {

@@ -21,9 +21,9 @@
 namespace agentkv::api {
 
 struct GenerationEvent {
-  enum class Kind { kStart, kDelta, kToolCall, kFinish, kError };
+  enum class Kind { kStart, kDelta, kReasoning, kToolCall, kFinish, kError };
   Kind kind = Kind::kStart;
-  std::string text;  // kDelta: raw bytes
+  std::string text;  // kDelta, kReasoning: raw bytes
   ToolCallDelta tool_call;  // kToolCall
   FinishReason finish = FinishReason::kStop;
   Usage usage;    // kFinish; kStart: the prompt's usage (OnPromptUsage), if the backend sent it
@@ -38,11 +38,12 @@ class GenerationChannel final : public GenerationSink {
   void OnStart() override;
   void OnDelta(std::string_view text) override;
   void OnToolCallDelta(const ToolCallDelta& delta) override;
+  void OnReasoningDelta(std::string_view text) override;
   void OnFinish(FinishReason reason, const Usage& usage) override;
   void OnError(const Status& status) override;
 
   // Waits up to `timeout` for events and moves all pending ones to the end
-  // of *out, adjacent text deltas merged (and adjacent argument deltas of
+  // of *out, adjacent text (or reasoning) deltas merged (and adjacent argument deltas of
   // one tool call). Returns false if none arrived in time.
   bool Wait(std::chrono::milliseconds timeout, std::vector<GenerationEvent>* out);
 

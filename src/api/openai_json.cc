@@ -11,6 +11,7 @@
 
 #include "api/identity.h"
 #include "api/json_fields.h"
+#include "api/openai_reasoning.h"
 #include "api/openai_tools.h"
 
 namespace agentkv::api {
@@ -209,6 +210,7 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
     } else if (r == "assistant") {
       msg.role = Role::kAssistant;
       if (MaybeError e = ParseAssistantToolCalls(m, param, &msg)) return e;
+      if (MaybeError e = ParseAssistantReasoning(m, param, &msg)) return e;
     } else if (r == "tool") {
       msg.role = Role::kTool;
       if (MaybeError e = ParseToolMessage(m, param, &msg)) return e;
@@ -267,6 +269,7 @@ MaybeError ParseChatRequest(std::string_view body, const ParseContext& ctx, Gene
     out->kind = RequestKind::kChat;
     if (MaybeError e = ParseMessages(j, &out->messages)) return e;
     if (MaybeError e = ParseToolsAndFormat(j, out)) return e;
+    if (MaybeError e = ParseReasoningOptions(j, out)) return e;
     return ParseCommon(j, ctx, out);
   });
 }

@@ -66,13 +66,16 @@ struct ResponseMeta {
 // `text` must be valid UTF-8 (see utf8.h). Chat with tool calls:
 // message.tool_calls = [{id, type:"function", function:{name, arguments}}]
 // and message.content is null when `text` is empty.
-std::string CompletionJson(const ResponseMeta& meta, std::string_view text, const std::vector<ToolCall>& tool_calls,
-                           FinishReason finish, const Usage& usage);
+// `reasoning` (the model's thinking split out of the reply, chat only) is
+// message.reasoning_content when non-empty, as llama-server sends it.
+std::string CompletionJson(const ResponseMeta& meta, std::string_view reasoning, std::string_view text,
+                           const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage);
 
 // One streamed chunk ("chat.completion.chunk" or "text_completion").
 struct ChunkFields {
   bool role = false;                   // chat: delta.role = "assistant"
   std::optional<std::string> content;  // delta content / text
+  std::optional<std::string> reasoning_content;  // chat: delta.reasoning_content (llama-server's field)
   // chat: delta.tool_calls = [{index, id?, type?, function:{name?, arguments}}]
   // as OpenAI streams them: id, type and name only in a call's first delta.
   std::optional<ToolCallDelta> tool_call;

@@ -185,7 +185,7 @@ TEST(OpenAiJsonTest, ParsesToolsToolMessagesAndResponseFormat) {
 
 TEST(OpenAiJsonTest, ToolCallsInResponsesAndChunks) {
   Usage u;
-  const json r = json::parse(CompletionJson({"id1", "m", 5, RequestKind::kChat}, "", {{"call_a", "f", R"({"x":1})"}},
+  const json r = json::parse(CompletionJson({"id1", "m", 5, RequestKind::kChat}, "", "", {{"call_a", "f", R"({"x":1})"}},
                                             FinishReason::kToolCalls, u));
   const json& msg = r["choices"][0]["message"];
   EXPECT_TRUE(msg["content"].is_null());
@@ -250,7 +250,7 @@ TEST(OpenAiJsonTest, ResponseShapes) {
   u.match = MatchType::kExtend;
   u.tokens_prefilled = 2;
   u.ttft_ms = 12.5;
-  json chat = json::parse(CompletionJson({"id1", "m", 5, RequestKind::kChat}, "hé", {}, FinishReason::kLength, u));
+  json chat = json::parse(CompletionJson({"id1", "m", 5, RequestKind::kChat}, "", "hé", {}, FinishReason::kLength, u));
   EXPECT_EQ(chat["object"], "chat.completion");
   EXPECT_EQ(chat["choices"][0]["message"]["content"], "hé");
   EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
@@ -261,7 +261,7 @@ TEST(OpenAiJsonTest, ResponseShapes) {
   EXPECT_EQ(chat["usage"]["agentkv"]["match"], "extend");
   EXPECT_EQ(chat["usage"]["agentkv"]["tokens_prefilled"], 2);
   EXPECT_EQ(chat["usage"]["agentkv"]["ttft_ms"], 12.5);
-  json text = json::parse(CompletionJson({"id2", "m", 5, RequestKind::kCompletion}, "x", {}, FinishReason::kStop, u));
+  json text = json::parse(CompletionJson({"id2", "m", 5, RequestKind::kCompletion}, "", "x", {}, FinishReason::kStop, u));
   EXPECT_EQ(text["object"], "text_completion");
   EXPECT_EQ(text["choices"][0]["text"], "x");
   json err = json::parse(ApiErrorJson(InvalidRequest("bad", "")));

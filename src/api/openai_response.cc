@@ -40,13 +40,14 @@ json Finish(std::optional<FinishReason> r) {
 
 }  // namespace
 
-std::string CompletionJson(const ResponseMeta& meta, std::string_view text, const std::vector<ToolCall>& tool_calls,
-                           FinishReason finish, const Usage& usage) {
+std::string CompletionJson(const ResponseMeta& meta, std::string_view reasoning, std::string_view text,
+                           const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage) {
   json j = Envelope(meta, false);
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Finish(finish)}};
   if (meta.kind == RequestKind::kChat) {
     const json content = text.empty() && !tool_calls.empty() ? json(nullptr) : json(text);
     choice["message"] = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+    if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
     if (!tool_calls.empty()) {
       json calls = json::array();
       for (const ToolCall& c : tool_calls) {
@@ -69,6 +70,7 @@ std::string ChunkJson(const ResponseMeta& meta, const ChunkFields& f) {
     json delta = json::object();
     if (f.role) delta["role"] = "assistant";
     if (f.content) delta["content"] = *f.content;
+    if (f.reasoning_content) delta["reasoning_content"] = *f.reasoning_content;
     if (f.tool_call) {
       const ToolCallDelta& d = *f.tool_call;
       json call = {{"index", d.index}};

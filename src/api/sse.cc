@@ -26,15 +26,32 @@ std::string SseEncoder::ContentChunk(std::string text) {
   return Frame(ChunkJson(meta_, f));
 }
 
+std::string SseEncoder::ReasoningChunk(std::string text) {
+  if (text.empty()) return "";
+  ChunkFields f;
+  f.reasoning_content = std::move(text);
+  f.usage_null = include_usage_;
+  return Frame(ChunkJson(meta_, f));
+}
+
 std::string SseEncoder::Delta(std::string_view bytes) {
   if (done_) return "";
   std::string out = Start();
+  out += ReasoningChunk(reasoning_utf8_.Flush());
   return out + ContentChunk(utf8_.Push(bytes));
+}
+
+std::string SseEncoder::Reasoning(std::string_view bytes) {
+  if (done_) return "";
+  std::string out = Start();
+  out += ContentChunk(utf8_.Flush());
+  return out + ReasoningChunk(reasoning_utf8_.Push(bytes));
 }
 
 std::string SseEncoder::ToolCall(const ToolCallDelta& delta) {
   if (done_) return "";
   std::string out = Start();
+  out += ReasoningChunk(reasoning_utf8_.Flush());
   out += ContentChunk(utf8_.Flush());
   ChunkFields f;
   f.tool_call = delta;
@@ -45,6 +62,7 @@ std::string SseEncoder::ToolCall(const ToolCallDelta& delta) {
 std::string SseEncoder::Finish(FinishReason reason, const Usage& usage) {
   if (done_) return "";
   std::string out = Start();
+  out += ReasoningChunk(reasoning_utf8_.Flush());
   out += ContentChunk(utf8_.Flush());
   ChunkFields f;
   f.finish = reason;

@@ -43,6 +43,27 @@ TEST(SseTest, ToolCallDeltas) {
   EXPECT_EQ(frames[6], "[DONE]");
 }
 
+// A reasoning model's thinking streams as delta.reasoning_content (as
+// llama-server sends it), flushed before the content that follows it.
+TEST(SseTest, ReasoningChunksBeforeContent) {
+  SseEncoder enc({"id", "m", 1, RequestKind::kChat}, /*include_usage=*/false);
+  std::string s = enc.Reasoning("thinking \xC3");  // a code point cut in two
+  s += enc.Reasoning("\xA9");
+  s += enc.Delta("answer");
+  s += enc.Finish(FinishReason::kStop, Usage{});
+  const auto frames = Frames(s);
+  ASSERT_EQ(frames.size(), 6u) << s;  // role, 2 reasoning, content, finish, [DONE]
+  std::string reasoning;
+  for (int i : {1, 2}) {
+    const json delta = json::parse(frames[i])["choices"][0]["delta"];
+    EXPECT_FALSE(delta.contains("content")) << delta;
+    reasoning += delta["reasoning_content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "thinking \xC3\xA9");
+  const json content = json::parse(frames[3])["choices"][0]["delta"];
+  EXPECT_EQ(content, json::parse(R"({"content":"answer"})"));
+}
+
 TEST(SseTest, ChatStreamShape) {
   SseEncoder enc({"id", "m", 1, RequestKind::kChat}, /*include_usage=*/true);
   std::string s = enc.Start();

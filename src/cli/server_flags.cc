@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "api/openai_reasoning.h"
+
 namespace agentkv::cli {
 namespace {
 
@@ -24,7 +26,8 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
                                     "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
-                                    "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name", "no-warmup"};
+                                    "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name",
+                                    "no-warmup", "chat-template-file", "reasoning-format"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
     *error = "unknown flag --" + unknown[0];
@@ -86,6 +89,24 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   }
   if (auto s = flags.Get("strict-model-name")) config->strict_model_name = *s != "0" && *s != "false";
   if (auto s = flags.Get("no-warmup")) config->warmup = *s == "0" || *s == "false";
+  if (auto f = flags.Get("chat-template-file"); f && !f->empty()) {
+    std::ifstream in(*f, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in || text.str().empty()) {
+      *error = "--chat-template-file: cannot read " + *f + " (or it is empty)";
+      return false;
+    }
+    config->chat_template = text.str();
+  }
+  if (auto r = flags.Get("reasoning-format")) {
+    auto format = api::ReasoningFormatFromName(*r);
+    if (!format) {
+      *error = "--reasoning-format: expected auto, none or deepseek";
+      return false;
+    }
+    config->reasoning_format = *format;
+  }
   long long tenant_requests;
   if (!flags.GetInt("tenant-requests", "", -1, &tenant_requests, error)) return false;
   if (tenant_requests < -1 || tenant_requests > 1000000) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "engine/chat_format.h"
 #include "store/cache_admin.h"
 #include "util/log.h"
 
@@ -177,6 +178,12 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
 
   sched::SchedulerOptions opt;
   opt.model_id = stack->backend_->ModelId();
+  if (!config.chat_template.empty()) {
+    AGENTKV_RETURN_IF_ERROR(engine::ChatFormat::CheckTemplate(*stack->model_, config.chat_template)
+                                .WithContext("--chat-template-file"));
+  }
+  opt.chat_template = config.chat_template;
+  opt.reasoning_format = config.reasoning_format;
   opt.prefill_chunk = config.prefill_chunk;
   if (config.agent_table_bytes > 0) opt.agent_table_bytes = config.agent_table_bytes;
   if (!config.remote_url.empty()) {

@@ -25,6 +25,8 @@ namespace agentkv::cli {
 
 struct ServerConfig {
   std::string model_path;
+  std::string chat_template;  // --chat-template-file's text; empty: the model's own template
+  api::ReasoningFormat reasoning_format = api::ReasoningFormat::kAuto;  // --reasoning-format
   std::string host = "127.0.0.1";
   int port = 8080;                 // 0: any free port
   bool http = true;                // false: no HTTP server (agentkv run)

@@ -41,10 +41,11 @@ std::string_view Trimmed(std::string_view s) {
   return s;
 }
 
-// Stands in for message i's content; no template emits these bytes.
-std::string Marker(size_t i) { return "\x1d" "akv" + std::to_string(i) + "\x1d"; }
+// Stands in for message i's content (k = 2i) or reasoning_content
+// (k = 2i + 1); no template emits these bytes.
+std::string Marker(size_t k) { return "\x1d" "akv" + std::to_string(k) + "\x1d"; }
 
-// `marked` with every marker replaced by its message's content (trimmed if
+// `marked` with every marker replaced by its message's content or reasoning (trimmed if
 // `trim`), recording where the contents landed. False on a malformed marker.
 bool Substitute(std::string_view marked, const std::vector<ChatMessage>& messages, bool trim, std::string* out,
                 std::vector<TextRange>* ranges) {
@@ -59,9 +60,11 @@ bool Substitute(std::string_view marked, const std::vector<ChatMessage>& message
       if (c < '0' || c > '9') return false;
       index = index * 10 + static_cast<size_t>(c - '0');
     }
-    if (digits.empty() || index >= messages.size()) return false;
+    if (digits.empty() || index / 2 >= messages.size()) return false;
     out->append(marked.substr(at, m - at));
-    const std::string_view content = trim ? Trimmed(messages[index].content) : messages[index].content;
+    const ChatMessage& msg = messages[index / 2];
+    const std::string& text = index % 2 == 0 ? msg.content : msg.reasoning_content;
+    const std::string_view content = trim ? Trimmed(text) : std::string_view(text);
     if (!content.empty()) ranges->push_back({out->size(), out->size() + content.size()});
     out->append(content);
     at = close + 1;
@@ -94,6 +97,15 @@ std::string SingleCall(const std::string& gbnf) {
   return std::regex_replace(gbnf, kMany, "$1tool-calls ::= tool-call space");
 }
 
+common_reasoning_format ToCommon(ReasoningFormat f) {
+  switch (f) {
+    case ReasoningFormat::kNone: return COMMON_REASONING_FORMAT_NONE;
+    case ReasoningFormat::kAuto: return COMMON_REASONING_FORMAT_AUTO;
+    case ReasoningFormat::kDeepseek: return COMMON_REASONING_FORMAT_DEEPSEEK;
+  }
+  return COMMON_REASONING_FORMAT_NONE;
+}
+
 common_chat_templates_inputs ToInputs(const ChatRequest& r, const std::vector<ChatMessage>& messages) {
   common_chat_templates_inputs in;
   for (const ChatMessage& m : messages) {
@@ -102,6 +114,7 @@ common_chat_templates_inputs ToInputs(const ChatRequest& r, const std::vector<Ch
     msg.content = m.content;
     msg.tool_call_id = m.tool_call_id;
     msg.tool_name = m.tool_name;
+    msg.reasoning_content = m.reasoning_content;
     for (const ChatToolCall& c : m.tool_calls) msg.tool_calls.push_back({c.name, c.arguments, c.id});
     in.messages.push_back(std::move(msg));
   }
@@ -115,21 +128,40 @@ common_chat_templates_inputs ToInputs(const ChatRequest& r, const std::vector<Ch
   in.json_schema = r.json_schema;
   in.add_generation_prompt = true;
   in.use_jinja = true;
-  in.reasoning_format = COMMON_REASONING_FORMAT_NONE;  // thinking stays in the content
+  in.reasoning_format = ToCommon(r.reasoning_format);
+  in.enable_thinking = r.enable_thinking;  // common passes it to the template as enable_thinking
   in.now = kTemplateNow;
   return in;
 }
 
 }  // namespace
 
-std::unique_ptr<ChatFormat> ChatFormat::Create(const Model& model, const Tokenizer& tokenizer) {
+Status ChatFormat::CheckTemplate(const Model& model, const std::string& source) {
+  try {
+    common_chat_templates_ptr t = common_chat_templates_init(model.raw(), source);
+    common_chat_templates_inputs in;
+    in.messages.resize(2);
+    in.messages[0].role = "system";
+    in.messages[0].content = "Be brief.";
+    in.messages[1].role = "user";
+    in.messages[1].content = "Hi";
+    in.now = kTemplateNow;
+    common_chat_templates_apply(t.get(), in);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("chat template: ") + e.what());
+  }
+  return Status::OK();
+}
+
+std::unique_ptr<ChatFormat> ChatFormat::Create(const Model& model, const Tokenizer& tokenizer,
+                                               const std::string& template_override) {
   std::unique_ptr<ChatFormat> f(new ChatFormat());
   f->impl_ = std::make_unique<Impl>();
   f->tokenizer_ = &tokenizer;
   const char* own = llama_model_chat_template(model.raw(), nullptr);
-  if (own != nullptr && *own != '\0') {
+  if (!template_override.empty() || (own != nullptr && *own != '\0')) {
     try {
-      f->impl_->templates = common_chat_templates_init(model.raw(), "");
+      f->impl_->templates = common_chat_templates_init(model.raw(), template_override);
       f->source_ = common_chat_templates_source(f->impl_->templates.get());
     } catch (const std::exception& e) {
       AKV_LOG_WARN("chat template: the model's template does not parse (%s); using agentkv's fallback", e.what());
@@ -181,7 +213,8 @@ Result<ChatPrompt> ChatFormat::Render(const ChatRequest& request) const {
     params = common_chat_templates_apply(impl_->templates.get(), ToInputs(request, request.messages));
     std::vector<ChatMessage> marked_messages = request.messages;
     for (size_t i = 0; i < marked_messages.size(); ++i) {
-      if (!marked_messages[i].content.empty()) marked_messages[i].content = Marker(i);
+      if (!marked_messages[i].content.empty()) marked_messages[i].content = Marker(2 * i);
+      if (!marked_messages[i].reasoning_content.empty()) marked_messages[i].reasoning_content = Marker(2 * i + 1);
     }
     ChatRequest plain = request;
     plain.json_schema.clear();  // the prompt does not depend on it; skip its grammar
@@ -205,10 +238,13 @@ Result<ChatPrompt> ChatFormat::Render(const ChatRequest& request) const {
   if (!located && !out.rendered.text.empty()) out.rendered.plain = {{0, out.rendered.text.size()}};
 
   const bool callable = !request.tools.empty() && request.tool_choice != ChatToolChoice::kNone;
-  if (callable || !request.json_schema.empty()) {
+  // Thinking is split out only for templates that declare it (as
+  // llama-server decides enable_thinking); others' replies stay plain text.
+  const bool reasoning = request.reasoning_format != ReasoningFormat::kNone && params.supports_thinking;
+  if (callable || !request.json_schema.empty() || reasoning) {
     auto format = std::make_shared<ReplyFormat>();
     format->params = common_chat_parser_params(params);
-    format->params.reasoning_format = COMMON_REASONING_FORMAT_NONE;
+    format->params.reasoning_format = ToCommon(request.reasoning_format);
     format->params.parse_tool_calls = callable;
     if (!params.parser.empty()) format->params.parser.load(params.parser);
     out.reply_format = std::move(format);
@@ -262,6 +298,13 @@ std::vector<ReplyDelta> ReplyParser::Parse(bool partial) {
       AKV_LOG_WARN("reply parser: %s; the reply's unparsed rest is dropped", e.what());
     }
     return out;
+  }
+  if (msg.reasoning_content.size() > reasoning_.size() &&
+      msg.reasoning_content.compare(0, reasoning_.size(), reasoning_) == 0) {
+    ReplyDelta d;
+    d.reasoning_content = msg.reasoning_content.substr(reasoning_.size());
+    reasoning_ = msg.reasoning_content;
+    out.push_back(std::move(d));
   }
   if (msg.content.size() > content_.size() && msg.content.compare(0, content_.size(), content_) == 0) {
     ReplyDelta d;

@@ -48,6 +48,9 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls;  // assistant
   std::string tool_call_id;              // tool
   std::string tool_name;                 // tool, optional
+  // assistant: the turn's thinking as the client sent it back (OpenAI
+  // `reasoning_content`); templates that keep past thinking render it.
+  std::string reasoning_content;
 };
 
 // A function the model may call; parameters is JSON Schema text ("" = none).
@@ -59,6 +62,11 @@ struct ChatTool {
 
 enum class ChatToolChoice { kAuto, kNone, kRequired };
 
+// How a reasoning model's thinking is returned (llama-server's
+// --reasoning-format): kNone leaves it in the content as the model wrote it;
+// kAuto and kDeepseek (the same here) split it out as reasoning_content.
+enum class ReasoningFormat { kNone, kAuto, kDeepseek };
+
 struct ChatRequest {
   std::vector<ChatMessage> messages;
   // To force one named function, pass only that tool with kRequired.
@@ -68,6 +76,11 @@ struct ChatRequest {
   // Non-empty: the reply must be JSON matching this schema (JSON text;
   // "{\"type\":\"object\"}" for OpenAI's json_object).
   std::string json_schema;
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
+  // The template's enable_thinking (chat_template_kwargs.enable_thinking):
+  // false asks templates that support it to close the thinking block in
+  // the generation prompt.
+  bool enable_thinking = true;
 };
 
 // A grammar for the Sampler (llama.cpp GBNF). Empty gbnf: unconstrained.
@@ -89,16 +102,23 @@ struct ChatPrompt {
   RenderedPrompt rendered;
   GrammarSpec grammar;
   std::vector<std::string> extra_stops;  // the format's own stop strings
-  // Set when the reply must be parsed (callable tools or a JSON schema);
-  // null: the reply is plain text content.
+  // Set when the reply must be parsed (callable tools, a JSON schema, or a
+  // template with thinking while reasoning_format is not kNone); null: the
+  // reply is plain text content.
   std::shared_ptr<const ReplyFormat> reply_format;
 };
 
 class ChatFormat {
  public:
-  // The model's template, or kFallbackChatTemplate when it has none (or one
-  // common cannot parse: logged). Never fails for a loaded model.
-  static std::unique_ptr<ChatFormat> Create(const Model& model, const Tokenizer& tokenizer);
+  // `template_override` (Jinja source; the server's --chat-template-file) if
+  // not empty, else the model's template, else kFallbackChatTemplate (also
+  // when the chosen one does not parse: logged). Never fails for a loaded
+  // model; check an override with CheckTemplate first.
+  static std::unique_ptr<ChatFormat> Create(const Model& model, const Tokenizer& tokenizer,
+                                            const std::string& template_override = "");
+  // InvalidArgument when `source` does not parse as a chat template or
+  // cannot render a system + user conversation.
+  static Status CheckTemplate(const Model& model, const std::string& source);
   ~ChatFormat();
 
   // Renders the conversation plus the assistant generation prompt, with the
@@ -122,9 +142,11 @@ class ChatFormat {
   std::string source_;
 };
 
-// A piece of the reply, in the order the model wrote it: content text, or a
-// tool call's start (id + name, maybe first arguments) or more arguments.
+// A piece of the reply, in the order the model wrote it: reasoning text,
+// content text, or a tool call's start (id + name, maybe first arguments) or
+// more arguments.
 struct ReplyDelta {
+  std::string reasoning_content;
   std::string content;
   struct ToolCall {
     size_t index = 0;
@@ -138,7 +160,10 @@ struct ReplyDelta {
 // Splits one reply into content and tool calls as it is generated, with the
 // format's parser (partial parses while generating, a full one at the end).
 // A call is announced only once its name is complete (its arguments have
-// begun, or the reply ended); content and arguments are only ever appended.
+// begun, or the reply ended); reasoning, content and arguments are only ever
+// appended. With reasoning parsed, the thinking of a template that opens it
+// in the generation prompt is reasoning until the model closes it (a reply
+// that never closes it is all reasoning).
 class ReplyParser {
  public:
   // new_call_id: makes the id of each new call ("call_...").
@@ -158,6 +183,7 @@ class ReplyParser {
   std::shared_ptr<const ReplyFormat> format_;
   std::function<std::string()> new_call_id_;
   std::string text_;
+  std::string reasoning_;        // reasoning emitted so far
   std::string content_;          // content emitted so far
   std::vector<std::string> announced_;  // arguments emitted per announced call
 };

@@ -4,7 +4,7 @@
 
 namespace agentkv::sched {
 
-engine::ChatRequest ToChatRequest(const api::GenerationRequest& r) {
+engine::ChatRequest ToChatRequest(const api::GenerationRequest& r, api::ReasoningFormat default_reasoning) {
   engine::ChatRequest out;
   out.messages.reserve(r.messages.size());
   for (const api::ChatMessage& m : r.messages) {
@@ -18,6 +18,7 @@ engine::ChatRequest ToChatRequest(const api::GenerationRequest& r) {
     msg.content = m.content;
     msg.tool_call_id = m.tool_call_id;
     msg.tool_name = m.tool_name;
+    msg.reasoning_content = m.reasoning_content;
     for (const api::ToolCall& c : m.tool_calls) msg.tool_calls.push_back({c.id, c.name, c.arguments});
     out.messages.push_back(std::move(msg));
   }
@@ -37,6 +38,12 @@ engine::ChatRequest ToChatRequest(const api::GenerationRequest& r) {
     case api::ResponseFormatType::kJsonObject: out.json_schema = "{\"type\":\"object\"}"; break;
     case api::ResponseFormatType::kJsonSchema: out.json_schema = r.response_format.schema; break;
   }
+  switch (r.reasoning_format.value_or(default_reasoning)) {
+    case api::ReasoningFormat::kNone: out.reasoning_format = engine::ReasoningFormat::kNone; break;
+    case api::ReasoningFormat::kAuto: out.reasoning_format = engine::ReasoningFormat::kAuto; break;
+    case api::ReasoningFormat::kDeepseek: out.reasoning_format = engine::ReasoningFormat::kDeepseek; break;
+  }
+  out.enable_thinking = r.enable_thinking.value_or(true);
   return out;
 }
 

@@ -15,7 +15,7 @@ namespace agentkv::sched {
 
 Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool, AgentStore* store,
                      SchedulerOptions options)
-    : model_(model), ctx_(ctx), tokenizer_(model), chat_format_(engine::ChatFormat::Create(model, tokenizer_)),
+    : model_(model), ctx_(ctx), tokenizer_(model), chat_format_(engine::ChatFormat::Create(model, tokenizer_, options.chat_template)),
       pool_(pool), store_(store), options_(std::move(options)), prompt_tokens_(options_.prompt_token_cache_bytes),
       remote_(store != nullptr ? options_.remote : nullptr),
       slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {}
@@ -52,7 +52,7 @@ Result<engine::ChatPrompt> Scheduler::RenderPrompt(const api::GenerationRequest&
     p.rendered = engine::Tokenizer::RenderPlain(r.prompt);
     return p;
   }
-  return chat_format_->Render(ToChatRequest(r));
+  return chat_format_->Render(ToChatRequest(r, options_.reasoning_format));
 }
 
 int64_t Scheduler::MaxPromptBytes() const {

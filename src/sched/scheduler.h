@@ -80,6 +80,11 @@ struct SchedulerOptions {
   // their manifest. Agents in a slot or in RAM are never dropped, so the table
   // may exceed this by their metadata (bounded by the slots and --cache-ram).
   size_t agent_table_bytes = size_t{256} << 20;
+  // Requests that set no reasoning_format get this one (--reasoning-format).
+  api::ReasoningFormat reasoning_format = api::ReasoningFormat::kAuto;
+  // Jinja chat template used instead of the model's (--chat-template-file);
+  // empty: the model's. Check it with engine::ChatFormat::CheckTemplate.
+  std::string chat_template;
 };
 
 class Scheduler : public api::Backend {

@@ -11,6 +11,7 @@ namespace agentkv::sched {
 namespace {
 
 void SendReplyDelta(api::GenerationSink& sink, const engine::ReplyDelta& d) {
+  if (!d.reasoning_content.empty()) sink.OnReasoningDelta(d.reasoning_content);
   if (!d.content.empty()) sink.OnDelta(d.content);
   if (d.tool_call) sink.OnToolCallDelta({d.tool_call->index, d.tool_call->id, d.tool_call->name, d.tool_call->arguments});
 }

@@ -4,7 +4,10 @@
 // LangChain's bindTools / withStructuredOutput, the Vercel AI SDK's
 // generateText with tools. The bundled 16M model is no assistant: forced
 // tool choices (required / a named function) are grammar-constrained, so it
-// still writes valid calls; under "auto" it writes text.
+// still writes valid calls; under "auto" it writes text. Last, reasoning
+// separation with a second server started on DeepSeek-R1's template.
+import os from 'node:os';
+import path from 'node:path';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { z } from 'zod';
@@ -259,4 +262,89 @@ test('Vercel AI SDK: generateText with tools', async () => {
   assert.equal(result.steps[0].finishReason, 'tool-calls');
   assert.equal(result.steps.length, 2);
   assert.ok(result.text.length > 0);
+});
+
+// Reasoning separation (llama-server's reasoning_content). The second server
+// runs the bundled model under DeepSeek-R1-Distill's template (from the
+// pinned llama.cpp), whose generation prompt opens <think>: whatever the
+// model writes is thinking until it writes </think>, which the 16M model
+// does not. So with reasoning on, the reply must come back entirely as
+// reasoning_content and content empty; with reasoning_format "none" the same
+// text is the content. If separation broke, the text would land in content.
+// The reasoning starts with the newline the template wrote after <think>
+// (common's parser, as llama-server, keeps it).
+test('reasoning models: reasoning_content apart from content (R1 template), streamed and not, SDKs', async () => {
+  const llamaDir = path.join(process.env.AGENTKV_CACHE ?? path.join(os.homedir(), '.cache', 'agentkv'), 'llama.cpp');
+  const template = path.join(llamaDir, 'models', 'templates', 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja');
+  const rdir = await makeTemp('reasoning');
+  const rs = await Server.start({ cacheDir: `${rdir}/cache`, slots: 1, extraArgs: ['--chat-template-file', template] });
+  try {
+    const call = async (route, body, agent) => {
+      const r = await fetch(`${rs.baseURL}${route}`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Agent-Id': agent }, body: JSON.stringify(body),
+      });
+      const text = await r.text();
+      if (!body.stream || r.status !== 200) return { status: r.status, json: JSON.parse(text) };
+      return { status: r.status, frames: text.split('\n\n').filter((f) => f.includes('data: ')) };
+    };
+    const body = { model: MODEL_ID, messages: [{ role: 'user', content: 'Why is the sky blue?' }], max_tokens: 24, temperature: 0 };
+
+    const plain = await call('/v1/chat/completions', { ...body, reasoning_format: 'none' }, 'think-none');
+    assert.equal(plain.status, 200, JSON.stringify(plain.json));
+    const raw = plain.json.choices[0].message.content;
+    assert.ok(raw.length > 0 && !raw.includes('</think>'), `precondition: the model thinks without closing: ${raw}`);
+    assert.equal(plain.json.choices[0].message.reasoning_content, undefined);
+
+    const r = await call('/v1/chat/completions', body, 'think-auto');  // server default: auto
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assertSchema('CreateChatCompletionResponse', r.json);
+    assert.equal(r.json.choices[0].message.reasoning_content, `\n${raw}`);
+    assert.equal(r.json.choices[0].message.content, '');
+
+    const s = await call('/v1/chat/completions', { ...body, stream: true }, 'think-stream');
+    assert.equal(s.status, 200);
+    const chunks = s.frames.map((f) => f.slice(f.indexOf('data: ') + 6)).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    for (const ch of chunks) assertSchema('CreateChatCompletionStreamResponse', ch);
+    const deltas = chunks.map((c) => c.choices[0].delta);
+    assert.equal(deltas.map((d) => d.reasoning_content ?? '').join(''), `\n${raw}`);
+    assert.equal(deltas.map((d) => d.content ?? '').join(''), '');
+    assert.ok(deltas.filter((d) => d.reasoning_content).length >= 2, 'reasoning is streamed in pieces');
+
+    const bad = await call('/v1/chat/completions', { ...body, reasoning_format: 'bogus' }, 'think-bad');
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, 'reasoning_format');
+
+    // The openai SDK passes the extra field through.
+    const sdk = await rs.client().chat.completions.create(body, { headers: { 'X-Agent-Id': 'think-sdk' } });
+    assert.equal(sdk.choices[0].message.reasoning_content, `\n${raw}`);
+    let streamed = '';
+    for await (const ch of await rs.client().chat.completions.create({ ...body, stream: true }, { headers: { 'X-Agent-Id': 'think-sdk2' } })) {
+      streamed += ch.choices[0]?.delta?.reasoning_content ?? '';
+    }
+    assert.equal(streamed, `\n${raw}`);
+
+    // Anthropic: thinking blocks only when the request enables thinking.
+    const abody = { model: 'claude-x', max_tokens: 24, temperature: 0, messages: body.messages };
+    const on = await call('/v1/messages', { ...abody, thinking: { type: 'enabled', budget_tokens: 1024 } }, 'think-a1');
+    assert.equal(on.status, 200, JSON.stringify(on.json));
+    assert.deepEqual(on.json.content.map((b) => b.type), ['thinking', 'text']);
+    assert.equal(on.json.content[0].thinking, `\n${raw}`);
+    assert.equal(on.json.content[0].signature, '');
+    // Without `thinking` the template gets enable_thinking false (R1's closes
+    // the block in the prompt): the reply is text, no thinking block.
+    const off = await call('/v1/messages', abody, 'think-a2');
+    assert.equal(off.status, 200, JSON.stringify(off.json));
+    assert.deepEqual(off.json.content.map((b) => b.type), ['text']);
+    const as = await call('/v1/messages', { ...abody, stream: true, thinking: { type: 'enabled', budget_tokens: 1024 } }, 'think-a3');
+    const events = as.frames.map((f) => JSON.parse(f.slice(f.indexOf('data: ') + 6)));
+    assert.deepEqual(events.find((e) => e.type === 'content_block_start').content_block, { type: 'thinking', thinking: '' });
+    const thinking = events.filter((e) => e.delta?.type === 'thinking_delta').map((e) => e.delta.thinking).join('');
+    assert.equal(thinking, `\n${raw}`);
+    const sig = events.findIndex((e) => e.delta?.type === 'signature_delta');
+    assert.ok(sig > 0 && events[sig + 1].type === 'content_block_stop', 'signature_delta closes the thinking block');
+  } finally {
+    const ex = await rs.stop();
+    assert.equal(ex.code, 0, `server exit ${JSON.stringify(ex)}\n${rs.log}`);
+    await rmTemp(rdir);
+  }
 });
