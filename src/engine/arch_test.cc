@@ -132,6 +132,42 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
   std::filesystem::remove(path);
 }
 
+// A q4_0 cache's logits do not depend on how the prompt was split into
+// batches (per-row vs grouped flash attention, patches/llama.cpp/0002), also
+// with GQA, sliding windows and MLA.
+TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
+  const std::string preset = GetParam();
+  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_split_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
+  synth::SynthOptions so;
+  so.preset = preset;
+  so.output_path = path.string();
+  so.seed = 7;
+  auto written = synth::WriteSynthModel(so);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  auto model = Model::Load(path.string());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ContextOptions o;
+  o.n_slots = 2;
+  o.slot_ctx = 1024;
+  o.n_threads = 2;
+  auto ctx = Context::Create(**model, o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  ASSERT_EQ((*ctx)->spec().type_k, KvType::kQ4_0);
+  Tokenizer tok(**model);
+  auto t = tok.Tokenize(testing::SampleText(6000), true);
+  ASSERT_GE(t.tokens.size(), 300u);
+  t.tokens.resize(300);
+  auto whole = testing::PrefillInChunks(**ctx, 0, t.tokens, 300);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  for (size_t chunk : {1u, 7u, 64u}) {
+    (*ctx)->ClearSlot(0);
+    auto split = testing::PrefillInChunks(**ctx, 0, t.tokens, chunk);
+    ASSERT_TRUE(split.ok()) << split.status().ToString();
+    EXPECT_EQ(*split, *whole) << preset << ", chunks of " << chunk << ": max |diff| " << testing::MaxAbsDiff(*split, *whole);
+  }
+  std::filesystem::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, ArchTest, ::testing::Values("tiny-llama", "tiny-gemma3", "tiny-deepseek2"),
                          [](const auto& info) {
                            std::string n = info.param;

@@ -235,6 +235,31 @@ TEST_F(EngineTest, RestoredPrefixMatchesColdPrefill) {
             std::vector<int32_t>(gr->tokens.begin(), gr->tokens.begin() + n));
 }
 
+// Batch invariance over a q4_0 cache: a token's logits do not depend on how
+// its prompt was split into batches. Decode and short batches take ggml's
+// per-row flash attention path, long batches its grouped quantized-K/V path
+// (patches/llama.cpp/0002); both must give the same bits, or an extended
+// agent's text would drift from a cold agent's (the e2e exact-text tests).
+TEST_F(EngineTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
+  auto ctx = MakeContext(KvType::kQ4_0, 2);
+  ASSERT_TRUE(ctx);
+  Tokenizer tok(*model_);
+  auto t = tok.Tokenize(SampleText(5000), true);
+  ASSERT_GE(t.tokens.size(), 512u);
+  t.tokens.resize(512);
+  auto prefill_in_chunks = [&](size_t chunk) {
+    ctx->ClearSlot(0);
+    return testing::PrefillInChunks(*ctx, 0, t.tokens, chunk);
+  };
+  auto whole = prefill_in_chunks(512);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  for (size_t chunk : {1u, 7u, 64u, 100u}) {
+    auto split = prefill_in_chunks(chunk);
+    ASSERT_TRUE(split.ok()) << split.status().ToString();
+    EXPECT_EQ(*split, *whole) << "chunks of " << chunk << ": max |diff| " << testing::MaxAbsDiff(*split, *whole);
+  }
+}
+
 TEST(TestSupportTest, MaxAbsDiffFailsOnSizeMismatchAndNan) {
   const std::vector<float> a = {1.0f, 2.0f, 3.0f};
   EXPECT_FLOAT_EQ(testing::MaxAbsDiff(a, {1.0f, 2.5f, 3.0f}), 0.5f);

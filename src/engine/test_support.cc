@@ -21,8 +21,11 @@ std::string SampleText(size_t bytes) {
 }
 
 Result<std::vector<float>> Prefill(Context& ctx, int slot, const std::vector<int32_t>& tokens) {
+  return PrefillInChunks(ctx, slot, tokens, static_cast<size_t>(ctx.options().n_batch));
+}
+
+Result<std::vector<float>> PrefillInChunks(Context& ctx, int slot, const std::vector<int32_t>& tokens, size_t chunk) {
   int32_t pos = ctx.SlotLength(slot);
-  const size_t chunk = static_cast<size_t>(ctx.options().n_batch);
   std::vector<BatchItem> items;
   for (size_t i = 0; i < tokens.size(); i += chunk) {
     items.clear();

@@ -16,6 +16,8 @@ std::string SampleText(size_t bytes);
 // Feeds tokens into `slot` starting at its current length, in chunks of
 // n_batch, and returns the logits after the last token.
 Result<std::vector<float>> Prefill(Context& ctx, int slot, const std::vector<int32_t>& tokens);
+// The same with batches of `chunk` tokens (<= n_batch) instead of n_batch.
+Result<std::vector<float>> PrefillInChunks(Context& ctx, int slot, const std::vector<int32_t>& tokens, size_t chunk);
 // Greedy-decodes n tokens in `slot` starting from `logits`; returns the tokens.
 Result<std::vector<int32_t>> GreedyDecode(Context& ctx, int slot, std::vector<float> logits, int n);
 // Greedy decoding that also records, for each step, the gap between the best
