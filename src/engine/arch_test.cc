@@ -20,16 +20,20 @@ namespace {
 
 class ArchTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
-  const std::string preset = GetParam();
-  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
+// The preset's random-weight GGUF (seed 7) written to `path`, then loaded.
+Result<std::unique_ptr<Model>> WriteAndLoadSynthModel(const std::string& preset, const std::filesystem::path& path) {
   synth::SynthOptions so;
   so.preset = preset;
   so.output_path = path.string();
   so.seed = 7;
-  auto written = synth::WriteSynthModel(so);
-  ASSERT_TRUE(written.ok()) << written.status().ToString();
-  auto model = Model::Load(path.string());
+  AGENTKV_RETURN_IF_ERROR(synth::WriteSynthModel(so).status());
+  return Model::Load(path.string());
+}
+
+TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
+  const std::string preset = GetParam();
+  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
+  auto model = WriteAndLoadSynthModel(preset, path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
 
   ContextOptions o;
@@ -138,13 +142,7 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
 TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
   const std::string preset = GetParam();
   const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_split_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
-  synth::SynthOptions so;
-  so.preset = preset;
-  so.output_path = path.string();
-  so.seed = 7;
-  auto written = synth::WriteSynthModel(so);
-  ASSERT_TRUE(written.ok()) << written.status().ToString();
-  auto model = Model::Load(path.string());
+  auto model = WriteAndLoadSynthModel(preset, path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ContextOptions o;
   o.n_slots = 2;
