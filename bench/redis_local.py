@@ -82,8 +82,10 @@ def find_binary(given, name):
 
 
 class RedisServer:
-    def __init__(self, binary, workdir, maxmemory="4gb"):
-        self.binary, self.workdir, self.maxmemory = binary, workdir, maxmemory
+    def __init__(self, binary, workdir, maxmemory="4gb", io_threads=1):
+        """io_threads > 1: Redis's threaded I/O (`io-threads N`, `io-threads-do-reads yes`): socket writes of
+        large replies on N threads; command execution stays on one."""
+        self.binary, self.workdir, self.maxmemory, self.io_threads = binary, workdir, maxmemory, io_threads
         self.p = None
 
     @property
@@ -95,7 +97,9 @@ class RedisServer:
         log = open(os.path.join(self.workdir, "redis.log"), "ab")
         self.p = subprocess.Popen([self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                                    "--appendonly", "no", "--dir", self.workdir, "--maxmemory", self.maxmemory,
-                                   "--maxmemory-policy", "allkeys-lru"], stdout=log, stderr=subprocess.STDOUT)
+                                   "--maxmemory-policy", "allkeys-lru"] +
+                                  (["--io-threads", str(self.io_threads), "--io-threads-do-reads", "yes"]
+                                   if self.io_threads > 1 else []), stdout=log, stderr=subprocess.STDOUT)
         log.close()
         for _ in range(400):
             try:

@@ -25,6 +25,7 @@ checksum verification), next to three baselines on the same machine and Redis:
   /usr/bin/python3 bench/remote_ttft.py --contexts 1024,4096 --reps 5 --threads 2
   /usr/bin/python3 bench/remote_ttft.py --contexts 1024,4096 --fetch-contexts 16384 --reps 5 \
       --redis-server /path/to/redis-server --redis-benchmark /path/to/redis-benchmark
+  /usr/bin/python3 bench/remote_ttft.py --model llama-3.1-8b.gguf --contexts 4096 --fetch-contexts 32768 ...
 Outputs bench/out/remote/remote_ttft.{json,csv,md}.
 """
 import argparse
@@ -103,13 +104,15 @@ def main():
     ap.add_argument("--kv", default="q4_0", choices=["q4_0", "q8_0", "f16"])
     ap.add_argument("--bin", default=lib.DEFAULT_BIN)
     ap.add_argument("--text", default=lib.DEFAULT_TEXT)
+    ap.add_argument("--model", default=None, help="GGUF path or synth-model preset (default: the bundled model)")
+    ap.add_argument("--synth-type", default="q4_0", help="weight type of a generated preset")
     ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
     ap.add_argument("--drop", default="fadvise", choices=["fadvise", "drop_caches", "none"])
     ap.add_argument("--redis-server", default=None, help="path (default: redis-server on PATH)")
     ap.add_argument("--redis-benchmark", default=None, help="path (default: redis-benchmark on PATH; else skipped)")
+    ap.add_argument("--redis-io-threads", type=int, default=1, help="redis-server io-threads (1: Redis's default)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    args.model = None
     lib.resolve_model(args)
     redis_bin = redis_local.find_binary(args.redis_server, "redis-server")
     if not redis_bin:
@@ -122,10 +125,11 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     meta = lib.make_meta(args, "remote-ttft")
-    meta.update({"redis_server": redis_bin, "redis_benchmark": bench_bin, "kv": args.kv})
+    meta.update({"redis_server": redis_bin, "redis_benchmark": bench_bin, "kv": args.kv,
+                 "redis_io_threads": args.redis_io_threads})
     # Corpus.slice estimates tokens from characters: leave 15% + 512 for its error and the reply.
     ctx = int(max(contexts + fetch_contexts) * 1.15) + 512
-    redis = redis_local.RedisServer(redis_bin, work).start()
+    redis = redis_local.RedisServer(redis_bin, work, io_threads=args.redis_io_threads).start()
     remote = ["--remote", redis.url]
     a = lib.Agentkv(args, work, name="A", slots=1, ctx=ctx, kv=args.kv, extra=remote)
     b = lib.Agentkv(args, work, name="B", slots=1, ctx=ctx, kv=args.kv, extra=remote)

@@ -17,10 +17,15 @@
 #                                            (--read-chunk-kib 0, as before issue 11.2) vs the store's chunked reads
 #                                            (default), interleaved, 2 rounds; fixed chunk sizes at the first TOKENS;
 #                                            read_probe's chunk modes (8 files); the disk's queue settings
+#   scripts/device-bench.sh remote CTXS FETCH_CTXS  CUDA build (agentkv) + the llama-3.1-8b model +
+#                                            bench/remote_ttft.py on it (Redis on the same host, loopback)
 #   scripts/device-bench.sh prepare          (here, not on the device) copies this machine's hiredis
-#                                            headers and static library into .device/hiredis, for device
-#                                            machines without libhiredis-dev (carry .device)
-# Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540).
+#                                            headers and static library into .device/hiredis, and
+#                                            redis-server / redis-benchmark with their non-libc libraries
+#                                            into .device/redis.tar.xz (wrappers set LD_LIBRARY_PATH for
+#                                            them only), for device machines without them (carry .device)
+# Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540),
+#      REDIS_IO_THREADS (remote: redis-server io-threads, default 1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -65,6 +70,17 @@ case "${1:-}" in
       -e 's|^includedir=.*|includedir=${prefix}/include/hiredis|' -e 's|^Cflags: |Cflags: -I${prefix}/include |' \
       "$(pkg-config --variable=pcfiledir hiredis)/hiredis.pc" > $d/lib/pkgconfig/hiredis.pc
     du -sh $d
+    r=.device/redis
+    rm -rf $r && mkdir -p $r/bin $r/lib
+    for b in redis-server redis-benchmark; do
+      cp "$(command -v $b)" $r/bin/
+      ldd "$(command -v $b)" | awk '$3 ~ /^\// {print $3}' | grep -Ev '/(libc|libm|libpthread|libdl|librt)\.so' |
+        xargs -r cp -L -t $r/lib/
+      printf '#!/bin/sh\nd=$(dirname "$(readlink -f "$0")")\nLD_LIBRARY_PATH="$d/lib" exec "$d/bin/%s" "$@"\n' $b > $r/$b
+      chmod +x $r/$b
+    done
+    tar cJf $r.tar.xz -C .device redis && rm -rf $r  # ~4.5 MB: the carried tree is capped at 64 MiB
+    du -sh $r.tar.xz
     ;;
   setup)
     build_cuda agentkv llama-server engine_arch_test
@@ -147,6 +163,19 @@ case "${1:-}" in
       timeout 120 /tmp/read_probe "$PWD/bench/out/probe" 8 9445376 5 chunks | tee $out/read_probe_8files.txt
     rm -rf "$PWD/bench/out/probe"
     pack $out store-chunks
+    ;;
+  remote)  # remote CTXS FETCH_CTXS: returning agent from Redis vs local disk vs cold, 8B shape
+    build_cuda agentkv
+    p=llama-3.1-8b
+    synth_model $p
+    [ -f .device/redis.tar.xz ] && [ ! -d .device/redis ] && tar xJf .device/redis.tar.xz -C .device
+    rs=$(command -v redis-server || echo "$PWD/.device/redis/redis-server")
+    rb=$(command -v redis-benchmark || echo "$PWD/.device/redis/redis-benchmark")
+    out=/tmp/b/remote-$p
+    timeout $T /usr/bin/env python3 bench/remote_ttft.py --bin $B/agentkv --model "$(model_path $p)" --threads 16 \
+      --contexts "$2" --fetch-contexts "${3:-}" --reps $REPS --redis-server "$rs" --redis-benchmark "$rb" \
+      --redis-io-threads ${REDIS_IO_THREADS:-1} --out $out 2>&1 | tail -25
+    pack $out remote-$p
     ;;
   capacity)
     out=/tmp/b/capacity
