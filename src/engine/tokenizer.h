@@ -6,6 +6,7 @@
 // (llama.cpp's vocab functions are read-only).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,18 @@ class Tokenizer {
                                   const std::vector<TextRange>& plain, size_t* reused = nullptr) const;
   bool tokenizes_incrementally() const { return cut_rule_ != CutRule::kNone; }
 
+  // Tokenize(text, /*add_bos=*/true, plain), computed as up to max_pieces
+  // pieces of at least min_piece_bytes on as many threads (the caller's one of
+  // them), cut at safe cuts (tokenizer_pieces.cc) and stitched: the result
+  // equals the full tokenization. The full tokenization on one thread when the
+  // text is shorter than two pieces, when no safe cut is found, or for a
+  // vocabulary without a proven rule (tokenizes_incrementally() false).
+  TokenizedText TokenizeInPieces(std::string_view text, const std::vector<TextRange>& plain, int max_pieces,
+                                 size_t min_piece_bytes = kMinTokenizePieceBytes) const;
+  // ~500 tokens of English: a piece's tokenization takes milliseconds on a
+  // laptop core, against ~50 us to start a thread.
+  static constexpr size_t kMinTokenizePieceBytes = 2048;
+
   // An upper bound on the bytes of text one token covers (the longest piece
   // in the vocabulary): a text of more than n * MaxTokenBytes() bytes has
   // more than n tokens, so over-long prompts can be refused before
@@ -117,6 +130,11 @@ class Tokenizer {
   enum class CutRule { kNone, kSpace, kDummyPrefixSpace };
   CutRule cut_rule_ = CutRule::kNone;
   CutRule DetectCutRule();
+  // The stitching of TokenizeInPieces at the given safe cuts (increasing);
+  // nullopt when a piece has no token boundary at its cut (then the caller
+  // tokenizes in full). parallel: the pieces on threads.
+  std::optional<TokenizedText> TokenizeAtCuts(std::string_view text, const std::vector<TextRange>& plain,
+                                               const std::vector<size_t>& cut_at, bool parallel) const;
   // Special tokens (control, user-defined, unknown) by text, longest first:
   // llama.cpp's own matching order.
   struct Special {

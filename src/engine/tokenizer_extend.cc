@@ -14,31 +14,19 @@
 //     checks that the vocabulary has none, so the symbols left and right of c
 //     are merged independently.
 // A self-check on a probe text at start-up backs the rule for each loaded
-// vocabulary; any difference turns incremental tokenization off.
+// vocabulary (here and for TokenizeInPieces' stitching at the same cuts); any
+// difference turns incremental and piecewise tokenization off.
 #include <algorithm>
 
 #include "engine/tokenizer.h"
+#include "engine/tokenizer_cuts.h"
 #include "llama.h"
 
 namespace agentkv::engine {
 namespace {
 
-// How far back from the end of the shared prefix a cut is searched for.
-constexpr size_t kMaxCutSearchBytes = 4096;
-
-bool IsAsciiLetter(char ch) {
-  const char lower = static_cast<char>(ch | 0x20);
-  return lower >= 'a' && lower <= 'z';
-}
-
-// Whether [begin, end) lies inside one of the sorted ranges.
-bool InsideOneRange(const std::vector<TextRange>& ranges, size_t begin, size_t end) {
-  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
-                             [](size_t v, const TextRange& r) { return v < r.begin; });
-  if (it == ranges.begin()) return false;
-  --it;
-  return it->begin <= begin && end <= it->end;
-}
+using cuts::IsSafeCut;
+using cuts::kMaxCutSearchBytes;
 
 // Whether the ranges, clipped to [0, limit), are the same in a and b.
 bool SameRangesBefore(const std::vector<TextRange>& a, const std::vector<TextRange>& b, size_t limit) {
@@ -49,11 +37,6 @@ bool SameRangesBefore(const std::vector<TextRange>& a, const std::vector<TextRan
     }
   }
   return i == b.size() || b[i].begin >= limit;
-}
-
-bool IsSafeCut(std::string_view text, const std::vector<TextRange>& plain, size_t c) {
-  return c >= 1 && c + 1 < text.size() && IsAsciiLetter(text[c - 1]) && text[c] == ' ' &&
-         IsAsciiLetter(text[c + 1]) && InsideOneRange(plain, c - 1, c + 2);
 }
 
 bool SameTokenization(const TokenizedText& a, const TokenizedText& b) {
@@ -112,6 +95,9 @@ Tokenizer::CutRule Tokenizer::DetectCutRule() {
     prev.tokenized = Tokenize(prev.text, true, prev.plain);
     size_t reused = 0;
     ok = SameTokenization(TokenizeExtending(prev, kProbeText, all, &reused), full) && reused > 0;
+    // The same cut as a boundary between two pieces (TokenizeInPieces).
+    const auto pieces = TokenizeAtCuts(kProbeText, all, {c}, /*parallel=*/false);
+    ok = ok && pieces && SameTokenization(*pieces, full);
   }
   cut_rule_ = CutRule::kNone;
   return ok ? rule : CutRule::kNone;
@@ -134,17 +120,11 @@ TokenizedText Tokenizer::TokenizeExtending(const PromptTokens& prev, std::string
     }
     // prev's first token at or after c: it starts exactly at c (the cut is a
     // token boundary there), and every token before it is aligned.
-    const auto it = std::lower_bound(spans.begin(), spans.end(), static_cast<uint32_t>(c),
-                                     [](const TokenSpan& s, uint32_t v) { return s.begin < v; });
-    const size_t k = static_cast<size_t>(it - spans.begin());
-    if (k == 0 || k >= spans.size() || spans[k].begin != c || spans[k - 1].end != c) continue;
+    const size_t k = cuts::TokenBoundaryAt(spans, c);
+    if (k == 0) continue;
 
     const size_t from = cut_rule_ == CutRule::kDummyPrefixSpace ? c + 1 : c;
-    std::vector<TextRange> tail_plain;
-    for (const TextRange& r : plain) {
-      if (r.end > from) tail_plain.push_back({std::max(r.begin, from) - from, r.end - from});
-    }
-    TokenizedText tail = Tokenize(text.substr(from), /*add_bos=*/false, tail_plain);
+    TokenizedText tail = Tokenize(text.substr(from), /*add_bos=*/false, cuts::ClipRanges(plain, from, text.size()));
     TokenizedText out;
     out.tokens.reserve(k + tail.tokens.size());
     out.spans.reserve(k + tail.spans.size());

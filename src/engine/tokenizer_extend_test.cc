@@ -1,8 +1,10 @@
-// Tokenizer::TokenizeExtending: the tokens of a prompt computed from an
-// earlier prompt's tokens must equal the full tokenization, token for token
-// and span for span, on the bundled model and on the vocabularies of the
-// model families llama.cpp ships test files for (models/ggml-vocab-*.gguf:
-// Llama 3 BPE, Llama 2 SentencePiece, Qwen 2, GPT-2, DeepSeek, Phi-3, ...).
+// Tokenizer::TokenizeExtending and TokenizeInPieces (both cut at safe cuts):
+// the tokens of a prompt computed from an earlier prompt's tokens, or as
+// pieces tokenized on several threads, must equal the full tokenization,
+// token for token and span for span, on the bundled model and on the
+// vocabularies of the model families llama.cpp ships test files for
+// (models/ggml-vocab-*.gguf: Llama 3 BPE, Llama 2 SentencePiece, Qwen 2,
+// GPT-2, DeepSeek, Phi-3, ...).
 #include <cstdio>
 #include <random>
 #include <string>
@@ -87,6 +89,31 @@ size_t CheckCompletions(const Tokenizer& tok, const std::string& text, uint32_t 
   return reused_total;
 }
 
+// Long prompts in pieces: raw text (all client text) and a chat rendering
+// (template text between client messages), many piece counts and sizes.
+// Returns how many prompts were long enough to be cut.
+int CheckPieces(const Model& model, const Tokenizer& tok, const std::string& text) {
+  const auto format = ChatFormat::Create(model, tok);
+  std::vector<ChatMessage> msgs;
+  for (size_t at = 0; at + 500 < text.size(); at += 500) {
+    msgs.push_back({msgs.size() % 2 == 0 ? "user" : "assistant", text.substr(at, 500), {}, {}, {}});
+  }
+  const std::vector<RenderedPrompt> prompts{Tokenizer::RenderPlain(text), RenderChat(*format, msgs),
+                                            Tokenizer::RenderPlain(text.substr(777, 3001))};
+  int cut = 0;
+  for (const RenderedPrompt& p : prompts) {
+    const TokenizedText want = tok.Tokenize(p.text, true, p.plain);
+    for (int pieces : {2, 3, 5, 8}) {
+      for (size_t min_bytes : {64, 301, 1000}) {
+        ExpectSame(tok.TokenizeInPieces(p.text, p.plain, pieces, min_bytes), want,
+                   std::to_string(pieces) + " pieces of >= " + std::to_string(min_bytes) + " bytes");
+        cut += p.text.size() >= 2 * min_bytes;
+      }
+    }
+  }
+  return cut;
+}
+
 TEST(TokenizeExtendingTest, BundledModelEqualsFullTokenization) {
   auto model = Model::Load(testing::BundledModelPath());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -95,6 +122,7 @@ TEST(TokenizeExtendingTest, BundledModelEqualsFullTokenization) {
   const std::string text = SampleText(12000);
   EXPECT_GT(CheckConversation(**model, tok, text, 1), 1000u);
   EXPECT_GT(CheckCompletions(tok, text, 2), 10000u);
+  EXPECT_GT(CheckPieces(**model, tok, text), 0);
 }
 
 // Client text that looks like specials stays text, and the template's specials
@@ -154,6 +182,7 @@ TEST_P(VocabFilesTest, EqualsFullTokenization) {
   }
   const std::string text = SampleText(8000);
   const size_t reused = CheckCompletions(tok, text, 3) + CheckConversation(**model, tok, text, 4);
+  CheckPieces(**model, tok, text);
   if (tok.tokenizes_incrementally()) EXPECT_GT(reused, 0u);
   std::printf("%s: incremental tokenization %s, %zu tokens reused\n", name.c_str(),
               tok.tokenizes_incrementally() ? "on" : "off", reused);

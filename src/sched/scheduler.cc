@@ -17,6 +17,7 @@ Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool
                      SchedulerOptions options)
     : model_(model), ctx_(ctx), tokenizer_(model), chat_format_(engine::ChatFormat::Create(model, tokenizer_, options.chat_template)),
       pool_(pool), store_(store), options_(std::move(options)), prompt_tokens_(options_.prompt_token_cache_bytes),
+      tokenize_pieces_(std::clamp(ctx.n_threads(), 1, 8)),
       remote_(store != nullptr ? options_.remote : nullptr),
       slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {}
 
@@ -66,13 +67,17 @@ int64_t Scheduler::CountPromptTokens(const api::GenerationRequest& request) cons
   return static_cast<int64_t>(tokenizer_.Tokenize(rendered.text, true, rendered.plain).tokens.size());
 }
 
+engine::TokenizedText Scheduler::TokenizeFull(const engine::RenderedPrompt& prompt) const {
+  return tokenizer_.TokenizeInPieces(prompt.text, prompt.plain, tokenize_pieces_);
+}
+
 engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt) {
-  if (key.agent_id.empty()) return tokenizer_.Tokenize(prompt.text, true, prompt.plain);
+  if (key.agent_id.empty()) return TokenizeFull(prompt);
   size_t reused = 0;
   const auto prev = prompt_tokens_.Get(key);
   engine::TokenizedText tokens = prev != nullptr
                                      ? tokenizer_.TokenizeExtending(*prev, prompt.text, prompt.plain, &reused)
-                                     : tokenizer_.Tokenize(prompt.text, true, prompt.plain);
+                                     : TokenizeFull(prompt);
   metrics_.AddTokenized(tokens.tokens.size(), reused);
   prompt_tokens_.Put(key, std::make_shared<const engine::PromptTokens>(
                               engine::PromptTokens{prompt.text, prompt.plain, tokens}));

@@ -209,6 +209,10 @@ class Scheduler : public api::Backend {
   // The prompt's tokens (with BOS), from the agent's previous prompt where
   // it can (PromptTokenCache); remembers this one. Any thread.
   engine::TokenizedText TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt);
+  // The full tokenization, a long prompt in pieces on up to tokenize_pieces_
+  // threads: it is on the path to a new agent's first token, and to a
+  // returning agent's after a restart (its disk read runs meanwhile).
+  engine::TokenizedText TokenizeFull(const engine::RenderedPrompt& prompt) const;
   api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
@@ -221,6 +225,7 @@ class Scheduler : public api::Backend {
   const SchedulerOptions options_;
   SchedulerMetrics metrics_;
   PromptTokenCache prompt_tokens_;
+  const int tokenize_pieces_;  // the compute threads' count, at most 8
 
   // Shared with other threads.
   mutable std::mutex mu_;
