@@ -18,12 +18,13 @@ namespace {
 using testing::BundledModelPath;
 using testing::SampleText;
 
-// Max |logit difference| allowed between a restored f16 slot (its K/V went
-// through q4_0) and the cold f16 slot that never did, for the next token.
-// Measured here: 0.36 on the bundled model (logits span ~20). A bound
-// against gross errors (a wrong row, a misplaced block), not a quality
-// target: `agentkv ppl --hybrid` measures the quality cost (bench/RESULTS.md).
-constexpr float kRoundTripTolerance = 0.75f;
+// Quality bound of a restored f16 slot (its K/V went through q4_0) against
+// the cold f16 slot that never did, for the next token: within 1.5x the
+// distance of pure q4_0 slots (today's servers) to f16, + 0.1. Measured on
+// the bundled model: 0.36 (hybrid) vs 0.32 (cold q4_0 slots), logits spanning
+// ~20. It catches a wrong row or a misplaced block, not rounding:
+// `agentkv ppl --hybrid` measures the quality cost (bench/RESULTS.md).
+float QualityBound(float q4_diff) { return 1.5f * q4_diff + 0.1f; }
 
 class HybridSlotsTest : public testing::BundledModelTest {
  protected:
@@ -90,10 +91,17 @@ TEST_F(HybridSlotsTest, RestoreEqualsRoundTrippedColdSlot) {
   EXPECT_EQ(r->restored_tokens, r->roundtrip_tokens);
 
   // Quality vs the cold f16 slot that never went through q4_0.
+  auto q4 = MakeContext(KvType::kQ4_0, std::nullopt, 1);
+  ASSERT_TRUE(q4);
+  ASSERT_TRUE(testing::Prefill(*q4, 0, head).ok());
+  auto q4_logits = testing::Prefill(*q4, 0, {t.tokens.back()});
+  ASSERT_TRUE(q4_logits.ok());
   const float diff = testing::MaxAbsDiff(r->cold_logits, r->restored_logits);
-  std::printf("[ hybrid ] bundled model: max |logit diff| restored vs cold f16 = %.4f\n", diff);
+  const float q4_diff = testing::MaxAbsDiff(r->cold_logits, *q4_logits);
+  std::printf("[ hybrid ] bundled model: max |logit diff| vs cold f16: restored hybrid %.4f, cold q4_0 slots %.4f\n",
+              diff, q4_diff);
   RecordProperty("max_logit_diff_vs_cold", std::to_string(diff));
-  EXPECT_LT(diff, kRoundTripTolerance);
+  EXPECT_LT(diff, QualityBound(q4_diff));
   EXPECT_GT(diff, 0.0f);  // the round trip is not a no-op (else this test checks nothing)
   EXPECT_EQ(testing::Argmax(r->cold_logits), testing::Argmax(r->restored_logits));  // top-1 agrees
   size_t same = 0;  // informational: greedy continuations drift apart at some near-tie
