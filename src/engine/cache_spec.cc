@@ -27,6 +27,11 @@ uint64_t ModelCacheSpec::BytesPerToken(KvType k, KvType v, bool exclude_swa) con
   return total;
 }
 
+std::string ModelCacheSpec::OutputFingerprint() const {
+  if (!HybridSlots()) return fingerprint;
+  return Sha256Hex(fingerprint + "\nslots k=" + KvTypeName(slot_type_k) + ",v=" + KvTypeName(slot_type_v) + "\n");
+}
+
 std::string ModelCacheSpec::KvTypesString() const {
   return std::string("k=") + KvTypeName(type_k) + ",v=" + KvTypeName(type_v);
 }

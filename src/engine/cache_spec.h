@@ -40,6 +40,11 @@ struct ModelCacheSpec {
   // server with f16 slots (CPU) restores on one with q4_0 slots (GPU) and
   // vice versa, through every tier (docs/engine.md, "KV type in slots").
   std::string fingerprint;
+  // What decides a request's output: `fingerprint` when the slots hold the
+  // at-rest types; with hybrid slots a hash of it and the slot types (f16
+  // slots compute other logits than q4_0 slots). For the API's
+  // system_fingerprint, never for naming caches.
+  std::string OutputFingerprint() const;
 
   uint32_t n_layer() const { return static_cast<uint32_t>(layers.size()); }
   // K+V bytes per token over all layers for the given types (full-attention

@@ -59,6 +59,9 @@ TEST_F(HybridSlotsTest, SpecSizesAndFingerprintFollowTheAtRestType) {
   EXPECT_EQ(spec.shape, q4->spec().shape);
   EXPECT_EQ(spec.slot_shape, f16->spec().shape);
   EXPECT_NE(spec.fingerprint, f16->spec().fingerprint);
+  // ... but the API's system_fingerprint says the outputs differ.
+  EXPECT_NE(spec.OutputFingerprint(), q4->spec().OutputFingerprint());
+  EXPECT_EQ(q4->spec().OutputFingerprint(), q4->spec().fingerprint);
   // Slot type == at-rest type: exactly today's spec.
   auto same = MakeContext(KvType::kQ4_0, KvType::kQ4_0);
   ASSERT_TRUE(same);
