@@ -26,6 +26,20 @@ using testing::SampleText;
 // `agentkv ppl --hybrid` measures the quality cost (bench/RESULTS.md).
 float QualityBound(float q4_diff) { return 1.5f * q4_diff + 0.1f; }
 
+TEST(SlotKvTypeTest, ParseAndResolvePerBackend) {
+  auto a = ParseSlotKvType("auto");
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->has_value());
+  EXPECT_EQ(ParseSlotKvType("q8_0")->value(), KvType::kQ8_0);
+  EXPECT_EQ(ParseSlotKvType("f32").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSlotKvType("").status().code(), StatusCode::kInvalidArgument);
+  // auto: f16 on CPU only, the at-rest type as soon as layers are offloaded.
+  EXPECT_EQ(ResolveSlotKvType(std::nullopt, KvType::kQ4_0, 0), KvType::kF16);
+  EXPECT_EQ(ResolveSlotKvType(std::nullopt, KvType::kQ4_0, 999), KvType::kQ4_0);
+  EXPECT_EQ(ResolveSlotKvType(std::nullopt, KvType::kQ8_0, 12), KvType::kQ8_0);
+  EXPECT_EQ(ResolveSlotKvType(KvType::kQ4_0, KvType::kQ4_0, 0), KvType::kQ4_0);  // explicit wins
+}
+
 class HybridSlotsTest : public testing::BundledModelTest {
  protected:
   std::unique_ptr<Context> MakeContext(KvType rest, std::optional<KvType> slot, int slots = 3) {
