@@ -171,7 +171,7 @@ TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
 // engine/hybrid_oracle.h (a restore is bit-identical to a cold slot whose
 // cache went through the same q4_0 round trip; 32 equal greedy tokens), the
 // at-rest layout and fingerprint equal to q4_0 slots', and a quality bound
-// against the cold f16 slot (see kHybridTolerance).
+// against the cold f16 slot relative to pure q4_0 slots (below).
 TEST_P(ArchTest, HybridRestoreEqualsRoundTrippedColdSlot) {
   const std::string preset = GetParam();
   const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_hybrid_" + std::to_string(::getpid()) + "_" + preset + ".gguf");

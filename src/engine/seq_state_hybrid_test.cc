@@ -12,6 +12,7 @@
 
 #include "engine/kv_row_convert.h"
 #include "engine/seq_state.h"
+#include "engine/seq_state_test_support.h"
 #include "ggml.h"
 
 namespace agentkv::engine {
@@ -105,18 +106,8 @@ std::vector<uint8_t> F16State(const std::vector<Section>& sections, uint32_t n_s
   return out;
 }
 
-std::vector<int32_t> Shuffled(int32_t lo, int32_t hi, unsigned seed) {
-  std::vector<int32_t> v(hi - lo);
-  std::iota(v.begin(), v.end(), lo);
-  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
-  return v;
-}
-
-std::vector<const KvBlock*> Ptrs(const std::vector<KvBlock>& blocks) {
-  std::vector<const KvBlock*> out;
-  for (const auto& b : blocks) out.push_back(&b);
-  return out;
-}
+using testing::Ptrs;
+using testing::Shuffled;
 
 const KvTensor* Find(const KvBlock& b, const std::string& name) {
   for (const auto& t : b.tensors) {
