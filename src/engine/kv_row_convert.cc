@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ggml-cpu.h"
 #include "ggml.h"
 
 namespace agentkv::engine {
@@ -50,13 +51,27 @@ void ConvertKvRows(int32_t from, uint64_t from_row_bytes, int32_t to, const uint
   const uint64_t width = KvRowWidth(from, from_row_bytes);
   const uint64_t to_row_bytes = KvRowBytesFor(to, width);
   assert(width > 0 && to_row_bytes > 0 && KvRowTypeConvertible(from) && KvRowTypeConvertible(to));
+  // The f16 side with ggml-cpu's SIMD conversions (F16C: IEEE round to
+  // nearest even, the same bits as the reference); quantized types with
+  // ggml's reference (de)quantizers, so every machine writes the same bytes.
   const ggml_to_float_t to_float = ggml_get_type_traits(static_cast<ggml_type>(from))->to_float;
   std::vector<float> scratch(width * std::min(n_rows, kRowsPerChunk));
   for (uint64_t r = 0; r < n_rows; r += kRowsPerChunk) {
     const uint64_t n = std::min(kRowsPerChunk, n_rows - r);
-    to_float(src + r * from_row_bytes, scratch.data(), static_cast<int64_t>(n * width));
-    ggml_quantize_chunk(static_cast<ggml_type>(to), scratch.data(), dst + r * to_row_bytes, 0,
-                        static_cast<int64_t>(n), static_cast<int64_t>(width), nullptr);
+    const auto values = static_cast<int64_t>(n * width);
+    const uint8_t* in = src + r * from_row_bytes;
+    uint8_t* out = dst + r * to_row_bytes;
+    if (from == GGML_TYPE_F16) {
+      ggml_cpu_fp16_to_fp32(reinterpret_cast<const ggml_fp16_t*>(in), scratch.data(), values);
+    } else {
+      to_float(in, scratch.data(), values);
+    }
+    if (to == GGML_TYPE_F16) {
+      ggml_cpu_fp32_to_fp16(scratch.data(), reinterpret_cast<ggml_fp16_t*>(out), values);
+    } else {
+      ggml_quantize_chunk(static_cast<ggml_type>(to), scratch.data(), out, 0, static_cast<int64_t>(n),
+                          static_cast<int64_t>(width), nullptr);
+    }
   }
 }
 
