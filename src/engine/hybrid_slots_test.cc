@@ -23,7 +23,7 @@ using testing::SampleText;
 // distance of pure q4_0 slots (today's servers) to f16, + 0.1. Measured on
 // the bundled model: 0.36 (hybrid) vs 0.32 (cold q4_0 slots), logits spanning
 // ~20. It catches a wrong row or a misplaced block, not rounding:
-// `agentkv ppl --hybrid` measures the quality cost (bench/RESULTS.md).
+// `agentkv ppl --kv all` measures the quality cost (bench/RESULTS.md).
 float QualityBound(float q4_diff) { return 1.5f * q4_diff + 0.1f; }
 
 TEST(SlotKvTypeTest, ParseAndResolvePerBackend) {
