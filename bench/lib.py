@@ -112,7 +112,8 @@ def make_meta(args, sub):
             "command_line": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
             "quick": bool(getattr(args, "quick", False)), "machine": machine_info(), "git": git_info(),
             "agentkv_bin": file_identity(args.bin), "model": file_identity(args.model_path),
-            "model_label": args.model_label, "threads": args.threads}
+            "model_label": args.model_label, "threads": args.threads,
+            "slot_kv": getattr(args, "slot_kv", None) or "server default (auto)"}
 
 
 # ---------------------------------------------------------------- outputs
@@ -474,6 +475,8 @@ class Agentkv(Proc):
                "--slots", str(slots), "-c", str(ctx), "--kv", kv, "-t", str(args.threads)]
         if cache_ram is not None:
             cmd += ["--cache-ram", str(int(cache_ram))]
+        if getattr(args, "slot_kv", None):  # the engine slots' KV type (default auto: f16 on CPU)
+            cmd += ["--slot-kv", args.slot_kv]
         cmd += list(extra or [])
         Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port)
 

@@ -72,8 +72,10 @@ Result<PplResult> EvaluatePerplexity(engine::Context& ctx, std::span<const int32
   for (int w = 0; w < plan.n_windows; ++w) {
     const size_t start = static_cast<size_t>(w) * static_cast<size_t>(plan.window_step);
     ctx.ClearSlot(0);
-    for (int b = 0; b < n_ctx; b += n_batch) {
-      const int end = std::min(n_ctx, b + n_batch);
+    const bool round_trip = options.round_trip_context && ctx.spec().HybridSlots() && plan.first_logit_pos > 0;
+    for (int b = 0; b < n_ctx;) {
+      int end = std::min(n_ctx, b + n_batch);
+      if (round_trip && b < plan.first_logit_pos) end = std::min(end, plan.first_logit_pos);
       items.clear();
       for (int pos = b; pos < end; ++pos) {
         const int32_t tok = pos == 0 ? bos : tokens[start + static_cast<size_t>(pos)];
@@ -87,8 +89,22 @@ Result<PplResult> EvaluatePerplexity(engine::Context& ctx, std::span<const int32
       for (int i = 0; i < end - b; ++i) {
         if (!items[static_cast<size_t>(i)].want_logits) continue;
         const size_t next = start + static_cast<size_t>(b + i + 1);
-        acc.Add(TokenNll(ctx.Logits(i), tokens[next]));
+        const std::span<const float> logits = ctx.Logits(i);
+        acc.Add(TokenNll(logits, tokens[next]));
+        result.top1.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
       }
+      if (round_trip && end == plan.first_logit_pos) {
+        // The context through the at-rest type and back, as a restore does.
+        auto blocks = ctx.ExportSlotBlocks(0);
+        if (!blocks.ok()) return blocks.status().WithContext("perplexity: window " + std::to_string(w) + " export");
+        std::vector<const KvBlock*> ptrs;
+        for (const auto& blk : *blocks) ptrs.push_back(&blk);
+        if (Status s = ctx.ImportSlotBlocks(0, ptrs, static_cast<uint32_t>(end)); !s.ok()) {
+          ctx.ClearSlot(0);
+          return s.WithContext("perplexity: window " + std::to_string(w) + " import");
+        }
+      }
+      b = end;
     }
     result.n_evaluated += n_ctx;
     if (progress) progress(w, acc);
@@ -100,6 +116,13 @@ Result<PplResult> EvaluatePerplexity(engine::Context& ctx, std::span<const int32
   result.n_scored = acc.count();
   result.eval_ms = MsSince(t0);
   return result;
+}
+
+double Top1Agreement(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  if (a.empty() || a.size() != b.size()) return 0;
+  size_t same = 0;
+  for (size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
+  return static_cast<double>(same) / static_cast<double>(a.size());
 }
 
 }  // namespace agentkv::bench

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "engine/context.h"
 #include "util/status.h"
@@ -54,6 +55,13 @@ struct PplOptions {
   int n_ctx = 512;      // window length in tokens, >= 4
   int stride = 0;       // 0: llama-perplexity chunks; else sliding windows (< n_ctx)
   int max_windows = 0;  // 0: all the text allows
+  // Hybrid slots (ctx's slots hold another KV type than its blocks, e.g. f16
+  // slots over q4_0 blocks): the context of each window (positions before
+  // the first scored logit) is decoded, exported to blocks and imported back
+  // (the at-rest round trip a restored agent's cache went through), then the
+  // scored part is decoded on top of it, attending to its own slot-type
+  // rows: the quality a restored agent gets. No effect without hybrid slots.
+  bool round_trip_context = false;
 };
 
 // Which windows a text of n_tokens yields. InvalidArgument for bad options
@@ -74,7 +82,12 @@ struct PplResult {
   int64_t n_scored = 0;
   int64_t n_evaluated = 0;  // tokens run through the model
   double eval_ms = 0;       // wall time of the whole evaluation
+  std::vector<int32_t> top1;  // per scored token, in order: the argmax of its logits
 };
+
+// Fraction of positions where two runs over the same plan agree on the top-1
+// token; 0 when the sizes differ or are 0.
+double Top1Agreement(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
 
 // Called after each window with its 0-based index and the running result.
 using PplProgress = std::function<void(int window, const NllAccumulator& so_far)>;

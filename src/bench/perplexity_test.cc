@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "engine/test_support.h"
@@ -52,13 +53,15 @@ TEST(PlanPerplexityTest, RejectsBadOptions) {
   EXPECT_FALSE(PlanPerplexity(5000, {512, -1, 0}).ok());
 }
 
-Result<PplResult> RunOnBundledModel(engine::KvType kv, const PplOptions& options) {
+Result<PplResult> RunOnBundledModel(engine::KvType kv, const PplOptions& options,
+                                    std::optional<engine::KvType> slot = std::nullopt) {
   AGENTKV_ASSIGN_OR_RETURN(auto model, engine::Model::Load(engine::testing::BundledModelPath()));
   engine::ContextOptions co;
   co.n_slots = 1;
   co.slot_ctx = options.n_ctx;
   co.n_batch = options.n_ctx;
   co.type_k = co.type_v = kv;
+  co.slot_type_k = co.slot_type_v = slot;
   AGENTKV_ASSIGN_OR_RETURN(auto ctx, engine::Context::Create(*model, co));
   engine::Tokenizer tokenizer(*model);
   const auto tokens = tokenizer.Tokenize(engine::testing::SampleText(16000), true).tokens;
@@ -79,6 +82,28 @@ TEST(EvaluatePerplexityTest, BundledModelQ4IsCloseToF16) {
     EXPECT_GT(r->ppl_error, 0.0);
   }
   EXPECT_LT(std::abs(q4->ppl / f16->ppl - 1.0), 0.02) << "f16 " << f16->ppl << " q4_0 " << q4->ppl;
+}
+
+// Hybrid slots: each window's context goes through q4_0 blocks and back
+// before the scored half is decoded in f16. Close to f16 (the round trip
+// changes something: not bit-identical), top-1 mostly f16's.
+TEST(EvaluatePerplexityTest, HybridContextRoundTripIsCloseToF16) {
+  PplOptions options{256, 0, 6};
+  options.round_trip_context = true;
+  auto f16 = RunOnBundledModel(engine::KvType::kF16, options);
+  ASSERT_TRUE(f16.ok()) << f16.status().ToString();
+  auto hybrid = RunOnBundledModel(engine::KvType::kQ4_0, options, engine::KvType::kF16);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status().ToString();
+  EXPECT_EQ(hybrid->n_scored, 6 * 127);
+  ASSERT_EQ(hybrid->top1.size(), static_cast<size_t>(hybrid->n_scored));
+  ASSERT_EQ(f16->top1.size(), hybrid->top1.size());
+  EXPECT_NE(hybrid->mean_nll, f16->mean_nll);
+  EXPECT_LT(std::abs(hybrid->ppl / f16->ppl - 1.0), 0.02) << "f16 " << f16->ppl << " hybrid " << hybrid->ppl;
+  const double agree = Top1Agreement(hybrid->top1, f16->top1);
+  EXPECT_GT(agree, 0.9);
+  EXPECT_LT(agree, 1.0 + 1e-12);
+  EXPECT_EQ(Top1Agreement(f16->top1, f16->top1), 1.0);
+  EXPECT_EQ(Top1Agreement({}, {}), 0.0);
 }
 
 TEST(EvaluatePerplexityTest, SlidingWindowsScoreStrideTokensEach) {

@@ -49,7 +49,7 @@ Result<RestoreBenchResult> RunRestoreBench(engine::Context& ctx, uint32_t n_toke
   std::vector<const KvBlock*> ptrs;
   for (const auto& b : blocks) ptrs.push_back(&b);
 
-  const engine::StateShape& shape = ctx.spec().shape;
+  const engine::KvLayout shape = ctx.spec().layout();  // slot rows <-> at-rest blocks, as served
   const int threads = ctx.n_threads();  // as the served path copies
   const auto n_stream = static_cast<uint32_t>(ctx.options().n_slots);
   RestoreBenchResult result;

@@ -18,7 +18,10 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: agentkv bench restore -m MODEL [--tokens 1024,4096,8192] [--reps 5] [--slots 1]\n"
-    "                             [--kv q4_0] [-t THREADS] [--gpu-layers N] [--json OUT|-]\n"
+    "                             [--kv q4_0] [--slot-kv auto|f16|q8_0|q4_0] [-t THREADS] [--gpu-layers N]\n"
+    "                             [--json OUT|-]\n"
+    "--kv: the blocks' type (at rest); --slot-kv: the slots' (auto: f16 on CPU, --kv's on a GPU);\n"
+    "when they differ, the write/to-blocks stages convert rows (hybrid slots).\n"
     "Times the path a hot restore takes (blocks -> llama.cpp state -> KV tensors, on the\n"
     "GPU when the model is offloaded) and the export after a turn, stage by stage, with\n"
     "no prefill: the KV rows are a one-token probe's rows replicated to --tokens.\n"
@@ -45,7 +48,7 @@ int CmdBenchRestore(int argc, char** argv) {
   const MeasureCommand cmd("bench restore", kUsage, argc, argv);
   if (cmd.Help()) return 0;
   const Flags& flags = cmd.flags();
-  auto unknown = flags.Unknown({"m", "model", "tokens", "reps", "slots", "kv", "t", "threads", "gpu-layers", "json"});
+  auto unknown = flags.Unknown({"m", "model", "tokens", "reps", "slots", "kv", "slot-kv", "t", "threads", "gpu-layers", "json"});
   const auto model_path = flags.Get("model", "m");
   long long reps = 0, slots = 0, threads = 0, gpu_layers = 0;
   std::string err;
@@ -63,6 +66,8 @@ int CmdBenchRestore(int argc, char** argv) {
   }
   auto kv = engine::ParseKvType(flags.GetOr("kv", "", "q4_0"));
   if (err.empty() && !kv.ok()) err = kv.status().message();
+  auto slot_kv = engine::ParseSlotKvType(flags.GetOr("slot-kv", "", "auto"));
+  if (err.empty() && !slot_kv.ok()) err = slot_kv.status().message();
   if (err.empty() && (reps < 1 || slots < 1)) err = "need --reps >= 1, --slots >= 1";
   if (!err.empty()) {
     return cmd.UsageError(err);
@@ -78,11 +83,14 @@ int CmdBenchRestore(int argc, char** argv) {
   co.n_slots = static_cast<int>(slots);
   co.slot_ctx = static_cast<int>(max_tokens + 256);
   co.type_k = co.type_v = *kv;
+  const engine::KvType slot_type = engine::ResolveSlotKvType(*slot_kv, *kv, (*model)->info().n_gpu_layers);
+  co.slot_type_k = co.slot_type_v = slot_type;
   co.n_threads = static_cast<int>(threads);
   auto ctx = engine::Context::Create(**model, co);
   if (!ctx.ok()) return cmd.Fail(ctx.status());
-  std::fprintf(stderr, "bench restore: %s, %s KV, %lld slots, %lld reps, %d GPU layers\n",
-               (*model)->info().name.c_str(), engine::KvTypeName(*kv), slots, reps, (*model)->info().n_gpu_layers);
+  std::fprintf(stderr, "bench restore: %s, %s KV at rest, %s in slots, %lld slots, %lld reps, %d GPU layers\n",
+               (*model)->info().name.c_str(), engine::KvTypeName(*kv), engine::KvTypeName(slot_type), slots, reps,
+               (*model)->info().n_gpu_layers);
 
   std::vector<std::vector<std::string>> rows;
   nlohmann::json jr = nlohmann::json::array();
@@ -109,7 +117,7 @@ int CmdBenchRestore(int argc, char** argv) {
   std::printf("\nstages: heap buffer; as served: the context's staging buffer (%s)\n", staging);
   if (auto out = flags.Get("json")) {
     nlohmann::json j = {{"benchmark", "restore"}, {"model", (*model)->info().name}, {"kv", engine::KvTypeName(*kv)},
-                        {"slots", slots}, {"reps", reps},
+                        {"slot_kv", engine::KvTypeName(slot_type)}, {"slots", slots}, {"reps", reps},
                         {"gpu_layers", (*model)->info().n_gpu_layers}, {"staging", staging}, {"results", jr}};
     if (Status s = WriteJson(j, *out); !s.ok()) return cmd.Fail(s);
   }

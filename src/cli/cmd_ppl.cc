@@ -2,6 +2,7 @@
 // scored like llama.cpp's llama-perplexity (bench/perplexity.h).
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: agentkv ppl -m MODEL -f TEXT [-c 512] [--stride S] [--kv q4_0|q8_0|f16|all]\n"
+    "                   [--slot-kv f16|q8_0|q4_0]\n"
     "                   [--chunks N] [-b 512] [-t THREADS] [--json OUT|-]\n"
     "Tokenizes TEXT (minus one trailing newline, as llama.cpp's -f) with BOS and\n"
     "scores windows of c tokens, the first token of each replaced by BOS,\n"
@@ -32,7 +34,12 @@ constexpr const char* kUsage =
     "              tokens of each scored: every token from c-S on, once, with\n"
     "              >= c-S-1 tokens of context (e.g. -c 1024 --stride 512)\n"
     "--chunks N limits the number of windows; -b is the decode batch (<= c);\n"
-    "--kv all runs f16, q8_0, q4_0 in one process and reports delta vs f16.\n"
+    "--kv all runs f16, q8_0, q4_0 and the hybrid (f16 slots, q4_0 at rest) in one process and\n"
+    "reports delta and top-1 agreement vs f16 (the share of scored tokens whose argmax is f16's).\n"
+    "--slot-kv T with --kv K (T != K): hybrid slots, slots in T, blocks in K; each window's context\n"
+    "(the positions before the first scored one) goes to K-blocks and back (export + import, as a\n"
+    "restored agent's cache did), then the scored half is decoded on top of it in T.\n"
+    "Default: --slot-kv = --kv (no round trip; ppl does not pick per backend).\n"
     "--json - (or a bare --json) prints the JSON as the last line of stdout.\n";
 
 // Like MeasureCommand::Fail, but an invalid argument found after parsing
@@ -53,8 +60,19 @@ Result<std::string> ReadText(const std::string& path) {
   return text;
 }
 
+// One configuration: the KV type at rest and in the slots (equal: plain).
+struct KvConfig {
+  engine::KvType rest;
+  engine::KvType slot;
+  bool hybrid() const { return rest != slot; }
+  std::string Label() const {
+    return hybrid() ? std::string(engine::KvTypeName(slot)) + " slots/" + engine::KvTypeName(rest) + " at rest"
+                    : engine::KvTypeName(rest);
+  }
+};
+
 struct TypeResult {
-  engine::KvType kv;
+  KvConfig kv;
   bench::PplResult r;
 };
 
@@ -64,7 +82,7 @@ int CmdPpl(int argc, char** argv) {
   const MeasureCommand cmd("ppl", kUsage, argc, argv);
   if (cmd.Help()) return 0;
   const Flags& flags = cmd.flags();
-  auto unknown = flags.Unknown({"m", "model", "f", "file", "c", "ctx", "stride", "kv", "chunks", "b", "batch", "t",
+  auto unknown = flags.Unknown({"m", "model", "f", "file", "c", "ctx", "stride", "kv", "slot-kv", "chunks", "b", "batch", "t",
                                 "threads", "json"});
   const auto model_path = flags.Get("model", "m");
   const auto text_path = flags.Get("file", "f");
@@ -77,12 +95,24 @@ int CmdPpl(int argc, char** argv) {
            flags.GetInt("chunks", "", 0, &chunks, &err) && flags.GetInt("batch", "b", 512, &batch, &err) &&
            flags.GetInt("threads", "t", 0, &threads, &err));
   }
-  std::vector<engine::KvType> types;
+  std::vector<KvConfig> types;
   const std::string kv_flag = flags.GetOr("kv", "", "q4_0");
+  std::optional<engine::KvType> slot_kv;
+  if (auto sk = flags.Get("slot-kv")) {
+    auto t = engine::ParseKvType(*sk);
+    if (t.ok()) {
+      slot_kv = *t;
+    } else if (err.empty()) {
+      err = "--slot-kv: " + t.status().message();
+    }
+  }
+  using engine::KvType;
   if (kv_flag == "all") {
-    types = {engine::KvType::kF16, engine::KvType::kQ8_0, engine::KvType::kQ4_0};
+    if (slot_kv && err.empty()) err = "--kv all includes the hybrid (f16 slots, q4_0 at rest); no --slot-kv with it";
+    types = {{KvType::kF16, KvType::kF16}, {KvType::kQ8_0, KvType::kQ8_0}, {KvType::kQ4_0, KvType::kQ4_0},
+             {KvType::kQ4_0, KvType::kF16}};
   } else if (auto kv = engine::ParseKvType(kv_flag); kv.ok()) {
-    types = {*kv};
+    types = {{*kv, slot_kv.value_or(*kv)}};
   } else if (err.empty()) {
     err = kv.status().message();
   }
@@ -93,7 +123,8 @@ int CmdPpl(int argc, char** argv) {
   if (!err.empty()) {
     return cmd.UsageError(err);
   }
-  const bench::PplOptions options{static_cast<int>(n_ctx), static_cast<int>(stride), static_cast<int>(chunks)};
+  bench::PplOptions options{static_cast<int>(n_ctx), static_cast<int>(stride), static_cast<int>(chunks)};
+  options.round_trip_context = true;  // only hybrid configurations round-trip (PplOptions)
 
   auto model = engine::Model::Load(*model_path);
   if (!model.ok()) return Fail(cmd, model.status());
@@ -110,16 +141,17 @@ int CmdPpl(int argc, char** argv) {
                plan->n_windows, plan->scored_per_window);
 
   std::vector<TypeResult> results;
-  for (engine::KvType kv : types) {
+  for (const KvConfig& kv : types) {
     engine::ContextOptions co;
     co.n_slots = 1;
     co.slot_ctx = static_cast<int>(n_ctx);
     co.n_batch = static_cast<int>(std::min(batch, n_ctx));
-    co.type_k = co.type_v = kv;
+    co.type_k = co.type_v = kv.rest;
+    co.slot_type_k = co.slot_type_v = kv.slot;
     co.n_threads = static_cast<int>(threads);
     auto ctx = engine::Context::Create(**model, co);
     if (!ctx.ok()) return Fail(cmd, ctx.status());
-    std::fprintf(stderr, "kv %s:", engine::KvTypeName(kv));
+    std::fprintf(stderr, "kv %s:", kv.Label().c_str());
     auto progress = [](int w, const bench::NllAccumulator& acc) {
       std::fprintf(stderr, " [%d]%.4f", w + 1, acc.Ppl());
     };
@@ -127,7 +159,7 @@ int CmdPpl(int argc, char** argv) {
     std::fputs("\n", stderr);
     if (!r.ok()) return Fail(cmd, r.status());
     std::printf("kv %-5s PPL = %.4f +/- %.5f  (%lld tokens scored in %d windows, %.1f s, %.0f tok/s)\n",
-                engine::KvTypeName(kv), r->ppl, r->ppl_error, static_cast<long long>(r->n_scored),
+                kv.Label().c_str(), r->ppl, r->ppl_error, static_cast<long long>(r->n_scored),
                 r->plan.n_windows, r->eval_ms / 1000, r->n_evaluated * 1000.0 / r->eval_ms);
     std::fflush(stdout);
     results.push_back({kv, *r});
@@ -135,23 +167,29 @@ int CmdPpl(int argc, char** argv) {
 
   const TypeResult* f16 = nullptr;
   for (const auto& t : results) {
-    if (t.kv == engine::KvType::kF16) f16 = &t;
+    if (!t.kv.hybrid() && t.kv.rest == engine::KvType::kF16) f16 = &t;
   }
   std::vector<std::vector<std::string>> rows;
   nlohmann::json jr = nlohmann::json::array();
   for (const auto& t : results) {
     const double delta = f16 ? 100.0 * (t.r.ppl / f16->r.ppl - 1.0) : 0.0;
-    rows.push_back({engine::KvTypeName(t.kv), bench::Format("%.4f", t.r.ppl), bench::Format("%.4f", t.r.ppl_error),
-                    f16 ? bench::Format("%+.3f%%", delta) : "-", std::to_string(t.r.n_scored),
+    const double top1 = f16 ? bench::Top1Agreement(t.r.top1, f16->r.top1) : 0.0;
+    rows.push_back({t.kv.Label(), bench::Format("%.4f", t.r.ppl), bench::Format("%.4f", t.r.ppl_error),
+                    f16 ? bench::Format("%+.3f%%", delta) : "-", f16 ? bench::Format("%.2f%%", 100 * top1) : "-",
+                    std::to_string(t.r.n_scored),
                     bench::Format("%.1f", t.r.eval_ms / 1000),
                     bench::Format("%.0f", t.r.n_evaluated * 1000.0 / t.r.eval_ms)});
-    nlohmann::json j = {{"kv", engine::KvTypeName(t.kv)}, {"ppl", t.r.ppl},         {"ppl_error", t.r.ppl_error},
+    nlohmann::json j = {{"kv", engine::KvTypeName(t.kv.rest)}, {"slot_kv", engine::KvTypeName(t.kv.slot)},
+                        {"context_round_trip", t.kv.hybrid()}, {"ppl", t.r.ppl},         {"ppl_error", t.r.ppl_error},
                         {"mean_nll", t.r.mean_nll},       {"n_scored", t.r.n_scored}, {"n_windows", t.r.plan.n_windows},
                         {"eval_s", t.r.eval_ms / 1000},   {"tokens_evaluated", t.r.n_evaluated}};
-    if (f16) j["delta_vs_f16_pct"] = delta;
+    if (f16) {
+      j["delta_vs_f16_pct"] = delta;
+      j["top1_agreement_vs_f16"] = top1;
+    }
     jr.push_back(j);
   }
-  std::printf("\n%s", bench::MarkdownTable({"KV", "PPL", "+/-", "vs f16", "scored tokens", "seconds", "eval tok/s"},
+  std::printf("\n%s", bench::MarkdownTable({"KV", "PPL", "+/-", "vs f16", "top-1 = f16", "scored tokens", "seconds", "eval tok/s"},
                                            rows)
                           .c_str());
 
@@ -170,7 +208,8 @@ int CmdPpl(int argc, char** argv) {
                         {"flash_attn", true},
                         {"results", jr}};
     if (results.size() == 1) {  // flat fields for drivers that run one type per call
-      j["kv"] = engine::KvTypeName(results[0].kv);
+      j["kv"] = engine::KvTypeName(results[0].kv.rest);
+      j["slot_kv"] = engine::KvTypeName(results[0].kv.slot);
       j["ppl"] = results[0].r.ppl;
       j["ppl_error"] = results[0].r.ppl_error;
       j["tokens_scored"] = results[0].r.n_scored;

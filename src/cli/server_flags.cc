@@ -24,7 +24,7 @@ std::vector<std::string> SplitKeys(const std::string& s) {
 
 bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model,
                        const std::vector<std::string>& extra_known) {
-  std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "cache-dir",
+  std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "slot-kv", "cache-dir",
                                     "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name",
                                     "no-warmup", "chat-template-file", "reasoning-format"};
@@ -63,6 +63,12 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     return false;
   }
   config->kv_type = *kv;
+  auto slot_kv = engine::ParseSlotKvType(flags.GetOr("slot-kv", "", "auto"));
+  if (!slot_kv.ok()) {
+    *error = slot_kv.status().message();
+    return false;
+  }
+  config->slot_kv_type = *slot_kv;
   config->cache_dir = flags.GetOr("cache-dir", "", config->cache_dir);
   for (const auto& [name, field] : {std::pair{"cache-ram", &config->cache_ram_bytes},
                                     std::pair{"cache-disk", &config->cache_disk_bytes},

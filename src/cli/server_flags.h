@@ -10,7 +10,7 @@ namespace agentkv::cli {
 
 inline constexpr const char* kServeUsage =
     "usage: agentkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--slots N]\n"
-    "                     [--kv q4_0|q8_0|f16] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
+    "                     [--kv q4_0|q8_0|f16] [--slot-kv auto|f16|q8_0|q4_0] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
     "                     [--agent-table-ram BYTES]\n"
     "                     [--api-key KEY[,KEY...]|--api-key-file F] [--admin-key KEY] [-t THREADS]\n"
     "                     [--prefill-chunk N] [--tenant-requests N] [--alias NAME]... [--strict-model-name]\n"
@@ -18,6 +18,8 @@ inline constexpr const char* kServeUsage =
     "                     [--gpu-layers N]   (-1 = all on the GPU when built with CUDA and a GPU is present)\n"
     "                     [--remote redis://[user:pass@]host:port[/db]] [--remote-password-file F]\n"
     "                     [--chat-template-file F.jinja] [--reasoning-format auto|none|deepseek]\n"
+    "--kv: the KV type at rest (RAM pool, disk, remote; default q4_0). --slot-kv: the type in the engine's\n"
+    "slots; auto (default) = f16 on CPU (faster prefill; restores convert), --kv's type on a GPU.\n"
     "Every flag is also read from AGENTKV_<FLAG> (e.g. AGENTKV_PORT, AGENTKV_CACHE_RAM).\n"
     "API keys: KEY, NAME:KEY or NAME:KEY:isolated; each key is its own namespace. An isolated key's\n"
     "requests without an agent id never continue or fork other conversations (docs/api.md).\n"

@@ -155,6 +155,8 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   co.n_slots = config.n_slots;
   co.slot_ctx = config.slot_ctx > 0 ? config.slot_ctx : std::min(stack->model_->info().n_ctx_train, 8192);
   co.type_k = co.type_v = config.kv_type;
+  co.slot_type_k = co.slot_type_v =
+      engine::ResolveSlotKvType(config.slot_kv_type, config.kv_type, stack->model_->info().n_gpu_layers);
   co.n_threads = config.n_threads;
   co.n_batch = std::max(config.prefill_chunk, 64);
   co.warmup = config.warmup;
@@ -207,11 +209,12 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   stack->backend_->Set(stack->scheduler_.get());
   if (!config.quiet) {
     const auto st = stack->store_->stats();
-    AKV_LOG_INFO("ready: model %s (%s), %d slots x %d tokens, kv %s (%llu B/token), cache %s (%llu warm agents), "
-                 "RAM pool %.0f MiB",
+    AKV_LOG_INFO("ready: model %s (%s), %d slots x %d tokens, kv %s (%llu B/token) at rest, %s in slots (%llu B/token), "
+                 "cache %s (%llu warm agents), RAM pool %.0f MiB",
                  stack->model_->info().name.c_str(), stack->model_->info().architecture.c_str(), co.n_slots,
                  co.slot_ctx, engine::KvTypeName(config.kv_type),
-                 static_cast<unsigned long long>(spec.BytesPerToken(spec.type_k, spec.type_v)),
+                 static_cast<unsigned long long>(spec.RestBytesPerToken()), engine::KvTypeName(spec.slot_type_k),
+                 static_cast<unsigned long long>(spec.SlotBytesPerToken()),
                  stack->store_->root_dir().c_str(), static_cast<unsigned long long>(st.agents),
                  double(po.budget_bytes) / (1 << 20));
   }

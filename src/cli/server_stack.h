@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ struct ServerConfig {
   bool http = true;                // false: no HTTP server (agentkv run)
   int slot_ctx = 0;                // 0: the model's training context, capped at 8192
   int n_slots = 4;
-  engine::KvType kv_type = engine::KvType::kQ4_0;
+  engine::KvType kv_type = engine::KvType::kQ4_0;  // at rest (--kv): RAM pool, disk, remote
+  std::optional<engine::KvType> slot_kv_type;       // --slot-kv; unset: auto (engine::ResolveSlotKvType)
   int n_threads = 0;
   int n_gpu_layers = -1;           // -1: all layers on the GPU if one is available
   int prefill_chunk = 512;

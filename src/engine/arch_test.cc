@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "engine/context.h"
+#include "engine/hybrid_oracle.h"
 #include "engine/model.h"
 #include "engine/test_support.h"
 #include "engine/tokenizer.h"
@@ -163,6 +164,62 @@ TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
     ASSERT_TRUE(split.ok()) << split.status().ToString();
     EXPECT_EQ(*split, *whole) << preset << ", chunks of " << chunk << ": max |diff| " << testing::MaxAbsDiff(*split, *whole);
   }
+  std::filesystem::remove(path);
+}
+
+// Hybrid slots (f16 slots, q4_0 blocks) on every architecture: the oracle of
+// engine/hybrid_oracle.h (a restore is bit-identical to a cold slot whose
+// cache went through the same q4_0 round trip; 32 equal greedy tokens), the
+// at-rest layout and fingerprint equal to q4_0 slots', and a quality bound
+// against the cold f16 slot relative to pure q4_0 slots (below).
+TEST_P(ArchTest, HybridRestoreEqualsRoundTrippedColdSlot) {
+  const std::string preset = GetParam();
+  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_hybrid_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
+  auto model = WriteAndLoadSynthModel(preset, path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ContextOptions o;
+  o.n_slots = 3;
+  o.slot_ctx = 1024;
+  o.n_threads = 2;
+  auto q4 = Context::Create(**model, o);
+  ASSERT_TRUE(q4.ok()) << q4.status().ToString();
+  o.slot_type_k = o.slot_type_v = KvType::kF16;
+  auto ctx = Context::Create(**model, o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  const ModelCacheSpec& spec = (*ctx)->spec();
+  EXPECT_TRUE(spec.HybridSlots());
+  EXPECT_EQ(spec.fingerprint, (*q4)->spec().fingerprint);
+  EXPECT_EQ(spec.shape, (*q4)->spec().shape);
+
+  Tokenizer tok(**model);
+  auto t = tok.Tokenize(testing::SampleText(8000), true);
+  ASSERT_GT(t.tokens.size(), 2 * kBlockTokens + 80);
+  t.tokens.resize(2 * kBlockTokens + 80);
+  const std::vector<int32_t> head(t.tokens.begin(), t.tokens.end() - 1);
+  // Pure q4_0 slots, cold, in the same batch shapes: the error today's
+  // servers have, the yardstick for the hybrid's.
+  ASSERT_TRUE(testing::Prefill(**q4, 0, head).ok());
+  auto q4_logits = testing::Prefill(**q4, 0, {t.tokens.back()});
+  ASSERT_TRUE(q4_logits.ok());
+  q4->reset();
+  auto r = testing::RunHybridOracle(**ctx, head, t.tokens.back(), 32);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->blocks.size(), 3u);
+  EXPECT_EQ(r->reexport, r->blocks);
+  EXPECT_EQ(r->restored_logits, r->roundtrip_logits);
+  EXPECT_EQ(r->restored_tokens, r->roundtrip_tokens);
+
+  // Quality: the restored f16 slot's distance to the cold f16 slot is of
+  // the order of pure q4_0 slots' (random weights make both large: logits of
+  // magnitude ~4.5). Measured (max |diff| vs cold f16, hybrid / q4_0 slots):
+  // printed below. The bound, 1.5x q4_0's + 0.1, catches a wrong row or a
+  // misplaced block (differences of the logits' own scale), not rounding.
+  const float diff = testing::MaxAbsDiff(r->cold_logits, r->restored_logits);
+  const float q4_diff = testing::MaxAbsDiff(r->cold_logits, *q4_logits);
+  std::printf("[ hybrid ] %s: max |logit diff| vs cold f16: restored hybrid %.4f, cold q4_0 slots %.4f\n",
+              preset.c_str(), diff, q4_diff);
+  EXPECT_LT(diff, 1.5f * q4_diff + 0.1f);
+  EXPECT_GT(diff, 0.0f);
   std::filesystem::remove(path);
 }
 

@@ -27,6 +27,11 @@ uint64_t ModelCacheSpec::BytesPerToken(KvType k, KvType v, bool exclude_swa) con
   return total;
 }
 
+std::string ModelCacheSpec::OutputFingerprint() const {
+  if (!HybridSlots()) return fingerprint;
+  return Sha256Hex(fingerprint + "\nslots k=" + KvTypeName(slot_type_k) + ",v=" + KvTypeName(slot_type_v) + "\n");
+}
+
 std::string ModelCacheSpec::KvTypesString() const {
   return std::string("k=") + KvTypeName(type_k) + ",v=" + KvTypeName(type_v);
 }
@@ -35,8 +40,9 @@ ModelCacheSpec MakeCacheSpec(const StateShape& shape, KvType k, KvType v, bool f
                              const std::string& identity_hash) {
   ModelCacheSpec spec;
   spec.shape = shape;
-  spec.type_k = k;
-  spec.type_v = v;
+  spec.slot_shape = shape;
+  spec.type_k = spec.slot_type_k = k;
+  spec.type_v = spec.slot_type_v = v;
   spec.flash_attn = flash_attn;
   spec.swa_full = swa_full;
   std::string fp = "agentkv-cache-fingerprint\nmodel=" + identity_hash + "\nlayout=" +
@@ -56,6 +62,21 @@ ModelCacheSpec MakeCacheSpec(const StateShape& shape, KvType k, KvType v, bool f
     }
   }
   spec.fingerprint = Sha256Hex(fp);
+  return spec;
+}
+
+Result<ModelCacheSpec> MakeHybridCacheSpec(const StateShape& slot_shape, KvType slot_k, KvType slot_v, KvType rest_k,
+                                           KvType rest_v, bool flash_attn, bool swa_full,
+                                           const std::string& identity_hash) {
+  if (slot_k == rest_k && slot_v == rest_v) {
+    return MakeCacheSpec(slot_shape, rest_k, rest_v, flash_attn, swa_full, identity_hash);
+  }
+  AGENTKV_ASSIGN_OR_RETURN(StateShape rest, AtRestShape(slot_shape, KvTypeToGgml(rest_k), KvTypeToGgml(rest_v)));
+  // The fingerprint and widths come from the at-rest shape alone.
+  ModelCacheSpec spec = MakeCacheSpec(rest, rest_k, rest_v, flash_attn, swa_full, identity_hash);
+  spec.slot_shape = slot_shape;
+  spec.slot_type_k = slot_k;
+  spec.slot_type_v = slot_v;
   return spec;
 }
 

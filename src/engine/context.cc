@@ -48,7 +48,8 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   if (options.n_slots < 1 || options.n_slots > 256) return Status::InvalidArgument(op + ": slots must be 1..256");
   if (options.slot_ctx < 16) return Status::InvalidArgument(op + ": slot context must be >= 16");
   if (options.n_batch < 1) return Status::InvalidArgument(op + ": n_batch must be >= 1");
-  const bool quantized_v = options.type_v != KvType::kF16;
+  const bool quantized_v =
+      options.type_v != KvType::kF16 || options.slot_type_v.value_or(options.type_v) != KvType::kF16;
   if (quantized_v && !options.flash_attn) {
     return Status::InvalidArgument(op + ": a quantized V cache needs flash attention");
   }
@@ -60,8 +61,8 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   cp.n_seq_max = static_cast<uint32_t>(options.n_slots);
   cp.n_threads = ComputeThreads(ctx->n_threads());
   cp.n_threads_batch = cp.n_threads;
-  cp.type_k = static_cast<ggml_type>(KvTypeToGgml(options.type_k));
-  cp.type_v = static_cast<ggml_type>(KvTypeToGgml(options.type_v));
+  cp.type_k = static_cast<ggml_type>(KvTypeToGgml(options.slot_type_k.value_or(options.type_k)));
+  cp.type_v = static_cast<ggml_type>(KvTypeToGgml(options.slot_type_v.value_or(options.type_v)));
   cp.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   cp.kv_unified = false;  // one stream per slot: agents never attend to each other's cells
   cp.swa_full = kSwaFull;
@@ -91,8 +92,10 @@ Status Context::Probe() {
   } else if (shape.sections.size() != 1) {
     return Status::Unsupported("kv layout with " + std::to_string(shape.sections.size()) + " caches");
   }
-  spec_ = MakeCacheSpec(shape, options_.type_k, options_.type_v, options_.flash_attn, kSwaFull,
-                        model_.info().identity_hash);
+  AGENTKV_ASSIGN_OR_RETURN(spec_, MakeHybridCacheSpec(shape, options_.slot_type_k.value_or(options_.type_k),
+                                                      options_.slot_type_v.value_or(options_.type_v), options_.type_k,
+                                                      options_.type_v, options_.flash_attn, kSwaFull,
+                                                      model_.info().identity_hash));
   return Status::OK();
 }
 
@@ -113,7 +116,7 @@ Status Context::Warmup() {
 
 void Context::ReserveStaging() {
   const uint64_t bytes =
-      MaxStateBytes(spec_.shape, static_cast<uint32_t>(options_.slot_ctx), static_cast<uint32_t>(options_.n_slots));
+      MaxStateBytes(spec_.slot_shape, static_cast<uint32_t>(options_.slot_ctx), static_cast<uint32_t>(options_.n_slots));
   std::span<uint8_t> buf = staging_.Get(bytes);
   // Fault the pages in now (page-locked memory already is), not in a request.
   if (!staging_.pinned()) std::fill(buf.begin(), buf.end(), uint8_t{0});
@@ -227,7 +230,7 @@ Result<std::vector<KvBlock>> Context::ExportSlotBlocks(int slot, uint32_t first_
   const auto pos_min = static_cast<int32_t>(std::min<int64_t>(int64_t{first_block} * kBlockTokens, n));
   std::span<uint8_t> buf = staging_.Get(SlotStateSize(slot, pos_min));
   AGENTKV_RETURN_IF_ERROR(CopySlotState(slot, buf, pos_min));
-  return StateToBlocks(buf, spec_.shape, static_cast<uint32_t>(n), first_block, n_threads());
+  return StateToBlocks(buf, spec_.layout(), static_cast<uint32_t>(n), first_block, n_threads());
 }
 
 Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens) {
@@ -235,8 +238,9 @@ Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& bl
     return Status::ResourceExhausted("import slot: " + std::to_string(n_tokens) + " positions > slot size");
   }
   const auto n_stream = static_cast<uint32_t>(options_.n_slots);
-  std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(blocks, spec_.shape, n_tokens, n_stream));
-  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, spec_.shape, n_tokens, n_stream, buf, n_threads()));
+  const KvLayout layout = spec_.layout();  // hybrid slots: at-rest rows are converted into slot rows
+  std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(blocks, layout, n_tokens, n_stream));
+  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, layout, n_tokens, n_stream, buf, n_threads()));
   return ImportSlotState(slot, buf);
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -27,8 +28,17 @@ namespace agentkv::engine {
 struct ContextOptions {
   int n_slots = 4;
   int slot_ctx = 2048;  // positions per slot
+  // KV types AT REST: the blocks' (RAM pool, disk, remote) and the cache
+  // fingerprint's.
   KvType type_k = KvType::kQ4_0;
   KvType type_v = KvType::kQ4_0;
+  // KV types of the engine's slots (llama.cpp's KV cache); unset: the
+  // at-rest types (restores are a memcpy). When they differ ("hybrid
+  // slots", e.g. f16 slots on CPU), exports quantize slot rows to the
+  // at-rest type and imports dequantize them (engine/seq_state.h);
+  // ResolveSlotKvType picks them for --slot-kv auto.
+  std::optional<KvType> slot_type_k;
+  std::optional<KvType> slot_type_v;
   bool flash_attn = true;  // required for quantized V
   int n_threads = 0;       // 0: all hardware threads
   int n_batch = 512;       // max tokens per Decode()

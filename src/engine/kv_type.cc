@@ -33,4 +33,18 @@ size_t KvRowBytes(KvType t, size_t n_elements) {
   return ggml_row_size(static_cast<ggml_type>(KvTypeToGgml(t)), n_elements);
 }
 
+Result<std::optional<KvType>> ParseSlotKvType(std::string_view name) {
+  if (name == "auto") return std::optional<KvType>();
+  auto t = ParseKvType(name);
+  if (!t.ok()) {
+    return Status::InvalidArgument("slot kv type: '" + std::string(name) + "' (expected auto, f16, q8_0 or q4_0)");
+  }
+  return std::optional<KvType>(*t);
+}
+
+KvType ResolveSlotKvType(std::optional<KvType> choice, KvType at_rest, int n_gpu_layers) {
+  if (choice) return *choice;
+  return n_gpu_layers == 0 ? KvType::kF16 : at_rest;
+}
+
 }  // namespace agentkv::engine

@@ -1,6 +1,7 @@
 #pragma once
 // KV cache element types agentkv supports in engine slots.
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,5 +16,14 @@ Result<KvType> ParseKvType(std::string_view name);   // InvalidArgument for othe
 int KvTypeToGgml(KvType t);                          // ggml_type value
 // Bytes of one row of n_elements values in this type (ggml_row_size).
 size_t KvRowBytes(KvType t, size_t n_elements);
+
+// --slot-kv: "auto" (nullopt) or a KvType name; InvalidArgument for others.
+Result<std::optional<KvType>> ParseSlotKvType(std::string_view name);
+// The engine slots' KV type for a --slot-kv choice. auto: f16 when the model
+// runs on the CPU only (n_gpu_layers == 0: llama.cpp's CPU flash attention
+// prefills over f16 ~1.7x faster than over q4_0, bench/RESULTS.md), the
+// at-rest type on a GPU (its quantized kernels are within 4% of f16 there,
+// and VRAM is capacity).
+KvType ResolveSlotKvType(std::optional<KvType> choice, KvType at_rest, int n_gpu_layers);
 
 }  // namespace agentkv::engine

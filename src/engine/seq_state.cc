@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/kv_row_convert.h"
 #include "util/parallel.h"
 
 namespace agentkv::engine {
@@ -39,6 +40,28 @@ class Reader {
 };
 
 Status Bad(const std::string& what) { return Status::Corruption("kv state: " + what); }
+
+// Whether a KvLayout's two shapes describe the same rows (KvLayout's REQUIRES).
+Status CheckLayout(const KvLayout& layout) {
+  const auto& a = layout.slot.sections;
+  const auto& b = layout.rest.sections;
+  bool same = a.size() == b.size();
+  for (size_t si = 0; same && si < a.size(); ++si) {
+    same = a[si].n_layer == b[si].n_layer && a[si].has_v == b[si].has_v && a[si].swa_window == b[si].swa_window;
+    for (uint32_t l = 0; same && l < a[si].n_layer; ++l) {
+      same = KvRowWidth(a[si].k_type[l], a[si].k_row_bytes[l]) == KvRowWidth(b[si].k_type[l], b[si].k_row_bytes[l]) &&
+             (!a[si].has_v ||
+              KvRowWidth(a[si].v_type[l], a[si].v_row_bytes[l]) == KvRowWidth(b[si].v_type[l], b[si].v_row_bytes[l]));
+    }
+  }
+  return same ? Status::OK() : Status::InvalidArgument("kv layout: slot and at-rest shapes differ beyond element types");
+}
+
+// Whether any layer's rows change type between the slot and the blocks.
+bool Converts(const KvLayout& layout) { return &layout.slot != &layout.rest && !(layout.slot == layout.rest); }
+
+// Conversion costs ~10x a memcpy per byte: worth threads sooner.
+size_t ParallelThreshold(const KvLayout& layout) { return Converts(layout) ? kParallelCopyBytes / 8 : kParallelCopyBytes; }
 
 // Parses one section. With `learn`, fills *shape from the bytes (has_v as
 // given); otherwise checks the bytes against *shape.
@@ -174,8 +197,41 @@ Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, co
   return out;
 }
 
+Result<StateShape> AtRestShape(const StateShape& slot, int32_t rest_k, int32_t rest_v) {
+  StateShape rest = slot;
+  for (size_t si = 0; si < rest.sections.size(); ++si) {
+    SectionShape& s = rest.sections[si];
+    for (int kv = 0; kv < (s.has_v ? 2 : 1); ++kv) {
+      const bool is_k = kv == 0;
+      auto& types = is_k ? s.k_type : s.v_type;
+      auto& row_bytes = is_k ? s.k_row_bytes : s.v_row_bytes;
+      const int32_t to = is_k ? rest_k : rest_v;
+      for (uint32_t l = 0; l < s.n_layer; ++l) {
+        if (types[l] == to) continue;
+        const uint64_t width = KvRowWidth(types[l], row_bytes[l]);
+        const uint64_t rb = KvRowBytesFor(to, width);
+        if (width == 0 || rb == 0 || !KvRowTypeConvertible(types[l]) || !KvRowTypeConvertible(to)) {
+          return Status::Unsupported("kv layout: section " + std::to_string(si) + " layer " + std::to_string(l) +
+                                     (is_k ? " K" : " V") + " rows of ggml type " + std::to_string(types[l]) +
+                                     " cannot be stored as ggml type " + std::to_string(to));
+        }
+        types[l] = to;
+        row_bytes[l] = rb;
+      }
+    }
+  }
+  return rest;
+}
+
 Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
                                            uint32_t n_tokens, uint32_t first_block, int n_threads) {
+  return StateToBlocks(state, KvLayout::Same(shape), n_tokens, first_block, n_threads);
+}
+
+Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const KvLayout& layout,
+                                           uint32_t n_tokens, uint32_t first_block, int n_threads) {
+  const StateShape& shape = layout.slot;
+  if (Converts(layout)) AGENTKV_RETURN_IF_ERROR(CheckLayout(layout));
   AGENTKV_ASSIGN_OR_RETURN(auto parsed, ParseState(state, shape));
   const uint32_t n_blocks = (n_tokens + kBlockTokens - 1) / kBlockTokens;
   first_block = std::min(first_block, n_blocks);
@@ -187,6 +243,9 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
   struct TensorCopy {
     size_t block, tensor, section;
     const uint8_t* src;  // the layer's first row in the state
+    int32_t src_type;    // slot rows: ggml type and bytes per row
+    uint64_t src_row_bytes;
+    int32_t dst_type;    // block rows (at rest)
   };
   std::vector<TensorCopy> copies;
   std::vector<std::vector<int64_t>> cell_of_by_section;  // per section: position -> cell, -1 if absent
@@ -217,17 +276,19 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
         return Bad("section positions are not contiguous");
       }
       if (lo == end) continue;
+      const SectionShape& rest = layout.rest.sections[si];
       for (int kv = 0; kv < (s.has_v ? 2 : 1); ++kv) {
         const bool is_k = kv == 0;
         for (uint32_t l = 0; l < s.n_layer; ++l) {
           const uint64_t rb = is_k ? s.k_row_bytes[l] : s.v_row_bytes[l];
           KvTensor t;
           t.name = TensorName(si, l, is_k);
-          t.row_bytes = static_cast<uint32_t>(rb);
+          t.row_bytes = static_cast<uint32_t>(is_k ? rest.k_row_bytes[l] : rest.v_row_bytes[l]);
           t.first_pos = lo;
           t.n_rows = end - lo;  // data: filled below
           block.tensors.push_back(std::move(t));
-          copies.push_back({bi, block.tensors.size() - 1, si, is_k ? ps.k_rows[l] : ps.v_rows[l]});
+          copies.push_back({bi, block.tensors.size() - 1, si, is_k ? ps.k_rows[l] : ps.v_rows[l],
+                            is_k ? s.k_type[l] : s.v_type[l], rb, is_k ? rest.k_type[l] : rest.v_type[l]});
         }
       }
     }
@@ -241,20 +302,29 @@ Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const
     const KvTensor& t = blocks[c.block].tensors[c.tensor];
     total += uint64_t{t.n_rows} * t.row_bytes;
   }
-  ParallelFor(copies.size(), total >= kParallelCopyBytes ? n_threads : 1, [&](size_t i) {
+  ParallelFor(copies.size(), total >= ParallelThreshold(layout) ? n_threads : 1, [&](size_t i) {
     const TensorCopy& c = copies[i];
     KvTensor& t = blocks[c.block].tensors[c.tensor];
     const std::vector<int64_t>& cell_of = cell_of_by_section[c.section];
-    const uint64_t rb = t.row_bytes;
+    const uint64_t rb = c.src_row_bytes;
     const uint32_t end = t.first_pos + t.n_rows;
-    t.data.reserve(rb * t.n_rows);
-    // One append per run of consecutive cells (the usual layout: a slot's
-    // cells are allocated in position order, so one run).
+    const bool convert = c.src_type != c.dst_type;
+    if (convert) {
+      t.data.resize(uint64_t{t.row_bytes} * t.n_rows);
+    } else {
+      t.data.reserve(rb * t.n_rows);
+    }
+    // One append (or conversion) per run of consecutive cells (the usual
+    // layout: a slot's cells are allocated in position order, so one run).
     for (uint32_t p = t.first_pos; p < end;) {
       uint32_t q = p + 1;
       while (q < end && cell_of[q] == cell_of[q - 1] + 1) ++q;
       const uint8_t* from = c.src + cell_of[p] * rb;
-      t.data.insert(t.data.end(), from, from + (q - p) * rb);
+      if (convert) {
+        ConvertKvRows(c.src_type, rb, c.dst_type, from, t.data.data() + uint64_t{p - t.first_pos} * t.row_bytes, q - p);
+      } else {
+        t.data.insert(t.data.end(), from, from + (q - p) * rb);
+      }
       p = q;
     }
   });
@@ -368,10 +438,16 @@ uint64_t MaxStateBytes(const StateShape& shape, uint32_t n_tokens, uint32_t n_st
 
 uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
                             uint32_t n_stream) {
+  return StateBytesForBlocks(blocks, KvLayout::Same(shape), n_tokens, n_stream);
+}
+
+uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const KvLayout& layout, uint32_t n_tokens,
+                            uint32_t n_stream) {
+  const StateShape& shape = layout.slot;
   uint64_t size = 8;  // magic + seq id
   for (size_t si = 0; si < shape.sections.size(); ++si) {
     const SectionShape& s = shape.sections[si];
-    auto [lo, hi] = WriteRange(blocks, s, si, n_tokens);
+    auto [lo, hi] = WriteRange(blocks, layout.rest.sections[si], si, n_tokens);
     const uint64_t cells = hi - lo;
     size += 8 + cells * 12 + 8;  // n_stream + cell_count, cells, v_trans + n_layer
     for (uint32_t l = 0; l < s.n_layer; ++l) {
@@ -385,11 +461,18 @@ uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const St
 
 Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
                         uint32_t n_stream, std::span<uint8_t> dst, int n_threads) {
+  return WriteBlocksState(blocks, KvLayout::Same(shape), n_tokens, n_stream, dst, n_threads);
+}
+
+Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const KvLayout& layout, uint32_t n_tokens,
+                        uint32_t n_stream, std::span<uint8_t> dst, int n_threads) {
+  const StateShape& shape = layout.slot;  // what is written; blocks follow layout.rest
   if (n_tokens == 0) return Status::InvalidArgument("kv state: empty sequence");
-  if (dst.size() != StateBytesForBlocks(blocks, shape, n_tokens, n_stream)) {
+  if (Converts(layout)) AGENTKV_RETURN_IF_ERROR(CheckLayout(layout));
+  if (dst.size() != StateBytesForBlocks(blocks, layout, n_tokens, n_stream)) {
     return Status::InvalidArgument("kv state: destination buffer has the wrong size");
   }
-  if (RestorablePrefix(blocks, shape, n_tokens) < n_tokens) {
+  if (RestorablePrefix(blocks, layout.rest, n_tokens) < n_tokens) {
     return Status::InvalidArgument("kv state: blocks do not cover " + std::to_string(n_tokens) + " positions");
   }
   // One pass writes the headers and notes where each layer's rows go; the
@@ -412,7 +495,7 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
   put(int32_t{0});  // source seq id: ignored by the reader
   for (size_t si = 0; si < shape.sections.size(); ++si) {
     const SectionShape& s = shape.sections[si];
-    auto [lo, hi] = WriteRange(blocks, s, si, n_tokens);
+    auto [lo, hi] = WriteRange(blocks, layout.rest.sections[si], si, n_tokens);
     put(n_stream);
     put(hi - lo);
     for (uint32_t p = lo; p < hi; ++p) {
@@ -434,20 +517,28 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
     }
     for (uint32_t st = 1; st < n_stream; ++st) put(uint32_t{0});
   }
-  const bool big = dst.size() >= kParallelCopyBytes;
+  const bool big = dst.size() >= ParallelThreshold(layout);
   ParallelFor(copies.size(), big ? n_threads : 1, [&](size_t i) {
     const RowCopy& c = copies[i];
     const SectionShape& s = shape.sections[c.section];
+    const SectionShape& rest = layout.rest.sections[c.section];
     const uint64_t rb = c.is_k ? s.k_row_bytes[c.layer] : s.v_row_bytes[c.layer];
+    const uint64_t rest_rb = c.is_k ? rest.k_row_bytes[c.layer] : rest.v_row_bytes[c.layer];
+    const int32_t type = c.is_k ? s.k_type[c.layer] : s.v_type[c.layer];
+    const int32_t rest_type = c.is_k ? rest.k_type[c.layer] : rest.v_type[c.layer];
     const std::string name = TensorName(c.section, c.layer, c.is_k);
     uint8_t* out = c.dst;
     for (uint32_t p = c.lo; p < c.hi;) {
       const KvBlock& b = *blocks[p / kBlockTokens];
       const KvTensor* t = FindTensor(b, name);  // present: RestorablePrefix checked
       const uint32_t run_end = std::min(c.hi, t->first_pos + t->n_rows);
-      const uint64_t n = (run_end - p) * rb;
-      std::memcpy(out, t->data.data() + (p - t->first_pos) * rb, n);
-      out += n;
+      const uint8_t* from = t->data.data() + (p - t->first_pos) * rest_rb;
+      if (type == rest_type) {
+        std::memcpy(out, from, (run_end - p) * rb);
+      } else {
+        ConvertKvRows(rest_type, rest_rb, type, from, out, run_end - p);
+      }
+      out += (run_end - p) * rb;
       p = run_end;
     }
   });
@@ -458,8 +549,13 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
 Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
                                            const StateShape& shape, uint32_t n_tokens,
                                            uint32_t n_stream) {
-  std::vector<uint8_t> out(StateBytesForBlocks(blocks, shape, n_tokens, n_stream));
-  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, shape, n_tokens, n_stream, out));
+  return BlocksToState(blocks, KvLayout::Same(shape), n_tokens, n_stream);
+}
+
+Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
+                                           uint32_t n_tokens, uint32_t n_stream) {
+  std::vector<uint8_t> out(StateBytesForBlocks(blocks, layout, n_tokens, n_stream));
+  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, layout, n_tokens, n_stream, out));
   return out;
 }
 

@@ -23,6 +23,14 @@
 // (flash attention off) are rejected as Unsupported.
 //
 // Pure byte manipulation: no llama.h here, so it is testable on synthetic bytes.
+//
+// Hybrid slots: the slots' KV element type may differ from the blocks' (at
+// rest): e.g. f16 slots on CPU (f16 prefill is faster there) with q4_0
+// blocks. A KvLayout names both shapes; export quantizes each slot row to the
+// at-rest type, import dequantizes at-rest rows into slot rows
+// (engine/kv_row_convert.h, ggml's conversions). Blocks, their bytes and
+// their names are the at-rest type's either way. With equal shapes rows are
+// copied byte for byte, as before.
 
 #include <cstdint>
 #include <span>
@@ -57,7 +65,26 @@ struct StateShape {
   std::vector<SectionShape> sections;
   // Bytes of K+V rows for one position across all non-windowed sections.
   uint64_t RowBytesPerToken() const;
+
+  bool operator==(const StateShape&) const = default;
 };
+
+// The slots' layout (what llama.cpp's state bytes hold) and the blocks'
+// layout (at rest). REQUIRES: the same sections, layers, windows and row
+// widths (values per row); only element types and row bytes may differ, and
+// both types convertible (KvRowTypeConvertible) when they do
+// (CheckConvertible). Both shapes must outlive the layout.
+struct KvLayout {
+  const StateShape& slot;
+  const StateShape& rest;
+  // One shape for both: rows are copied byte for byte.
+  static KvLayout Same(const StateShape& shape) { return {shape, shape}; }
+};
+
+// The at-rest shape for a slot shape: every layer's K rows in ggml type
+// rest_k and V rows in rest_v, same widths. Unsupported when a row width is
+// not a whole number of the at-rest type's blocks or a type is not convertible.
+Result<StateShape> AtRestShape(const StateShape& slot, int32_t rest_k, int32_t rest_v);
 
 // One section of a parsed state: cell positions and, per layer, where its
 // rows live in the source buffer.
@@ -84,6 +111,10 @@ Result<std::vector<ParsedSection>> ParseState(std::span<const uint8_t> state, co
 // the positions before them (an export of the sequence's tail,
 // Context::ExportSlotBlocks); what it holds is still validated. Large states
 // are copied on up to n_threads threads.
+// With a KvLayout the state is parsed against layout.slot and the blocks are
+// built in layout.rest (rows converted when the two differ).
+Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const KvLayout& layout,
+                                           uint32_t n_tokens, uint32_t first_block = 0, int n_threads = 1);
 Result<std::vector<KvBlock>> StateToBlocks(std::span<const uint8_t> state, const StateShape& shape,
                                            uint32_t n_tokens, uint32_t first_block = 0, int n_threads = 1);
 
@@ -100,12 +131,18 @@ uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const State
 uint64_t MaxStateBytes(const StateShape& shape, uint32_t n_tokens, uint32_t n_stream);
 
 // Exact size of the state WriteBlocksState writes for these blocks.
+// With a KvLayout: blocks in layout.rest, state in layout.slot.
+uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const KvLayout& layout, uint32_t n_tokens,
+                            uint32_t n_stream);
 uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
                             uint32_t n_stream);
 // Writes llama.cpp state bytes for positions [0, n_tokens) of `blocks` into
 // dst (REQUIRES dst.size() == StateBytesForBlocks(...)); no allocation, so a
-// caller can reuse one buffer for every restore. Large states are copied on
-// up to n_threads threads (the caller's included).
+// caller can reuse one buffer for every restore. Large states are copied (or
+// converted: blocks in layout.rest, state rows in layout.slot) on up to
+// n_threads threads (the caller's included).
+Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const KvLayout& layout, uint32_t n_tokens,
+                        uint32_t n_stream, std::span<uint8_t> dst, int n_threads = 1);
 Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
                         uint32_t n_stream, std::span<uint8_t> dst, int n_threads = 1);
 
@@ -115,5 +152,7 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
 Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
                                            const StateShape& shape, uint32_t n_tokens,
                                            uint32_t n_stream);
+Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
+                                           uint32_t n_tokens, uint32_t n_stream);
 
 }  // namespace agentkv::engine

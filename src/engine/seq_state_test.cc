@@ -1,6 +1,7 @@
 // Pins llama.cpp's per-sequence state layout with synthetic bytes: cells out
 // of position order, several streams, MLA (no V) and sliding-window sections.
 #include "engine/seq_state.h"
+#include "engine/seq_state_test_support.h"
 
 #include <gtest/gtest.h>
 
@@ -63,18 +64,8 @@ void WriteSection(std::vector<uint8_t>* out, uint32_t n_stream, uint32_t stream,
   }
 }
 
-std::vector<int32_t> Shuffled(int32_t lo, int32_t hi, unsigned seed) {
-  std::vector<int32_t> v(hi - lo);
-  std::iota(v.begin(), v.end(), lo);
-  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
-  return v;
-}
-
-std::vector<const KvBlock*> Ptrs(const std::vector<KvBlock>& blocks) {
-  std::vector<const KvBlock*> out;
-  for (const auto& b : blocks) out.push_back(&b);
-  return out;
-}
+using testing::Ptrs;
+using testing::Shuffled;
 
 TEST(SeqStateTest, DenseRoundTripIsBitExact) {
   const std::vector<FakeLayer> layers = {{2, 2, 18 * 4, 18 * 4}, {2, 8, 18 * 4, 34 * 4}};

@@ -318,7 +318,7 @@ std::string Scheduler::MetricsText() const {
   g.agent_table_bytes = table_bytes_gauge_.load();
   g.agent_table_budget_bytes = options_.agent_table_bytes;
   g.resident_agents = resident_agents_.load();
-  g.resident_bytes = resident_tokens_.load() * ctx_.spec().BytesPerToken(ctx_.spec().type_k, ctx_.spec().type_v);
+  g.resident_bytes = resident_tokens_.load() * ctx_.spec().SlotBytesPerToken();  // slot types (f16 in hybrid slots)
   if (store_ != nullptr) {
     const auto ss = store_->stats();
     g.warm_agents = ss.agents;

@@ -102,9 +102,10 @@ class Scheduler : public api::Backend {
 
   // api::Backend
   std::string ModelId() const override { return options_.model_id; }
-  // "fp_" + the first 16 hex digits of the cache spec's fingerprint (model
-  // weights and metadata, KV types, engine layout version).
-  std::string SystemFingerprint() const override { return "fp_" + ctx_.spec().fingerprint.substr(0, 16); }
+  // "fp_" + the first 16 hex digits of the cache spec's output fingerprint
+  // (model weights and metadata, KV types at rest and, when they differ, in
+  // the slots, engine layout version).
+  std::string SystemFingerprint() const override { return "fp_" + ctx_.spec().OutputFingerprint().substr(0, 16); }
   bool IsReady() const override { return running_.load(); }
   int64_t ContextTokens() const override { return ctx_.options().slot_ctx; }
   int64_t MaxPromptBytes() const override;

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ class SchedulerTest : public ::testing::Test {
     o.n_slots = slots;
     o.slot_ctx = slot_ctx;
     o.n_threads = 2;
+    o.slot_type_k = o.slot_type_v = slot_kv_;  // unset: q4_0 slots, as the blocks
     ctx_ = std::move(engine::Context::Create(*model_, o)).value();
     AgentStoreOptions so;
     so.cache_dir = dir_.string();
@@ -73,6 +75,9 @@ class SchedulerTest : public ::testing::Test {
     sched_ = std::make_unique<Scheduler>(*model_, *ctx_, *pool_, store_.get(), opt);
     sched_->Start();
   }
+  // The slots' KV type for the next Boot (hybrid slots); unset: the at-rest type.
+  std::optional<engine::KvType> slot_kv_;
+
   void Shutdown() {
     if (sched_) sched_->Stop();
     sched_.reset();

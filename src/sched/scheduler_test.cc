@@ -149,6 +149,56 @@ TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
   EXPECT_EQ(a3->text(), cold->text());
 }
 
+// Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0
+// (at-rest bytes), the slot f16 (resident bytes); hot and warm restores
+// dequantize; a restart with q4_0 slots (a GPU server) restores the same
+// cache warm. Text is not compared with a cold agent's: the restore went
+// through q4_0 (the bit-exact oracle is engine's HybridRestoreEqualsRoundTrippedColdSlot).
+TEST_F(SchedulerTest, HybridSlotsRestoreHotAndWarmFromQ4Blocks) {
+  auto metric = [&](const std::string& name) {
+    const std::string text = sched_->MetricsText();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  slot_kv_ = engine::KvType::kF16;
+  Boot(1);
+  ASSERT_TRUE(ctx_->spec().HybridSlots());
+  const std::string a = Prompt(1), b = Prompt(2);
+  auto a1 = Run("a", a, 10);
+  auto in_slot = sched_->GetAgent("default", "a");
+  ASSERT_TRUE(in_slot.ok());
+  EXPECT_EQ(metric("agentkv_tier_bytes{tier=\"resident\"}"), double(in_slot->tokens) * 4096);  // f16 slot rows
+  Run("b", b, 10);  // evicts a from the slot (a stays in the pool)
+  auto pooled = sched_->GetAgent("default", "a");
+  ASSERT_TRUE(pooled.ok());
+  EXPECT_EQ(pooled->tier, api::CacheState::kHot);
+  // q4_0 blocks at rest (plus the pool's small per-block overhead), not f16's 4096 B/token.
+  EXPECT_GE(pooled->ram_bytes, pooled->tokens * 1152);
+  EXPECT_LT(pooled->ram_bytes, pooled->tokens * 1152 + 4096);
+  const std::string a_next = a + a1->text() + " And";
+  auto a2 = Run("a", a_next, 10);
+  EXPECT_EQ(a2->usage().cache_state, api::CacheState::kHot);
+  EXPECT_EQ(a2->usage().match, api::MatchType::kExtend);
+  EXPECT_GT(a2->usage().cached_tokens, 50);
+  EXPECT_LT(a2->usage().tokens_prefilled, 8);
+
+  sched_->FlushSaves();
+  Boot(1);  // restart, f16 slots again: only the disk remains
+  const std::string a_last = a_next + a2->text() + " But";
+  auto a3 = Run("a", a_last, 10);
+  EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_GT(a3->usage().cached_tokens, a2->usage().prompt_tokens - 1);
+  EXPECT_LT(a3->usage().tokens_prefilled, 8);
+  EXPECT_FALSE(a3->text().empty());
+
+  sched_->FlushSaves();
+  slot_kv_.reset();
+  Boot(1);  // restart with q4_0 slots: same fingerprint, same cache
+  auto a4 = Run("a", a_last + a3->text() + " Then", 10);
+  EXPECT_EQ(a4->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_LT(a4->usage().tokens_prefilled, 8);
+}
+
 TEST_F(SchedulerTest, CancellationFreesTheSlotAndKeepsTheAgentUsable) {
   Boot(1);
   api::CancellationToken cancel;

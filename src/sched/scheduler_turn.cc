@@ -466,7 +466,7 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
   info.tokens = static_cast<int64_t>(a.seq.tokens.size());
   info.busy = a.busy;
   info.last_used_unix_ms = a.last_use_ms;
-  const uint64_t bpt = ctx_.spec().BytesPerToken(ctx_.spec().type_k, ctx_.spec().type_v);
+  const uint64_t bpt = ctx_.spec().SlotBytesPerToken();  // a slot-only agent's bytes are slot rows
   auto pool_info = pool_.Info(a.key);
   bool unsaved = false;  // its newest turn is in RAM only (save queued or failed)
   {
