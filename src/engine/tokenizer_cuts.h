@@ -59,4 +59,24 @@ inline size_t TokenBoundaryAt(const std::vector<TokenSpan>& spans, size_t cut) {
   return k;
 }
 
+// Appends the first n tokens of `part`, a tokenization of the text from byte
+// `start` on, to `out` with their spans moved to the whole text's offsets.
+// When the part began one byte after a cut (SentencePiece's dummy prefix
+// stands for the space at `cut`), its first token's span begins at the cut.
+inline void AppendPiece(TokenizedText& out, const TokenizedText& part, size_t n, size_t start, size_t cut) {
+  const size_t first = out.tokens.size();
+  out.tokens.insert(out.tokens.end(), part.tokens.begin(), part.tokens.begin() + static_cast<ptrdiff_t>(n));
+  for (size_t k = 0; k < n; ++k) {
+    TokenSpan s = part.spans[k];
+    if (s.begin != kUnalignedSpan) {
+      s.begin += static_cast<uint32_t>(start);
+      s.end += static_cast<uint32_t>(start);
+    }
+    out.spans.push_back(s);
+  }
+  if (start != cut && first < out.spans.size() && out.spans[first].begin != kUnalignedSpan) {
+    out.spans[first].begin = static_cast<uint32_t>(cut);
+  }
+}
+
 }  // namespace agentkv::engine::cuts

@@ -130,18 +130,7 @@ TokenizedText Tokenizer::TokenizeExtending(const PromptTokens& prev, std::string
     out.spans.reserve(k + tail.spans.size());
     out.tokens.assign(prev.tokenized.tokens.begin(), prev.tokenized.tokens.begin() + static_cast<ptrdiff_t>(k));
     out.spans.assign(spans.begin(), spans.begin() + static_cast<ptrdiff_t>(k));
-    out.tokens.insert(out.tokens.end(), tail.tokens.begin(), tail.tokens.end());
-    for (TokenSpan s : tail.spans) {
-      if (s.begin != kUnalignedSpan) {
-        s.begin += static_cast<uint32_t>(from);
-        s.end += static_cast<uint32_t>(from);
-      }
-      out.spans.push_back(s);
-    }
-    // The dummy prefix space of the tail's first token is the text's space at c.
-    if (from != c && k < out.spans.size() && out.spans[k].begin != kUnalignedSpan) {
-      out.spans[k].begin = static_cast<uint32_t>(c);
-    }
+    cuts::AppendPiece(out, tail, tail.tokens.size(), from, c);
     out.aligned = tail.aligned;
     if (reused != nullptr) *reused = k;
     return out;

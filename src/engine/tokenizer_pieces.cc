@@ -49,20 +49,7 @@ std::optional<TokenizedText> Tokenizer::TokenizeAtCuts(std::string_view text, co
       keep = cuts::TokenBoundaryAt(part.spans, cut_at[i] - start);
       if (keep == 0) return std::nullopt;  // no token boundary at the cut
     }
-    const size_t first = out.tokens.size();
-    out.tokens.insert(out.tokens.end(), part.tokens.begin(), part.tokens.begin() + static_cast<ptrdiff_t>(keep));
-    for (size_t k = 0; k < keep; ++k) {
-      TokenSpan s = part.spans[k];
-      if (s.begin != kUnalignedSpan) {
-        s.begin += static_cast<uint32_t>(start);
-        s.end += static_cast<uint32_t>(start);
-      }
-      out.spans.push_back(s);
-    }
-    // The dummy prefix space of a piece's first token is the text's space at the cut.
-    if (i > 0 && start != cut_at[i - 1] && first < out.spans.size() && out.spans[first].begin != kUnalignedSpan) {
-      out.spans[first].begin = static_cast<uint32_t>(cut_at[i - 1]);
-    }
+    cuts::AppendPiece(out, part, keep, start, i == 0 ? 0 : cut_at[i - 1]);
   }
   out.aligned = parts[m].aligned;
   return out;
