@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/kv_row_q4_0.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
 
@@ -51,6 +52,16 @@ void ConvertKvRows(int32_t from, uint64_t from_row_bytes, int32_t to, const uint
   const uint64_t width = KvRowWidth(from, from_row_bytes);
   const uint64_t to_row_bytes = KvRowBytesFor(to, width);
   assert(width > 0 && to_row_bytes > 0 && KvRowTypeConvertible(from) && KvRowTypeConvertible(to));
+  // Hybrid slots' pair (f16 slots, q4_0 at rest) in one SIMD pass, the same
+  // bytes as the general path below (engine/kv_row_q4_0.h).
+  if (from == GGML_TYPE_F16 && to == GGML_TYPE_Q4_0) {
+    F16ToQ4_0(reinterpret_cast<const uint16_t*>(src), dst, n_rows * width);
+    return;
+  }
+  if (from == GGML_TYPE_Q4_0 && to == GGML_TYPE_F16) {
+    Q4_0ToF16(src, reinterpret_cast<uint16_t*>(dst), n_rows * width);
+    return;
+  }
   // The f16 side with ggml-cpu's SIMD conversions (F16C: IEEE round to
   // nearest even, the same bits as the reference); quantized types with
   // ggml's reference (de)quantizers, so every machine writes the same bytes.
