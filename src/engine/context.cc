@@ -69,8 +69,19 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   cp.no_perf = true;
   ctx->ctx_ = llama_init_from_model(model.raw(), cp);
   if (ctx->ctx_ == nullptr) return Status::Internal(op + ": llama.cpp could not create the context");
-  AGENTKV_RETURN_IF_ERROR(ctx->Probe().WithContext(op));
-  if (options.warmup) AGENTKV_RETURN_IF_ERROR(ctx->Warmup().WithContext(op));
+  // The start-up decodes run on a thread of their own that ends here. With
+  // OpenMP (ggml-cpu) every thread that computes a graph keeps a team of
+  // idle compute workers for as long as it lives; a second team (the
+  // caller's, beside the inference thread's) makes libgomp count more
+  // workers than cores and stop spinning at its barriers: every graph node
+  // then sleeps and wakes through futexes, which made decode ~2.5x slower on
+  // 2 cores. Only the thread that later calls Decode() keeps a team.
+  Status started;
+  std::thread([&] {
+    started = ctx->Probe();
+    if (started.ok() && options.warmup) started = ctx->Warmup();
+  }).join();
+  AGENTKV_RETURN_IF_ERROR(started.WithContext(op));
   ctx->ReserveStaging();
   return ctx;
 }

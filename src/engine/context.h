@@ -59,7 +59,9 @@ struct BatchItem {
 class Context {
  public:
   // Creates the llama context and probes its KV layout (decodes one token in
-  // slot 0, exports it, clears it) to derive the ModelCacheSpec.
+  // slot 0, exports it, clears it) to derive the ModelCacheSpec. The probe
+  // and the warm-up run on a short-lived thread: the caller is left with no
+  // compute workers (context.cc says why), so Decode() belongs on one thread.
   static Result<std::unique_ptr<Context>> Create(const Model& model, const ContextOptions& options);
   ~Context();
   Context(const Context&) = delete;

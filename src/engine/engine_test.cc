@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "engine/context.h"
 #include "engine/model.h"
@@ -138,6 +141,39 @@ TEST_F(EngineTest, WarmupLeavesNoTrace) {
     logits.push_back(*l);
   }
   EXPECT_EQ(testing::MaxAbsDiff(logits[0], logits[1]), 0.0f);
+}
+
+// Threads of this process (Linux: /proc/self/task).
+size_t LiveThreads() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Context::Create leaves the calling thread without OpenMP compute workers
+// (its start-up decodes ran on a thread that has ended): a server creates
+// the context on its main thread and decodes on the inference thread, and
+// two live teams on 2 cores made libgomp sleep at every barrier (decode
+// ~2.5x slower). Before the fix the caller kept n_threads - 1 workers.
+TEST_F(EngineTest, CreateLeavesTheCallerNoComputeWorkers) {
+  const size_t before = LiveThreads();
+  std::promise<void> release;
+  std::promise<size_t> created;
+  std::thread caller([&] {  // a fresh thread: it has no team of its own yet
+    auto ctx = MakeContext(KvType::kQ4_0, 1, 256, /*warmup=*/true);
+    // Workers of an ended team exit asynchronously: wait for them (<= 5 s).
+    size_t live = LiveThreads();
+    for (int i = 0; i < 500 && live > before + 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      live = LiveThreads();
+    }
+    created.set_value(live);
+    release.get_future().wait();  // the caller stays alive, as a server's main thread
+  });
+  const size_t live = created.get_future().get();
+  release.set_value();
+  caller.join();
+  EXPECT_EQ(live, before + 1) << "threads left behind by Context::Create besides its caller";
 }
 
 TEST_F(EngineTest, TokenSpansReproduceTheText) {
