@@ -314,7 +314,7 @@ def build_notes(args, ctx, cmds, restarts):
                                                     args.max_tokens),
              ("restart after round %d: SIGTERM, start again (start-up excluded); agentkv's cache files dropped "
               "from the page cache: %s" % (args.restart_after, ", ".join(pcs) or "—"))
-             if args.restart_after else "no restart",
+             if 0 < args.restart_after < args.rounds else "no restart",
              "servers one at a time, alternating which goes first; each rep starts both from an empty state; "
              "-c %d agentkv (per slot, %d slots), -c %d llama-server (its KV pool, shared by its default 4 slots "
              "through the unified KV)" % (ctx, args.slots, args.ls_ctx or ctx),
