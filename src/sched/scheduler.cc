@@ -74,7 +74,8 @@ engine::TokenizedText Scheduler::TokenizeFull(const engine::RenderedPrompt& prom
 engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt) {
   if (key.agent_id.empty()) return TokenizeFull(prompt);
   size_t reused = 0;
-  const auto prev = prompt_tokens_.Get(key);
+  auto prev = prompt_tokens_.Get(key);
+  if (prev == nullptr) prev = PromptTokensFromRead(key);
   engine::TokenizedText tokens = prev != nullptr
                                      ? tokenizer_.TokenizeExtending(*prev, prompt.text, prompt.plain, &reused)
                                      : TokenizeFull(prompt);
@@ -82,6 +83,28 @@ engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engin
   prompt_tokens_.Put(key, std::make_shared<const engine::PromptTokens>(
                               engine::PromptTokens{prompt.text, prompt.plain, tokens}));
   return tokens;
+}
+
+std::shared_ptr<const engine::PromptTokens> Scheduler::PromptTokensFromRead(const AgentKey& key) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!agent_reads_.count(key)) return nullptr;
+  const bool done = cv_.wait_for(lock, std::chrono::milliseconds(kPromptReadWaitMs), [&] {
+    auto it = agent_reads_.find(key);
+    return it == agent_reads_.end() || it->second.done;
+  });
+  auto it = agent_reads_.find(key);
+  if (!done || it == agent_reads_.end() || !it->second.record) return nullptr;
+  const AgentRecord& r = *it->second.record;
+  const PromptPrefix& p = r.prompt;
+  if (p.n_tokens == 0 || p.n_tokens > r.tokens.size() || p.n_tokens > r.spans.size() || p.text_bytes > r.text.size()) {
+    return nullptr;
+  }
+  auto prev = std::make_shared<engine::PromptTokens>();
+  prev->text = r.text.substr(0, p.text_bytes);
+  for (const CharSpan& c : p.plain) prev->plain.push_back({c.begin, c.end});
+  prev->tokenized.tokens.assign(r.tokens.begin(), r.tokens.begin() + p.n_tokens);
+  for (uint32_t i = 0; i < p.n_tokens; ++i) prev->tokenized.spans.push_back({r.spans[i].begin, r.spans[i].end});
+  return prev;
 }
 
 Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
@@ -125,6 +148,7 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   if (!rendered.ok()) return refuse(rendered.status());
   engine::ChatPrompt& prompt = rendered.value();
   w->fresh = TokenizePrompt(key, prompt.rendered);
+  w->plain = prompt.rendered.plain;
   w->prompt = std::move(prompt.rendered.text);
   w->grammar = std::move(prompt.grammar);
   w->reply_format = std::move(prompt.reply_format);

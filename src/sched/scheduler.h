@@ -208,12 +208,27 @@ class Scheduler : public api::Backend {
   // parser (content and tool-call deltas) when the request has one.
   void EmitText(Active& a, std::string_view text);
   // The prompt's tokens (with BOS), from the agent's previous prompt where
-  // it can (PromptTokenCache); remembers this one. Any thread.
+  // it can (PromptTokenCache, else the prompt prefix of the manifest its
+  // in-flight read brings: PromptTokensFromRead); remembers this one. Any thread.
   engine::TokenizedText TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt);
   // The full tokenization, a long prompt in pieces on up to tokenize_pieces_
   // threads: it is on the path to a new agent's first token, and to a
-  // returning agent's after a restart (its disk read runs meanwhile).
+  // returning agent's whose manifest records no prompt prefix.
   engine::TokenizedText TokenizeFull(const engine::RenderedPrompt& prompt) const;
+  // A returning agent being read (after a restart, or gone from the
+  // PromptTokenCache): waits for its read, which admission waits for anyway,
+  // and rebuilds its last prompt's tokenization from the manifest's prompt
+  // prefix, so that only what the new prompt adds is tokenized instead of a
+  // full tokenization competing with the read for the cores. nullptr when
+  // no read is in flight, it brings no such prefix, or it is not done
+  // within kPromptReadWaitMs (a slow or stuck disk then costs the
+  // submitting thread that much, and the full tokenization runs beside the
+  // rest of the read, as before). Not on the inference thread.
+  std::shared_ptr<const engine::PromptTokens> PromptTokensFromRead(const AgentKey& key);
+  // Long enough for a short agent's read from a local disk (a 4K-token
+  // agent: ~7 ms on the 2-core VM), short next to a long prompt's full
+  // tokenization, which would otherwise compete with the read.
+  static constexpr int kPromptReadWaitMs = 20;
   api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 

@@ -127,6 +127,37 @@ TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
   EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
 }
 
+// After a restart nothing of the previous prompt's tokenization is in RAM:
+// the manifest's prompt prefix stands in for it, so a returning agent's
+// prompt is tokenized from where it changed (while its read runs), and the
+// turn still equals a cold prefill of the same text (same tokens) up to the
+// first near-tie. A manifest without the prefix (older, or a turn whose
+// kept tokens were not the text's own tokenization) falls back to a full
+// tokenization: same tokens either way.
+TEST_F(SchedulerTest, ARestartedAgentsPromptIsTokenizedIncrementally) {
+  Boot(1);
+  auto metric = [&](const std::string& name) {
+    const std::string text = sched_->MetricsText();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  std::string conversation = Prompt(3);
+  auto first = Run("agent", conversation, 8);
+  sched_->FlushSaves();
+  Boot(1);  // restart: only the disk remains
+  EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), 0.0);
+  conversation += first->text() + " And then the old man said that";
+  auto second = Run("agent", conversation, 8);
+  EXPECT_EQ(second->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_GT(metric("agentkv_prompt_tokens_tokenization_reused_total"),
+            0.5 * static_cast<double>(first->usage().prompt_tokens));
+  const SureText sure = GreedyTextBeforeNearTie(conversation, 8, kTie);
+  EXPECT_TRUE(second->text().starts_with(sure.text)) << second->text() << " vs " << sure.text;
+  // The tokens it prefilled are the cold tokenization's own.
+  auto cold = Run("cold", conversation, 8);
+  EXPECT_EQ(second->usage().prompt_tokens, cold->usage().prompt_tokens);
+}
+
 TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
   Boot(1);  // one slot: every other agent's turn evicts
   const std::string a = Prompt(1), b = Prompt(2);

@@ -30,6 +30,7 @@ AgentRecord ToRecord(const AgentKey& key, const CachedSequence& seq, const engin
   for (const auto& s : seq.spans) r.spans.push_back({s.begin, s.end});
   r.kv_types = spec.KvTypesString();
   r.layout_version = engine::kEngineLayoutVersion;
+  r.prompt = seq.prompt;
   return r;
 }
 
@@ -38,7 +39,36 @@ CachedSequence FromRecord(const AgentRecord& r) {
   seq.text = r.text;
   seq.tokens = r.tokens;
   for (const auto& s : r.spans) seq.spans.push_back({s.begin, s.end});
+  seq.prompt = r.prompt;
   return seq;
+}
+
+// The new turn's prompt as the first tokens of the agent's sequence, when
+// they are exactly its fresh tokenization: the cached tokens kept by the
+// plan equal the fresh ones (they may not: the plan keeps cached tokens by
+// characters, and sampled tokens need not be the text's tokenization), and
+// the plan's new tokens are the rest of them. Else unknown ({}).
+PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view prompt,
+                            const std::vector<engine::TextRange>& plain, const CachedSequence& cached,
+                            const TurnPlan& plan) {
+  const size_t n_keep = plan.n_keep;
+  if (!fresh.aligned || fresh.tokens.empty() || n_keep + plan.new_tokens.size() != fresh.tokens.size() ||
+      n_keep > cached.tokens.size() || fresh.spans.back().end > prompt.size()) {
+    return {};
+  }
+  for (size_t i = 0; i < n_keep; ++i) {
+    if (cached.tokens[i] != fresh.tokens[i] || cached.spans[i].begin != fresh.spans[i].begin ||
+        cached.spans[i].end != fresh.spans[i].end) {
+      return {};
+    }
+  }
+  PromptPrefix p;
+  p.n_tokens = static_cast<uint32_t>(fresh.tokens.size());
+  p.text_bytes = static_cast<uint32_t>(prompt.size());
+  for (const engine::TextRange& r : plain) {
+    p.plain.push_back({static_cast<uint32_t>(r.begin), static_cast<uint32_t>(r.end)});
+  }
+  return p;
 }
 
 // Number of leading blocks whose ids match the ids the tokens imply: the
@@ -394,6 +424,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   }
   agent.fork_source.reset();
   a->committed_seq = agent.seq;
+  agent.seq.prompt = PromptPrefixOf(w.fresh, w.prompt, w.plain, agent.seq, plan);
   agent.seq.tokens.resize(plan.n_keep);
   agent.seq.spans.resize(plan.n_keep);
   agent.seq.text = w.prompt;
@@ -428,6 +459,9 @@ void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored)
     agent.seq.text.resize(agent.seq.spans.back().end);
   } else if (agent.seq.tokens.empty()) {
     agent.seq.text.clear();
+  }
+  if (agent.seq.prompt.text_bytes > agent.seq.text.size() || agent.seq.prompt.n_tokens > agent.seq.tokens.size()) {
+    agent.seq.prompt = {};
   }
   if (agent.seq.tokens.empty()) return;
   const auto ids = ComputeBlockIds(ctx_.spec().fingerprint, agent.seq.tokens);

@@ -74,6 +74,7 @@ struct Scheduler::Waiting {
   Clock::time_point received;
   std::string prompt;  // rendered (chat template applied)
   engine::TokenizedText fresh;  // prompt tokenized with BOS (on the submitting thread)
+  std::vector<engine::TextRange> plain;  // the prompt's ranges tokenized without special parsing
   engine::GrammarSpec grammar;  // tools / response_format: constrains sampling
   std::shared_ptr<const engine::ReplyFormat> reply_format;  // null: the reply is plain text
 };

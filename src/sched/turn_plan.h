@@ -20,6 +20,7 @@
 
 #include "engine/tokenizer.h"
 #include "prefix/prefix_match.h"
+#include "store/agent_record.h"
 
 namespace agentkv::sched {
 
@@ -28,6 +29,9 @@ struct CachedSequence {
   std::string text;
   std::vector<int32_t> tokens;
   std::vector<engine::TokenSpan> spans;  // one per token, into text
+  // The last prompt's tokenization when it is the first prompt.n_tokens
+  // tokens (set by the scheduler when a turn starts, kept in the manifest).
+  PromptPrefix prompt;
 };
 
 struct TurnPlan {

@@ -25,6 +25,18 @@ struct BlockRef {
   bool operator==(const BlockRef&) const = default;
 };
 
+// The agent's last prompt, when its tokenization is the record's first
+// n_tokens tokens: Tokenize(text[0, text_bytes), BOS, plain) gave exactly
+// tokens[0, n_tokens) with spans[0, n_tokens). Lets a returning agent read
+// after a restart tokenize only what its next prompt adds. n_tokens == 0:
+// not known (then text_bytes == 0 and plain is empty).
+struct PromptPrefix {
+  uint32_t n_tokens = 0;
+  uint32_t text_bytes = 0;
+  std::vector<CharSpan> plain;  // client text where special-token text is ordinary text (sorted, disjoint)
+  bool operator==(const PromptPrefix&) const = default;
+};
+
 struct AgentRecord {
   std::string ns;        // namespace (tenant)
   std::string agent_id;
@@ -43,6 +55,7 @@ struct AgentRecord {
   // (the caller opts out of the check). 0 when read from a manifest written
   // before versions existed.
   uint64_t version = 0;
+  PromptPrefix prompt;  // optional in the manifest (absent: not known)
 
   bool operator==(const AgentRecord&) const = default;
 };

@@ -118,6 +118,14 @@ json RecordToJson(const AgentRecord& r) {
     blocks.push_back({{"id", b.id}, {"n_tokens", b.n_tokens}, {"checksum", Hex64(b.checksum)}, {"bytes", b.file_bytes}});
   }
   j["blocks"] = std::move(blocks);
+  if (r.prompt.n_tokens > 0) {
+    json plain = json::array();
+    for (const CharSpan& s : r.prompt.plain) {
+      plain.push_back(s.begin);
+      plain.push_back(s.end);
+    }
+    j["prompt"] = {{"tokens", r.prompt.n_tokens}, {"bytes", r.prompt.text_bytes}, {"plain", std::move(plain)}};
+  }
   return j;
 }
 
@@ -142,6 +150,28 @@ bool GetStr(const json& j, const char* key, std::string* out) {
   if (it == j.end() || !it->is_string()) return false;
   *out = it->get<std::string>();
   return true;
+}
+
+// Optional "prompt": {"tokens": n, "bytes": b, "plain": [b0,e0,...]}.
+Status PromptFromJson(const json& j, PromptPrefix* p) {
+  auto it = j.find("prompt");
+  if (it == j.end()) return Status::OK();
+  const json& pj = *it;
+  auto plain = pj.is_object() ? pj.find("plain") : pj.end();
+  if (!pj.is_object() || !GetInt(pj, "tokens", &p->n_tokens) || !GetInt(pj, "bytes", &p->text_bytes) ||
+      plain == pj.end() || !plain->is_array() || plain->size() % 2 != 0) {
+    return Corrupt("bad prompt");
+  }
+  for (size_t i = 0; i < plain->size(); i += 2) {
+    const json& b = (*plain)[i];
+    const json& e = (*plain)[i + 1];
+    if (!b.is_number_unsigned() || !e.is_number_unsigned() || b.get<uint64_t>() > UINT32_MAX ||
+        e.get<uint64_t>() > UINT32_MAX) {
+      return Corrupt("bad prompt range");
+    }
+    p->plain.push_back({static_cast<uint32_t>(b.get<uint64_t>()), static_cast<uint32_t>(e.get<uint64_t>())});
+  }
+  return Status::OK();
 }
 
 Status RecordFromJson(const json& j, AgentRecord* r) {
@@ -194,7 +224,7 @@ Status RecordFromJson(const json& j, AgentRecord* r) {
     ref.checksum = std::strtoull(checksum.c_str(), nullptr, 16);
     r->blocks.push_back(std::move(ref));
   }
-  return Status::OK();
+  return PromptFromJson(j, &r->prompt);
 }
 
 }  // namespace
@@ -203,6 +233,17 @@ Status CheckRecord(const AgentRecord& r, bool check_blocks) {
   if (r.spans.size() != r.tokens.size()) return Status::InvalidArgument("record: span count != token count");
   for (const CharSpan& s : r.spans) {
     if (s.begin > s.end || s.end > r.text.size()) return Status::InvalidArgument("record: span outside the text");
+  }
+  const PromptPrefix& p = r.prompt;
+  if (p.n_tokens > r.tokens.size() || p.text_bytes > r.text.size() || (p.n_tokens == 0 && p.text_bytes != 0) ||
+      (p.n_tokens > 0 && r.spans[p.n_tokens - 1].end > p.text_bytes)) {
+    return Status::InvalidArgument("record: prompt outside the tokens or text");
+  }
+  for (size_t i = 0; i < p.plain.size(); ++i) {
+    if (p.plain[i].begin > p.plain[i].end || p.plain[i].end > p.text_bytes ||
+        (i > 0 && p.plain[i].begin < p.plain[i - 1].end)) {
+      return Status::InvalidArgument("record: prompt's plain ranges not sorted inside the prompt");
+    }
   }
   if (!check_blocks) return Status::OK();
   std::vector<std::string> ids = ComputeBlockIds(r.fingerprint, r.tokens);

@@ -63,6 +63,34 @@ TEST(ManifestTest, InconsistentRecordsRejected) {
   EXPECT_EQ(DecodeManifest(*bytes).status().code(), StatusCode::kCorruption);
 }
 
+// The last prompt's tokenization (optional): written only when known, read
+// back equal, absent in older manifests (golden files), and checked against
+// the tokens and text like the spans are.
+TEST(ManifestTest, PromptPrefixRoundTripsAndIsChecked) {
+  AgentRecord r = FullRecord(300);
+  ASSERT_EQ(EncodeManifest(r)->find("\"prompt\""), std::string::npos);  // unknown: not written
+  r.prompt.n_tokens = 200;
+  r.prompt.text_bytes = r.spans[199].end + 1;
+  r.prompt.plain = {{0, 3}, {5, 9}};
+  auto bytes = EncodeManifest(r);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto back = DecodeManifest(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->prompt, r.prompt);
+  AgentRecord bad = r;
+  bad.prompt.n_tokens = 301;  // more tokens than the record
+  EXPECT_EQ(EncodeManifest(bad).status().code(), StatusCode::kInvalidArgument);
+  bad = r;
+  bad.prompt.text_bytes = r.spans[199].end - 1;  // its last token ends after the prompt
+  EXPECT_EQ(EncodeManifest(bad).status().code(), StatusCode::kInvalidArgument);
+  bad = r;
+  bad.prompt.plain = {{5, 9}, {0, 3}};  // not sorted
+  EXPECT_EQ(EncodeManifest(bad).status().code(), StatusCode::kInvalidArgument);
+  bad = r;
+  bad.prompt.plain = {{0, r.prompt.text_bytes + 1}};  // past the prompt
+  EXPECT_EQ(EncodeManifest(bad).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ManifestTest, EveryBitFlipAndTruncationDetected) {
   AgentRecord r = FullRecord(4);
   auto bytes = EncodeManifest(r);
