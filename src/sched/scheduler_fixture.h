@@ -51,6 +51,13 @@ class SchedulerTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
+  // The value of an unlabelled metric in /metrics (-1 when absent).
+  double Metric(const std::string& name) const {
+    const std::string text = sched_->MetricsText();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  }
+
   // (Re)starts a server stack over the same cache directory.
   // `fs`: the store's file system (default: the real disk).
   void Boot(int slots = 4, size_t pool_bytes = 64u << 20, SchedulerOptions opt = {}, int slot_ctx = 1024,

@@ -13,12 +13,6 @@
 namespace agentkv::sched {
 namespace {
 
-double Metric(Scheduler& s, const std::string& name) {
-  const std::string text = s.MetricsText();
-  const size_t at = text.find("\n" + name + " ");
-  return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
-}
-
 std::string AgentPrompt(int i) { return "Agent " + std::to_string(i) + " tells the story of the old man and"; }
 
 class SchedulerTableTest : public SchedulerTest {
@@ -85,7 +79,7 @@ TEST_F(SchedulerTableTest, AgentTableStaysBoundedAndDroppedAgentsRestoreFromDisk
     prompts.push_back(AgentPrompt(1000 + i));
   }
   double peak_bytes = 0;
-  RunMany(ids, prompts, [&] { peak_bytes = std::max(peak_bytes, Metric(*sched_, "agentkv_agent_table_bytes")); });
+  RunMany(ids, prompts, [&] { peak_bytes = std::max(peak_bytes, Metric("agentkv_agent_table_bytes")); });
   // Between trims the table exceeds the bound only by what a wave adds and
   // what the slots, the pool and unsaved turns pin.
   EXPECT_LT(peak_bytes, 3.0 * kBudget);
@@ -95,16 +89,16 @@ TEST_F(SchedulerTableTest, AgentTableStaysBoundedAndDroppedAgentsRestoreFromDisk
   sched_->FlushSaves();
   // The loop trims once the last saves have landed (it wakes at least once a second).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Metric(*sched_, "agentkv_agent_table_bytes") > kBudget && std::chrono::steady_clock::now() < deadline) {
+  while (Metric("agentkv_agent_table_bytes") > kBudget && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const int total = kTurnAgents + kDiskAgents + kNewIds;
-  const double agents = Metric(*sched_, "agentkv_agent_table_agents");
-  EXPECT_LE(Metric(*sched_, "agentkv_agent_table_bytes"), kBudget);
+  const double agents = Metric("agentkv_agent_table_agents");
+  EXPECT_LE(Metric("agentkv_agent_table_bytes"), kBudget);
   // (~180 agents fit 128 KiB; 2,180 exist, 508 under TSan.)
   EXPECT_LT(agents, total / 2) << "the table must not hold every agent";
   EXPECT_GT(agents, 0);
-  EXPECT_EQ(Metric(*sched_, "agentkv_agent_table_budget_bytes"), static_cast<double>(kBudget));
+  EXPECT_EQ(Metric("agentkv_agent_table_budget_bytes"), static_cast<double>(kBudget));
   EXPECT_NE(sched_->MetricsText().find("agentkv_evictions_total{from=\"table\"}"), std::string::npos);
 
   // Dropped agents are still listed and found (from their manifests).

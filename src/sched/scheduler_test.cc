@@ -103,17 +103,12 @@ TEST_F(SchedulerTest, TurnsExtendTheCacheAndMatchAColdPrefill) {
 // new text), and deleting the agent forgets it.
 TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
   Boot(2);
-  auto metric = [&](const std::string& name) {
-    const std::string text = sched_->MetricsText();
-    const size_t at = text.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
-  };
   std::string conversation = Prompt(0);
   auto first = Run("agent", conversation, 8);
-  EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), 0.0);
+  EXPECT_EQ(Metric("agentkv_prompt_tokens_tokenization_reused_total"), 0.0);
   conversation += first->text() + " And then the old man said that";
   auto second = Run("agent", conversation, 8);
-  const double reused = metric("agentkv_prompt_tokens_tokenization_reused_total");
+  const double reused = Metric("agentkv_prompt_tokens_tokenization_reused_total");
   EXPECT_GT(reused, 0.5 * static_cast<double>(first->usage().prompt_tokens));
   EXPECT_EQ(second->usage().match, api::MatchType::kExtend);
   // Same text from a new agent: tokenized from scratch; the same answer up to
@@ -121,10 +116,10 @@ TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
   const SureText sure = GreedyTextBeforeNearTie(conversation, 8, kTie);
   EXPECT_TRUE(Run("fresh", conversation, 8)->text().starts_with(sure.text));
   EXPECT_TRUE(second->text().starts_with(sure.text)) << second->text() << " vs " << sure.text;
-  EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
+  EXPECT_EQ(Metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
   ASSERT_TRUE(sched_->DeleteAgent("default", "agent", false).ok());
   Run("agent", conversation, 8);  // a new agent of that name: nothing remembered
-  EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
+  EXPECT_EQ(Metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
 }
 
 // After a restart nothing of the previous prompt's tokenization is in RAM:
@@ -136,20 +131,15 @@ TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
 // tokenization: same tokens either way.
 TEST_F(SchedulerTest, ARestartedAgentsPromptIsTokenizedIncrementally) {
   Boot(1);
-  auto metric = [&](const std::string& name) {
-    const std::string text = sched_->MetricsText();
-    const size_t at = text.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
-  };
   std::string conversation = Prompt(3);
   auto first = Run("agent", conversation, 8);
   sched_->FlushSaves();
   Boot(1);  // restart: only the disk remains
-  EXPECT_EQ(metric("agentkv_prompt_tokens_tokenization_reused_total"), 0.0);
+  EXPECT_EQ(Metric("agentkv_prompt_tokens_tokenization_reused_total"), 0.0);
   conversation += first->text() + " And then the old man said that";
   auto second = Run("agent", conversation, 8);
   EXPECT_EQ(second->usage().cache_state, api::CacheState::kWarm);
-  EXPECT_GT(metric("agentkv_prompt_tokens_tokenization_reused_total"),
+  EXPECT_GT(Metric("agentkv_prompt_tokens_tokenization_reused_total"),
             0.5 * static_cast<double>(first->usage().prompt_tokens));
   const SureText sure = GreedyTextBeforeNearTie(conversation, 8, kTie);
   EXPECT_TRUE(second->text().starts_with(sure.text)) << second->text() << " vs " << sure.text;
@@ -186,11 +176,6 @@ TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
 // cache warm. Text is not compared with a cold agent's: the restore went
 // through q4_0 (the bit-exact oracle is engine's HybridRestoreEqualsRoundTrippedColdSlot).
 TEST_F(SchedulerTest, HybridSlotsRestoreHotAndWarmFromQ4Blocks) {
-  auto metric = [&](const std::string& name) {
-    const std::string text = sched_->MetricsText();
-    const size_t at = text.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
-  };
   slot_kv_ = engine::KvType::kF16;
   Boot(1);
   ASSERT_TRUE(ctx_->spec().HybridSlots());
@@ -198,7 +183,7 @@ TEST_F(SchedulerTest, HybridSlotsRestoreHotAndWarmFromQ4Blocks) {
   auto a1 = Run("a", a, 10);
   auto in_slot = sched_->GetAgent("default", "a");
   ASSERT_TRUE(in_slot.ok());
-  EXPECT_EQ(metric("agentkv_tier_bytes{tier=\"resident\"}"), double(in_slot->tokens) * 4096);  // f16 slot rows
+  EXPECT_EQ(Metric("agentkv_tier_bytes{tier=\"resident\"}"), double(in_slot->tokens) * 4096);  // f16 slot rows
   Run("b", b, 10);  // evicts a from the slot (a stays in the pool)
   auto pooled = sched_->GetAgent("default", "a");
   ASSERT_TRUE(pooled.ok());

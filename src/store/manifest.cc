@@ -91,6 +91,33 @@ bool IsUtf8(std::string_view s) {
 
 Status Corrupt(const std::string& why) { return Status::Corruption("manifest: " + why); }
 
+// Byte ranges as a flat array [b0, e0, b1, e1, ...].
+json FlatRanges(const std::vector<CharSpan>& ranges) {
+  json a = json::array();
+  for (const CharSpan& s : ranges) {
+    a.push_back(s.begin);
+    a.push_back(s.end);
+  }
+  return a;
+}
+
+// The inverse: false unless `a` is an array of an even number of unsigned
+// 32-bit values.
+bool ParseFlatRanges(const json& a, std::vector<CharSpan>* out) {
+  if (!a.is_array() || a.size() % 2 != 0) return false;
+  out->reserve(a.size() / 2);
+  for (size_t i = 0; i < a.size(); i += 2) {
+    const json& b = a[i];
+    const json& e = a[i + 1];
+    if (!b.is_number_unsigned() || !e.is_number_unsigned() || b.get<uint64_t>() > UINT32_MAX ||
+        e.get<uint64_t>() > UINT32_MAX) {
+      return false;
+    }
+    out->push_back({static_cast<uint32_t>(b.get<uint64_t>()), static_cast<uint32_t>(e.get<uint64_t>())});
+  }
+  return true;
+}
+
 json RecordToJson(const AgentRecord& r) {
   json j = json::object();
   j["namespace"] = r.ns;
@@ -107,24 +134,14 @@ json RecordToJson(const AgentRecord& r) {
     j["text_base64"] = Base64Encode(r.text);
   }
   j["tokens"] = r.tokens;
-  json spans = json::array();
-  for (const CharSpan& s : r.spans) {
-    spans.push_back(s.begin);
-    spans.push_back(s.end);
-  }
-  j["spans"] = std::move(spans);
+  j["spans"] = FlatRanges(r.spans);
   json blocks = json::array();
   for (const BlockRef& b : r.blocks) {
     blocks.push_back({{"id", b.id}, {"n_tokens", b.n_tokens}, {"checksum", Hex64(b.checksum)}, {"bytes", b.file_bytes}});
   }
   j["blocks"] = std::move(blocks);
   if (r.prompt.n_tokens > 0) {
-    json plain = json::array();
-    for (const CharSpan& s : r.prompt.plain) {
-      plain.push_back(s.begin);
-      plain.push_back(s.end);
-    }
-    j["prompt"] = {{"tokens", r.prompt.n_tokens}, {"bytes", r.prompt.text_bytes}, {"plain", std::move(plain)}};
+    j["prompt"] = {{"tokens", r.prompt.n_tokens}, {"bytes", r.prompt.text_bytes}, {"plain", FlatRanges(r.prompt.plain)}};
   }
   return j;
 }
@@ -159,17 +176,8 @@ Status PromptFromJson(const json& j, PromptPrefix* p) {
   const json& pj = *it;
   auto plain = pj.is_object() ? pj.find("plain") : pj.end();
   if (!pj.is_object() || !GetInt(pj, "tokens", &p->n_tokens) || !GetInt(pj, "bytes", &p->text_bytes) ||
-      plain == pj.end() || !plain->is_array() || plain->size() % 2 != 0) {
+      plain == pj.end() || !ParseFlatRanges(*plain, &p->plain)) {
     return Corrupt("bad prompt");
-  }
-  for (size_t i = 0; i < plain->size(); i += 2) {
-    const json& b = (*plain)[i];
-    const json& e = (*plain)[i + 1];
-    if (!b.is_number_unsigned() || !e.is_number_unsigned() || b.get<uint64_t>() > UINT32_MAX ||
-        e.get<uint64_t>() > UINT32_MAX) {
-      return Corrupt("bad prompt range");
-    }
-    p->plain.push_back({static_cast<uint32_t>(b.get<uint64_t>()), static_cast<uint32_t>(e.get<uint64_t>())});
   }
   return Status::OK();
 }
@@ -204,15 +212,7 @@ Status RecordFromJson(const json& j, AgentRecord* r) {
     r->tokens.push_back(static_cast<int32_t>(v));
   }
   if (spans->size() != 2 * r->tokens.size()) return Corrupt("span count != token count");
-  for (size_t i = 0; i < spans->size(); i += 2) {
-    const json& b = (*spans)[i];
-    const json& e = (*spans)[i + 1];
-    if (!b.is_number_unsigned() || !e.is_number_unsigned() || b.get<uint64_t>() > UINT32_MAX ||
-        e.get<uint64_t>() > UINT32_MAX) {
-      return Corrupt("bad span");
-    }
-    r->spans.push_back({static_cast<uint32_t>(b.get<uint64_t>()), static_cast<uint32_t>(e.get<uint64_t>())});
-  }
+  if (!ParseFlatRanges(*spans, &r->spans)) return Corrupt("bad span");
   for (const json& b : *blocks) {
     BlockRef ref;
     std::string checksum;
