@@ -116,11 +116,7 @@ def llama_server_cmd(args, port, ctx):
     """ctx: the conversation context (agentkv's -c); llama-server's -c is --ls-ctx if given (its KV pool)."""
     cmd = [args.llama_server, "-m", args.model_path, "-c", str(args.ls_ctx or ctx), "--threads", str(args.threads),
            "--port", str(port)]
-    trained = lib.trained_ctx(args)
-    arch = lib.MODEL_ARCH.get(os.path.basename(args.model_path))
-    if trained and arch and ctx > trained:
-        cmd += ["--override-kv", "%s.context_length=int:%d" % (arch, ctx)]
-    return cmd + args.ls_extra.split()
+    return cmd + lib.ctx_override_args(args.model_path, ctx) + args.ls_extra.split()
 
 
 def new_server(args, which, workdir, ctx, tag):

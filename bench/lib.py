@@ -556,6 +556,14 @@ def prom_sum(m, name):
     return sum(v for k, v in m.items() if k == name or k.startswith(name + "{"))
 
 
+def ctx_override_args(model_path, ctx):
+    """llama-server caps a slot at the model's training context: past it, the args that lift the cap."""
+    base = os.path.basename(model_path)
+    if TRAINED_CTX.get(base) and ctx > TRAINED_CTX[base] and MODEL_ARCH.get(base):
+        return ["--override-kv", "%s.context_length=int:%d" % (MODEL_ARCH[base], ctx)]
+    return []
+
+
 class LlamaServer(Proc):
     def __init__(self, args, workdir, ctx, kv="q4_0", name="llama-server"):
         port = free_port()
@@ -564,9 +572,7 @@ class LlamaServer(Proc):
         cmd = [args.llama_server, "-m", args.model_path, "--host", "127.0.0.1", "--port", str(port), "-np", "1",
                "-c", str(ctx), "-t", str(args.threads), "-tb", str(args.threads), "-fa", "on", "-ctk", kv, "-ctv", kv,
                "--slot-save-path", self.slot_dir, "--cache-ram", "0", "--no-webui"]
-        base = os.path.basename(args.model_path)
-        if TRAINED_CTX.get(base) and ctx > TRAINED_CTX[base] and MODEL_ARCH.get(base):
-            cmd += ["--override-kv", "%s.context_length=int:%d" % (MODEL_ARCH[base], ctx)]
+        cmd += ctx_override_args(args.model_path, ctx)
         Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port)
 
     def complete(self, prompt, n_predict=1):

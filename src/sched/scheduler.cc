@@ -8,6 +8,7 @@
 
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
+#include "store/manifest.h"
 #include "store/store_ids.h"
 #include "util/log.h"
 
@@ -96,9 +97,8 @@ std::shared_ptr<const engine::PromptTokens> Scheduler::PromptTokensFromRead(cons
   if (!done || it == agent_reads_.end() || !it->second.record) return nullptr;
   const AgentRecord& r = *it->second.record;
   const PromptPrefix& p = r.prompt;
-  if (p.n_tokens == 0 || p.n_tokens > r.tokens.size() || p.n_tokens > r.spans.size() || p.text_bytes > r.text.size()) {
-    return nullptr;
-  }
+  // The store's own check of a record (its prompt inside its tokens and text).
+  if (p.n_tokens == 0 || !CheckRecord(r, /*check_blocks=*/false).ok()) return nullptr;
   auto prev = std::make_shared<engine::PromptTokens>();
   prev->text = r.text.substr(0, p.text_bytes);
   for (const CharSpan& c : p.plain) prev->plain.push_back({c.begin, c.end});
