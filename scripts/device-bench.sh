@@ -7,7 +7,8 @@
 #   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset
 #   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
 #   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
-#                                            model, bench restore on it (fits one call)
+#                                            model, bench restore on it with --overlap-import off and on
+#                                            (fits one call)
 #   scripts/device-bench.sh quick-build      the build and model of quick-vs only (when a call cannot hold both)
 #   scripts/device-bench.sh quick-vs CTXS    CUDA build + the llama-3.1-8b model + vs-llama-server on it
 #   scripts/device-bench.sh store [TOKENS]   CUDA build (agentkv) + bench store of a synthetic agent in the
@@ -97,9 +98,12 @@ case "${1:-}" in
     synth_model $p
     [ -n "${2:-}" ] && exec "$0" vs $p "$2"
     mkdir -p /tmp/restore
-    timeout 180 $B/agentkv bench restore -m "$(model_path $p)" --tokens 2048,8192,32768 --reps 5 -t 16 \
-      --json /tmp/restore/restore_$p.json > /tmp/restore/restore_$p.md 2>/tmp/restore/restore_$p.log
-    cat /tmp/restore/restore_$p.md
+    for o in off on; do  # side by side: rows written before vs while llama.cpp copies them (--overlap-import)
+      timeout 180 $B/agentkv bench restore -m "$(model_path $p)" --tokens 2048,8192,32768 --reps 5 -t 16 \
+        --overlap-import $o --json /tmp/restore/restore_${p}_overlap_$o.json > /tmp/restore/restore_${p}_overlap_$o.md \
+        2>/tmp/restore/restore_${p}_overlap_$o.log
+      echo "overlap-import $o:"; grep -E 'import|export' /tmp/restore/restore_${p}_overlap_$o.md
+    done
     pack /tmp/restore restore
     ;;
   models)

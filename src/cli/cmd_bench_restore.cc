@@ -19,9 +19,11 @@ namespace {
 constexpr const char* kUsage =
     "usage: agentkv bench restore -m MODEL [--tokens 1024,4096,8192] [--reps 5] [--slots 1]\n"
     "                             [--kv q4_0] [--slot-kv auto|f16|q8_0|q4_0] [-t THREADS] [--gpu-layers N]\n"
-    "                             [--json OUT|-]\n"
+    "                             [--overlap-import auto|on|off] [--json OUT|-]\n"
     "--kv: the blocks' type (at rest); --slot-kv: the slots' (auto: f16 on CPU, --kv's on a GPU);\n"
     "when they differ, the write/to-blocks stages convert rows (hybrid slots).\n"
+    "--overlap-import: whether \"import (as served)\" writes the rows while llama.cpp copies\n"
+    "them into the KV tensors (auto: with a GPU, from 4 MiB; engine/context.h).\n"
     "Times the path a hot restore takes (blocks -> llama.cpp state -> KV tensors, on the\n"
     "GPU when the model is offloaded) and the export after a turn, stage by stage, with\n"
     "no prefill: the KV rows are a one-token probe's rows replicated to --tokens.\n"
@@ -48,7 +50,7 @@ int CmdBenchRestore(int argc, char** argv) {
   const MeasureCommand cmd("bench restore", kUsage, argc, argv);
   if (cmd.Help()) return 0;
   const Flags& flags = cmd.flags();
-  auto unknown = flags.Unknown({"m", "model", "tokens", "reps", "slots", "kv", "slot-kv", "t", "threads", "gpu-layers", "json"});
+  auto unknown = flags.Unknown({"m", "model", "tokens", "reps", "slots", "kv", "slot-kv", "t", "threads", "gpu-layers", "overlap-import", "json"});
   const auto model_path = flags.Get("model", "m");
   long long reps = 0, slots = 0, threads = 0, gpu_layers = 0;
   std::string err;
@@ -69,6 +71,10 @@ int CmdBenchRestore(int argc, char** argv) {
   auto slot_kv = engine::ParseSlotKvType(flags.GetOr("slot-kv", "", "auto"));
   if (err.empty() && !slot_kv.ok()) err = slot_kv.status().message();
   if (err.empty() && (reps < 1 || slots < 1)) err = "need --reps >= 1, --slots >= 1";
+  const std::string overlap = flags.GetOr("overlap-import", "", "auto");
+  if (err.empty() && overlap != "auto" && overlap != "on" && overlap != "off") {
+    err = "--overlap-import takes auto, on or off";
+  }
   if (!err.empty()) {
     return cmd.UsageError(err);
   }
@@ -86,6 +92,7 @@ int CmdBenchRestore(int argc, char** argv) {
   const engine::KvType slot_type = engine::ResolveSlotKvType(*slot_kv, *kv, (*model)->info().n_gpu_layers);
   co.slot_type_k = co.slot_type_v = slot_type;
   co.n_threads = static_cast<int>(threads);
+  if (overlap != "auto") co.overlap_import = overlap == "on";
   auto ctx = engine::Context::Create(**model, co);
   if (!ctx.ok()) return cmd.Fail(ctx.status());
   std::fprintf(stderr, "bench restore: %s, %s KV at rest, %s in slots, %lld slots, %lld reps, %d GPU layers\n",
@@ -118,7 +125,8 @@ int CmdBenchRestore(int argc, char** argv) {
   if (auto out = flags.Get("json")) {
     nlohmann::json j = {{"benchmark", "restore"}, {"model", (*model)->info().name}, {"kv", engine::KvTypeName(*kv)},
                         {"slot_kv", engine::KvTypeName(slot_type)}, {"slots", slots}, {"reps", reps},
-                        {"gpu_layers", (*model)->info().n_gpu_layers}, {"staging", staging}, {"results", jr}};
+                        {"gpu_layers", (*model)->info().n_gpu_layers}, {"staging", staging},
+                        {"overlap_import", overlap}, {"results", jr}};
     if (Status s = WriteJson(j, *out); !s.ok()) return cmd.Fail(s);
   }
   return 0;

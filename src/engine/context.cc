@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/row_copy_pipeline.h"
 #include "ggml.h"
 #include "llama.h"
 #include "util/log.h"
@@ -16,6 +17,10 @@ namespace {
 // which the export holds. Full-size SWA caches would cost Gemma-class models
 // ~6x more KV memory for nothing we can reuse (see docs/engine.md).
 constexpr bool kSwaFull = false;
+
+// Below this a restore's rows are written before llama.cpp reads them: the
+// workers of an overlapped import cost more to start than they would save.
+constexpr size_t kOverlapImportMinBytes = 4u << 20;
 
 // llama.cpp's compute threads for a context that may use `wanted`. Under
 // ThreadSanitizer one: ggml's OpenMP workers meet at libgomp barriers that
@@ -251,8 +256,22 @@ Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& bl
   const auto n_stream = static_cast<uint32_t>(options_.n_slots);
   const KvLayout layout = spec_.layout();  // hybrid slots: at-rest rows are converted into slot rows
   std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(blocks, layout, n_tokens, n_stream));
-  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, layout, n_tokens, n_stream, buf, n_threads()));
-  return ImportSlotState(slot, buf);
+  if (!options_.overlap_import.value_or(staging_.pinned() && buf.size() >= kOverlapImportMinBytes)) {
+    AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, layout, n_tokens, n_stream, buf, n_threads()));
+    return ImportSlotState(slot, buf);
+  }
+  AGENTKV_ASSIGN_OR_RETURN(BlocksStateWriter writer, BlocksStateWriter::Start(blocks, layout, n_tokens, n_stream, buf));
+  ClearSlot(slot);
+  size_t read = 0;
+  {
+    RowCopyPipeline rows(writer, n_threads());
+    read = llama_state_seq_set_data_wait(ctx_, buf.data(), buf.size(), slot, 0, &RowCopyPipeline::WaitFn, &rows);
+  }  // every row written, no worker left
+  if (read == 0) {
+    ClearSlot(slot);
+    return Status::Corruption("import slot: llama.cpp rejected the state");
+  }
+  return Status::OK();
 }
 
 }  // namespace agentkv::engine

@@ -46,6 +46,12 @@ struct ContextOptions {
   // warm-up does), so that the first request after a start does not pay for
   // loading GPU kernels, capturing graphs or growing the output buffer.
   bool warmup = true;
+  // ImportSlotBlocks overlaps writing the state's rows (worker threads) with
+  // llama.cpp copying them into the cache (RowCopyPipeline); unset: for
+  // states of 4 MiB and more that go through page-locked memory to a GPU
+  // (staging_pinned()), where the two copies use different hardware. The
+  // result is the same either way.
+  std::optional<bool> overlap_import;
 };
 
 // One token to evaluate: append `token` at position `pos` of `slot`.

@@ -58,9 +58,10 @@ TEST(ModelLoadTest, BadFilesGiveClearErrors) {
 class EngineTest : public testing::BundledModelTest {
  protected:
   std::unique_ptr<Context> MakeContext(KvType t = KvType::kQ4_0, int slots = 2, int slot_ctx = 2048,
-                                       bool warmup = true) {
+                                       bool warmup = true, std::optional<bool> overlap_import = std::nullopt) {
     ContextOptions o;
     o.warmup = warmup;
+    o.overlap_import = overlap_import;
     o.n_slots = slots;
     o.slot_ctx = slot_ctx;
     o.type_k = o.type_v = t;
@@ -196,9 +197,13 @@ TEST_F(EngineTest, TokenSpansReproduceTheText) {
 // The cache oracle: 3 full blocks + a partial one, exported from slot 0 to
 // blocks and imported into slot 1, must produce bit-identical next-token
 // logits (same cells, same kernels, same batch shape) and 32 equal greedy tokens.
+// Both import paths: rows written before llama.cpp reads the state, and
+// rows written while it reads them (ContextOptions::overlap_import).
 TEST_F(EngineTest, ExportImportAcrossSlotsIsExact) {
-  for (KvType type : {KvType::kQ4_0, KvType::kF16}) {
-    auto ctx = MakeContext(type, 3);
+  for (auto [type, overlap] : {std::pair{KvType::kQ4_0, false}, std::pair{KvType::kF16, false},
+                               std::pair{KvType::kQ4_0, true}, std::pair{KvType::kF16, true}}) {
+    SCOPED_TRACE(std::string(KvTypeName(type)) + (overlap ? ", overlapped import" : ""));
+    auto ctx = MakeContext(type, 3, 2048, true, overlap);
     ASSERT_TRUE(ctx);
     Tokenizer tok(*model_);
     auto t = tok.Tokenize(SampleText(6000), true);

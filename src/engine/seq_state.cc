@@ -464,8 +464,8 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
   return WriteBlocksState(blocks, KvLayout::Same(shape), n_tokens, n_stream, dst, n_threads);
 }
 
-Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const KvLayout& layout, uint32_t n_tokens,
-                        uint32_t n_stream, std::span<uint8_t> dst, int n_threads) {
+Result<BlocksStateWriter> BlocksStateWriter::Start(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
+                                                   uint32_t n_tokens, uint32_t n_stream, std::span<uint8_t> dst) {
   const StateShape& shape = layout.slot;  // what is written; blocks follow layout.rest
   if (n_tokens == 0) return Status::InvalidArgument("kv state: empty sequence");
   if (Converts(layout)) AGENTKV_RETURN_IF_ERROR(CheckLayout(layout));
@@ -476,16 +476,8 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const KvLayou
     return Status::InvalidArgument("kv state: blocks do not cover " + std::to_string(n_tokens) + " positions");
   }
   // One pass writes the headers and notes where each layer's rows go; the
-  // row copies (nearly all the bytes) then run in parallel, one layer's K or
-  // V per task.
-  struct RowCopy {
-    uint8_t* dst;
-    size_t section;
-    uint32_t layer;
-    bool is_k;
-    uint32_t lo, hi;  // positions
-  };
-  std::vector<RowCopy> copies;
+  // row copies (nearly all the bytes) come later, one layer's K or V each.
+  BlocksStateWriter writer(blocks, layout, dst);
   uint8_t* w = dst.data();
   auto put = [&w](auto v) {
     std::memcpy(w, &v, sizeof(v));
@@ -511,38 +503,56 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const KvLayou
         const uint64_t rb = is_k ? s.k_row_bytes[l] : s.v_row_bytes[l];
         put(is_k ? s.k_type[l] : s.v_type[l]);
         put(rb);
-        copies.push_back({w, si, l, is_k, lo, hi});
+        writer.copies_.push_back({static_cast<size_t>(w - dst.data()), si, l, is_k, lo, hi});
         w += (hi - lo) * rb;
       }
     }
     for (uint32_t st = 1; st < n_stream; ++st) put(uint32_t{0});
   }
-  const bool big = dst.size() >= ParallelThreshold(layout);
-  ParallelFor(copies.size(), big ? n_threads : 1, [&](size_t i) {
-    const RowCopy& c = copies[i];
-    const SectionShape& s = shape.sections[c.section];
-    const SectionShape& rest = layout.rest.sections[c.section];
-    const uint64_t rb = c.is_k ? s.k_row_bytes[c.layer] : s.v_row_bytes[c.layer];
-    const uint64_t rest_rb = c.is_k ? rest.k_row_bytes[c.layer] : rest.v_row_bytes[c.layer];
-    const int32_t type = c.is_k ? s.k_type[c.layer] : s.v_type[c.layer];
-    const int32_t rest_type = c.is_k ? rest.k_type[c.layer] : rest.v_type[c.layer];
-    const std::string name = TensorName(c.section, c.layer, c.is_k);
-    uint8_t* out = c.dst;
-    for (uint32_t p = c.lo; p < c.hi;) {
-      const KvBlock& b = *blocks[p / kBlockTokens];
-      const KvTensor* t = FindTensor(b, name);  // present: RestorablePrefix checked
-      const uint32_t run_end = std::min(c.hi, t->first_pos + t->n_rows);
-      const uint8_t* from = t->data.data() + (p - t->first_pos) * rest_rb;
-      if (type == rest_type) {
-        std::memcpy(out, from, (run_end - p) * rb);
-      } else {
-        ConvertKvRows(rest_type, rest_rb, type, from, out, run_end - p);
-      }
-      out += (run_end - p) * rb;
-      p = run_end;
-    }
-  });
   if (w != dst.data() + dst.size()) return Status::Internal("kv state: size accounting mismatch");
+  return writer;
+}
+
+uint64_t BlocksStateWriter::RowBytesPerPosition(const RowCopy& c) const {
+  const SectionShape& s = layout_.slot.sections[c.section];
+  return c.is_k ? s.k_row_bytes[c.layer] : s.v_row_bytes[c.layer];
+}
+
+std::pair<size_t, size_t> BlocksStateWriter::RowBytes(size_t i) const {
+  const RowCopy& c = copies_[i];
+  return {c.offset, c.offset + (c.hi - c.lo) * RowBytesPerPosition(c)};
+}
+
+void BlocksStateWriter::CopyRows(size_t i) const {
+  const RowCopy& c = copies_[i];
+  const SectionShape& s = layout_.slot.sections[c.section];
+  const SectionShape& rest = layout_.rest.sections[c.section];
+  const uint64_t rb = RowBytesPerPosition(c);
+  const uint64_t rest_rb = c.is_k ? rest.k_row_bytes[c.layer] : rest.v_row_bytes[c.layer];
+  const int32_t type = c.is_k ? s.k_type[c.layer] : s.v_type[c.layer];
+  const int32_t rest_type = c.is_k ? rest.k_type[c.layer] : rest.v_type[c.layer];
+  const std::string name = TensorName(c.section, c.layer, c.is_k);
+  uint8_t* out = dst_.data() + c.offset;
+  for (uint32_t p = c.lo; p < c.hi;) {
+    const KvBlock& b = *(*blocks_)[p / kBlockTokens];
+    const KvTensor* t = FindTensor(b, name);  // present: RestorablePrefix checked
+    const uint32_t run_end = std::min(c.hi, t->first_pos + t->n_rows);
+    const uint8_t* from = t->data.data() + (p - t->first_pos) * rest_rb;
+    if (type == rest_type) {
+      std::memcpy(out, from, (run_end - p) * rb);
+    } else {
+      ConvertKvRows(rest_type, rest_rb, type, from, out, run_end - p);
+    }
+    out += (run_end - p) * rb;
+    p = run_end;
+  }
+}
+
+Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const KvLayout& layout, uint32_t n_tokens,
+                        uint32_t n_stream, std::span<uint8_t> dst, int n_threads) {
+  AGENTKV_ASSIGN_OR_RETURN(BlocksStateWriter writer, BlocksStateWriter::Start(blocks, layout, n_tokens, n_stream, dst));
+  const bool big = dst.size() >= ParallelThreshold(layout);
+  ParallelFor(writer.n_row_copies(), big ? n_threads : 1, [&](size_t i) { writer.CopyRows(i); });
   return Status::OK();
 }
 

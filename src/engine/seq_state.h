@@ -146,6 +146,42 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const KvLayou
 Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,
                         uint32_t n_stream, std::span<uint8_t> dst, int n_threads = 1);
 
+// WriteBlocksState in two steps, for a caller that uses the state while its
+// rows are still being written (Context::ImportSlotBlocks overlaps the rows'
+// copy with llama.cpp's copy to the device): Start() checks the arguments
+// (the errors of WriteBlocksState) and writes every byte of dst except the
+// tensor rows; CopyRows(i), for each i in [0, n_row_copies()), then writes
+// dst[RowBytes(i)], in any order and from any threads (each i once). The
+// ranges ascend with i, do not overlap, and with the headers tile dst.
+// `blocks` and dst must outlive the writer.
+class BlocksStateWriter {
+ public:
+  static Result<BlocksStateWriter> Start(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
+                                         uint32_t n_tokens, uint32_t n_stream, std::span<uint8_t> dst);
+
+  size_t n_row_copies() const { return copies_.size(); }
+  // Byte range [first, second) of dst that CopyRows(i) writes.
+  std::pair<size_t, size_t> RowBytes(size_t i) const;
+  void CopyRows(size_t i) const;
+
+ private:
+  struct RowCopy {
+    size_t offset;  // in dst
+    size_t section;
+    uint32_t layer;
+    bool is_k;
+    uint32_t lo, hi;  // positions
+  };
+  BlocksStateWriter(const std::vector<const KvBlock*>& blocks, const KvLayout& layout, std::span<uint8_t> dst)
+      : blocks_(&blocks), layout_(layout), dst_(dst) {}
+  uint64_t RowBytesPerPosition(const RowCopy& c) const;
+
+  const std::vector<const KvBlock*>* blocks_;
+  KvLayout layout_;
+  std::span<uint8_t> dst_;
+  std::vector<RowCopy> copies_;
+};
+
 // Builds llama.cpp state bytes for positions [0, n_tokens) of `blocks`, for a
 // context with n_stream streams per section. REQUIRES n_tokens <=
 // RestorablePrefix(blocks, shape, n_tokens); otherwise InvalidArgument.

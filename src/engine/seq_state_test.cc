@@ -1,6 +1,7 @@
 // Pins llama.cpp's per-sequence state layout with synthetic bytes: cells out
 // of position order, several streams, MLA (no V) and sliding-window sections.
 #include "engine/seq_state.h"
+#include "engine/row_copy_pipeline.h"
 #include "engine/seq_state_test_support.h"
 
 #include <gtest/gtest.h>
@@ -115,6 +116,54 @@ TEST(SeqStateTest, DenseRoundTripIsBitExact) {
   EXPECT_EQ((*tail)[1], (*blocks)[3]);
   EXPECT_TRUE(StateToBlocks(state, *shape, n, 9)->empty());
   EXPECT_FALSE(StateToBlocks(std::span(state.data(), state.size() - 1), *shape, n, 3).ok());
+}
+
+// The two-step writer: its row ranges ascend and, with the headers Start
+// writes, give WriteBlocksState's bytes; a RowCopyPipeline's reader that
+// waits for each range in turn (as llama.cpp's does) sees final bytes only.
+TEST(RowCopyPipelineTest, EveryWaitedRangeHoldsItsFinalBytes) {
+  std::vector<FakeLayer> layers;
+  for (int l = 0; l < 8; ++l) layers.push_back({2, 2, 18 * 4, 18 * 4});
+  const uint32_t n = 3 * kBlockTokens + 17;
+  std::vector<uint8_t> state;
+  WriteHeader(&state);
+  WriteSection(&state, /*n_stream=*/2, /*stream=*/0, Shuffled(0, n, 2), layers, true);
+  auto shape = InferStateShape(state);
+  ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+  auto blocks = StateToBlocks(state, *shape, n);
+  ASSERT_TRUE(blocks.ok());
+  const auto ptrs = Ptrs(*blocks);
+  auto expected = BlocksToState(ptrs, *shape, n, 2);
+  ASSERT_TRUE(expected.ok());
+
+  const KvLayout layout = KvLayout::Same(*shape);
+  for (int threads : {1, 3, 16}) {
+    SCOPED_TRACE(threads);
+    std::vector<uint8_t> dst(expected->size(), 0xEE);
+    auto writer = BlocksStateWriter::Start(ptrs, layout, n, 2, dst);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_EQ(writer->n_row_copies(), 2 * layers.size());
+    size_t prev_end = 0;
+    for (size_t i = 0; i < writer->n_row_copies(); ++i) {
+      auto [b, e] = writer->RowBytes(i);
+      ASSERT_LT(prev_end, b) << "row copy " << i << " starts inside the previous one or its header";
+      ASSERT_EQ(e - b, uint64_t{n} * 18 * 4);
+      prev_end = e;
+    }
+    {
+      RowCopyPipeline rows(*writer, threads);
+      // Read in steps that straddle headers and rows, as llama.cpp's reader does.
+      for (size_t off = 0; off < dst.size(); off += 1001) {
+        const size_t len = std::min<size_t>(1001, dst.size() - off);
+        rows.WaitReady(off, len);
+        ASSERT_EQ(0, std::memcmp(dst.data() + off, expected->data() + off, len)) << "bytes at " << off;
+      }
+    }
+    EXPECT_EQ(dst, *expected);
+  }
+  // Start refuses what WriteBlocksState refuses.
+  std::vector<uint8_t> small(expected->size() - 1);
+  EXPECT_FALSE(BlocksStateWriter::Start(ptrs, layout, n, 2, small).ok());
 }
 
 TEST(SeqStateTest, MlaWithoutVIsInferred) {

@@ -1,0 +1,49 @@
+#pragma once
+// RowCopyPipeline: writes a BlocksStateWriter's rows on worker threads while
+// another thread already reads the state (llama.cpp's reader, through
+// llama_state_seq_set_data_wait), so that a restore's host-side copy and its
+// copy to the device overlap instead of running one after the other.
+//
+// Rows are handed to the workers in buffer order (the order llama.cpp reads
+// them in); WaitReady blocks until every row copy overlapping a byte range has
+// finished. Thread safety: WaitReady may be called from any thread; the
+// destructor waits for every copy, so the writer's buffer is complete (and no
+// worker touches it) once the pipeline is gone.
+
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/seq_state.h"
+
+namespace agentkv::engine {
+
+class RowCopyPipeline {
+ public:
+  // Starts n_threads (>= 1) workers over writer's rows. `writer` must outlive
+  // the pipeline and its headers must be written (BlocksStateWriter::Start).
+  RowCopyPipeline(const BlocksStateWriter& writer, int n_threads);
+  ~RowCopyPipeline();
+  RowCopyPipeline(const RowCopyPipeline&) = delete;
+  RowCopyPipeline& operator=(const RowCopyPipeline&) = delete;
+
+  // Returns once bytes [offset, offset + size) of the state hold their final
+  // values (at once for header bytes, which Start wrote).
+  void WaitReady(size_t offset, size_t size);
+  // llama_state_wait_fn over a RowCopyPipeline* `self`.
+  static void WaitFn(void* self, size_t offset, size_t size);
+
+ private:
+  void Work();
+
+  const BlocksStateWriter& writer_;
+  size_t next_ = 0;              // GUARDED_BY(mu_): the next row copy to hand out
+  std::vector<bool> done_;       // GUARDED_BY(mu_)
+  std::mutex mu_;
+  std::condition_variable cv_;  // a row copy finished
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace agentkv::engine
