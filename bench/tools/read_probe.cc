@@ -5,6 +5,9 @@
 //        (writes, then deletes, its files in DIR). "chunks" runs only the chunked block reads: each
 //        file's bytes split into pieces of 256 KiB .. 8 MiB, all (file, piece) pairs read by 8 / 32
 //        threads, against whole-file reads by the same threads (the store's block read, issue 11).
+//        "short" compares the ways to read a short agent (a few files) against one file of the same
+//        bytes: readahead hints issued for every file up front, O_DIRECT reads all in flight, one
+//        thread in file order, and the same for the one big file (issue 11, H200 2K restart).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -60,7 +63,7 @@ int main(int argc, char** argv) {
   size_t fbytes = argc > 3 ? atol(argv[3]) : 9437184 + 8192;
   int reps = argc > 4 ? atoi(argv[4]) : 3;
   const std::string modes = argc > 5 ? argv[5] : "all";
-  if (modes != "all" && modes != "chunks") Die("modes must be all or chunks:", modes);
+  if (modes != "all" && modes != "chunks" && modes != "short") Die("modes must be all, chunks or short:", modes);
   mkdir(dir.c_str(), 0700);
   std::vector<std::string> files;
   std::string big = dir + "/big.bin";
@@ -106,6 +109,104 @@ int main(int argc, char** argv) {
     printf("%-58s median %.2f GB/s  [%.2f - %.2f]\n", name, gbs[gbs.size() / 2], gbs.front(), gbs.back());
     fflush(stdout);
   };
+  auto cleanup = [&] {
+    for (auto& f : files) unlink(f.c_str());
+    unlink(big.c_str());
+  };
+  // O_DIRECT reads of [off, off + n) of a file (n, off multiples of 4 KiB; the tail
+  // below 4 KiB is left out, as the other O_DIRECT modes do).
+  auto direct_items = [&](const std::string& path, uint8_t* dst, size_t bytes, size_t chunk, int threads) {
+    int fd = open(path.c_str(), O_RDONLY | O_DIRECT);
+    if (fd < 0) Die("open O_DIRECT", path);
+    const size_t n = bytes & ~size_t(4095);
+    ParallelFor((n + chunk - 1) / chunk, threads, [&](size_t k) {
+      const size_t off = k * chunk;
+      ReadAll(fd, dst + off, std::min(chunk, n - off), static_cast<off_t>(off));
+    });
+    close(fd);
+  };
+  auto willneed = [&](const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    close(fd);
+  };
+  if (modes == "short") {
+    for (int round = 0; round < 2; ++round) {
+      run("big file: one read, 1 thread (llama-server)", [&] {
+        int fd = open(big.c_str(), O_RDONLY);
+        ReadAll(fd, final_buf, n_files * fbytes);
+        close(fd);
+      });
+      run("big file: WILLNEED, then one read", [&] {
+        willneed(big);
+        int fd = open(big.c_str(), O_RDONLY);
+        ReadAll(fd, final_buf, n_files * fbytes);
+        close(fd);
+      });
+      for (size_t mib : {1, 4}) {
+        for (int t : {4, 16}) {
+          run(("big file: O_DIRECT " + std::to_string(mib) + " MiB reads, " + std::to_string(t) + " thr").c_str(),
+              [&] { direct_items(big, final_buf, n_files * fbytes, mib << 20, t); });
+        }
+      }
+      for (int t : {2, 8}) {
+        run(("big file: " + std::to_string(t) + " thr, a file's bytes per read").c_str(), [&] {
+          int fd = open(big.c_str(), O_RDONLY);
+          ParallelFor(n_files, t, [&](size_t i) { ReadAll(fd, final_buf + i * fbytes, fbytes, static_cast<off_t>(i * fbytes)); });
+          close(fd);
+        });
+      }
+      run("blocks: 1 thread, one file after another", [&] {
+        for (size_t i = 0; i < n_files; ++i) {
+          int fd = open(files[i].c_str(), O_RDONLY);
+          ReadAll(fd, final_buf + i * fbytes, fbytes);
+          close(fd);
+        }
+      });
+      run("blocks: 8 thr, whole files", [&] {
+        ParallelFor(n_files, 8, [&](size_t i) {
+          int fd = open(files[i].c_str(), O_RDONLY);
+          ReadAll(fd, final_buf + i * fbytes, fbytes);
+          close(fd);
+        });
+      });
+      run("blocks: WILLNEED all in order, then 1 thread in order", [&] {
+        for (auto& f : files) willneed(f);
+        for (size_t i = 0; i < n_files; ++i) {
+          int fd = open(files[i].c_str(), O_RDONLY);
+          ReadAll(fd, final_buf + i * fbytes, fbytes);
+          close(fd);
+        }
+      });
+      run("blocks: WILLNEED all in order, then 8 thr", [&] {
+        for (auto& f : files) willneed(f);
+        ParallelFor(n_files, 8, [&](size_t i) {
+          int fd = open(files[i].c_str(), O_RDONLY);
+          ReadAll(fd, final_buf + i * fbytes, fbytes);
+          close(fd);
+        });
+      });
+      for (size_t mib : {1, 4}) {
+        for (int t : {8, 32}) {
+          run(("blocks: O_DIRECT " + std::to_string(mib) + " MiB reads, " + std::to_string(t) + " thr").c_str(), [&] {
+            const size_t chunk = mib << 20, n = fbytes & ~size_t(4095), per_file = (n + chunk - 1) / chunk;
+            std::vector<int> fds(n_files);
+            for (size_t i = 0; i < n_files; ++i) {
+              fds[i] = open(files[i].c_str(), O_RDONLY | O_DIRECT);
+              if (fds[i] < 0) Die("open O_DIRECT", files[i]);
+            }
+            ParallelFor(n_files * per_file, t, [&](size_t item) {
+              const size_t i = item / per_file, off = item % per_file * chunk;
+              ReadAll(fds[i], final_buf + i * n + off, std::min(chunk, n - off), static_cast<off_t>(off));
+            });
+            for (int fd : fds) close(fd);
+          });
+        }
+      }
+    }
+    cleanup();
+    return 0;
+  }
   // Chunked reads: file i's bytes at [k * chunk, (k+1) * chunk) are one pread,
   // every (file, chunk) pair an item of one ParallelFor; chunk 0 = whole files.
   for (int t : {8, 32}) {
