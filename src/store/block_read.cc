@@ -5,8 +5,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <thread>
+#include <utility>
 
 #include "util/parallel.h"
 
@@ -40,15 +43,16 @@ Status Named(const Status& st, const std::string& path) {
 
 Status Shrank() { return Status::Corruption("block file: shrank while read"); }
 
-// Size, head, every structural check of the header, the data bytes the head
-// read already holds; leaves in f->rest what is still to read.
-Status ReadHead(FileSystem* fs, const std::string& path, FileRead* f) {
-  AGENTKV_ASSIGN_OR_RETURN(f->file_size, fs->FileSize(path));
-  AGENTKV_ASSIGN_OR_RETURN(std::string head,
-                           fs->ReadRange(path, 0, static_cast<size_t>(std::min<uint64_t>(f->file_size, kBlockHeadReadBytes))));
+// The head of the image [base, base + f->file_size) of `path`: every
+// structural check of its header, the data bytes the head read already
+// holds; leaves in f->rest what is still to read (at file offsets).
+Status ReadImageHead(FileSystem* fs, const std::string& path, uint64_t base, FileRead* f) {
+  AGENTKV_ASSIGN_OR_RETURN(
+      std::string head,
+      fs->ReadRange(path, base, static_cast<size_t>(std::min<uint64_t>(f->file_size, kBlockHeadReadBytes))));
   AGENTKV_ASSIGN_OR_RETURN(const uint64_t data_offset, BlockDataOffset(head, f->file_size));
   if (head.size() < data_offset) {  // a header longer than the first read
-    AGENTKV_ASSIGN_OR_RETURN(std::string more, fs->ReadRange(path, head.size(), data_offset - head.size()));
+    AGENTKV_ASSIGN_OR_RETURN(std::string more, fs->ReadRange(path, base + head.size(), data_offset - head.size()));
     head += more;
     if (head.size() < data_offset) return Shrank();
   }
@@ -59,7 +63,7 @@ Status ReadHead(FileSystem* fs, const std::string& path, FileRead* f) {
   // The data bytes the head read already holds go into the first pieces.
   std::vector<std::span<uint8_t>> pieces = f->layout->DataPieces();
   std::string_view have = std::string_view(head).substr(data_offset);
-  uint64_t at = data_offset;
+  uint64_t at = base + data_offset;
   for (std::span<uint8_t> piece : pieces) {
     const size_t n = std::min(piece.size(), have.size());
     if (n > 0) std::memcpy(piece.data(), have.data(), n);
@@ -97,6 +101,101 @@ Result<DecodedBlock> Finish(FileRead* f, std::span<const Status> chunk_status, c
   Result<DecodedBlock> done = FinishBlockFile(std::move(*f->layout));
   if (!done.ok()) return Named(done.status(), path);
   return done;
+}
+
+// A whole block file: its size, then its head (ReadImageHead).
+Status ReadHead(FileSystem* fs, const std::string& path, FileRead* f) {
+  AGENTKV_ASSIGN_OR_RETURN(f->file_size, fs->FileSize(path));
+  return ReadImageHead(fs, path, 0, f);
+}
+
+// The image of `src` in its pack of `pack_bytes` bytes, whole: its head,
+// then the rest of its data in one scattered read. Leaves the checksum to
+// Finish.
+Status ReadPackedImage(FileSystem* fs, const BlockSource& src, uint64_t pack_bytes, FileRead* f) {
+  if (src.offset > pack_bytes || src.bytes > pack_bytes - src.offset) {
+    return Status::Corruption("block file: image at offset " + std::to_string(src.offset) + " (" +
+                              std::to_string(src.bytes) + " bytes) outside the pack (" + std::to_string(pack_bytes) +
+                              " bytes)");
+  }
+  f->file_size = src.bytes;
+  AGENTKV_RETURN_IF_ERROR(ReadImageHead(fs, src.path, src.offset, f));
+  if (f->rest.empty()) return Status::OK();
+  uint64_t want = 0;
+  for (std::span<uint8_t> piece : f->rest) want += piece.size();
+  AGENTKV_ASSIGN_OR_RETURN(const size_t got, fs->ReadScattered(src.path, f->rest_begin.front(), f->rest));
+  return got == want ? Status::OK() : Shrank();
+}
+
+// Runs tasks in submission order on a thread of its own, or, without one,
+// at once on the caller's thread. The destructor waits for every task.
+class SerialWorker {
+ public:
+  explicit SerialWorker(bool own_thread) {
+    if (own_thread) thread_ = std::thread([this] { Loop(); });
+  }
+  SerialWorker(const SerialWorker&) = delete;
+  SerialWorker& operator=(const SerialWorker&) = delete;
+  ~SerialWorker() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      closing_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void Submit(std::function<void()> task) {
+    if (!thread_.joinable()) return task();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      cv_.wait(l, [this] { return !tasks_.empty() || closing_; });
+      if (tasks_.empty()) return;
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      l.unlock();
+      task();
+      l.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;  // guarded by mu_
+  bool closing_ = false;                     // guarded by mu_
+  std::thread thread_;
+};
+
+// One run of images back to back in one pack, read on this thread as one
+// sequential stream; each finished image's checksum is verified by `hasher`
+// while the next image is read. out[k] receives run[k]'s result.
+void ReadPackRun(FileSystem* fs, std::span<const BlockSource> run, std::span<std::optional<Result<DecodedBlock>>> out,
+                 bool hash_on_own_thread) {
+  const std::string& path = run.front().path;
+  const Result<uint64_t> pack_bytes = fs->FileSize(path);
+  std::vector<FileRead> reads(run.size());
+  SerialWorker hasher(hash_on_own_thread);  // declared after `reads`: drained before they go
+  for (size_t k = 0; k < run.size(); ++k) {
+    Status st = pack_bytes.ok() ? ReadPackedImage(fs, run[k], *pack_bytes, &reads[k]) : pack_bytes.status();
+    if (!st.ok()) {
+      out[k] = Named(st, path);
+      continue;
+    }
+    hasher.Submit([&reads, out, k, &path] { out[k] = Finish(&reads[k], {}, path); });
+  }
+}
+
+// Whether `next` continues the pack run that `prev` is in.
+bool ContinuesRun(const BlockSource& prev, const BlockSource& next) {
+  return prev.packed && next.packed && prev.path == next.path && prev.offset + prev.bytes == next.offset;
 }
 
 }  // namespace
@@ -205,6 +304,50 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
   out.reserve(files.size());
   for (FileRead& f : files) out.push_back(std::move(*f.result));
   return out;
+}
+
+std::vector<Result<DecodedBlock>> ReadBlockSources(FileSystem* fs, std::span<const BlockSource> sources,
+                                                   const BlockReadOptions& options) {
+  std::vector<std::optional<Result<DecodedBlock>>> out(sources.size());
+  std::span<std::optional<Result<DecodedBlock>>> out_span(out);
+  std::vector<size_t> files;
+  std::vector<std::string> file_paths;
+  std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) of sources
+  for (size_t i = 0; i < sources.size();) {
+    if (!sources[i].packed) {
+      files.push_back(i);
+      file_paths.push_back(sources[i].path);
+      ++i;
+      continue;
+    }
+    size_t end = i + 1;
+    while (end < sources.size() && ContinuesRun(sources[end - 1], sources[end])) ++end;
+    runs.emplace_back(i, end);
+    i = end;
+  }
+  // One stream per pack run, on a thread of its own when reads may overlap:
+  // parallel readers of one file slow a virtual disk down (bench/RESULTS.md).
+  const bool parallel = options.n_threads > 1;
+  std::vector<std::thread> run_threads;
+  for (const auto& [begin, end] : runs) {
+    auto read_run = [fs, sources, out_span, parallel, begin = begin, end = end] {
+      ReadPackRun(fs, sources.subspan(begin, end - begin), out_span.subspan(begin, end - begin), parallel);
+    };
+    if (parallel) {
+      run_threads.emplace_back(read_run);
+    } else {
+      read_run();
+    }
+  }
+  if (!files.empty()) {
+    std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs, file_paths, options);
+    for (size_t k = 0; k < files.size(); ++k) out[files[k]] = std::move(read[k]);
+  }
+  for (std::thread& t : run_threads) t.join();
+  std::vector<Result<DecodedBlock>> results;
+  results.reserve(out.size());
+  for (auto& r : out) results.push_back(std::move(*r));
+  return results;
 }
 
 }  // namespace agentkv

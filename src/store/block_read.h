@@ -5,6 +5,7 @@
 // sections split into chunks read in parallel (ReadBlockFiles).
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,5 +63,41 @@ struct BlockReadOptions {
 // Thread-safe if `fs` is and ConcurrentReads() (or options.n_threads <= 1).
 std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const std::string> paths,
                                                  const BlockReadOptions& options);
+
+// Where one block's file image lies: a whole block file, or the bytes
+// [offset, offset + bytes) of a pack file (docs/store-format.md, "Pack files").
+struct BlockSource {
+  std::string path;
+  bool packed = false;
+  uint64_t offset = 0;  // packed only
+  // Packed: the image's length (as the manifest records it). A block file:
+  // its expected size, a hint for planning reads only (its real size is read).
+  uint64_t bytes = 0;
+  static BlockSource File(std::string path, uint64_t expected_bytes) {
+    return {std::move(path), false, 0, expected_bytes};
+  }
+  static BlockSource Packed(std::string path, uint64_t offset, uint64_t bytes) {
+    return {std::move(path), true, offset, bytes};
+  }
+  bool operator==(const BlockSource&) const = default;
+};
+
+// Reads the block images at `sources`; element i of the result is what
+// ReadBlockFile returns for a block file holding exactly the image of
+// sources[i] (same checks, same errors, the pack's path named), plus:
+// an image must lie inside its pack (else Corruption). Images fail
+// independently. A run of sources that lie back to back in one pack
+// (consecutive elements, each starting where the previous one ends) is read
+// by ONE thread as one sequential stream in file order: each image's head,
+// then its data section straight into the tensors' buffers (no whole-pack
+// buffer); the checksums of finished images are computed on another thread
+// meanwhile (options.n_threads > 1; else on the caller's thread, after each
+// image). Block files, and runs in other packs, are read in parallel as
+// ReadBlockFiles reads them (the pack runs on threads of their own).
+// Blocks the caller until all is done. Thread-safe if `fs` is and
+// ConcurrentReads() (or options.n_threads <= 1: everything then happens on
+// the caller's thread, in source order).
+std::vector<Result<DecodedBlock>> ReadBlockSources(FileSystem* fs, std::span<const BlockSource> sources,
+                                                   const BlockReadOptions& options);
 
 }  // namespace agentkv

@@ -38,24 +38,25 @@ struct World {
     fault.Reset();
     Open();
   }
-  // No temp files and no block file that no manifest names.
+  // No temp files, and blocks/ holds exactly the block files and packs that
+  // the manifests name.
   void ExpectClean() {
-    std::set<std::string> referenced;
+    std::set<std::string> referenced;  // file names in blocks/
     for (const auto& ns : store->ListNamespaces()) {
       auto agents = store->ListAgents(ns);
       ASSERT_TRUE(agents.ok());
       for (const auto& a : *agents) {
         auto rec = store->GetRecord(ns, a.agent_id);
         ASSERT_TRUE(rec.ok()) << rec.status().ToString();
-        for (const auto& b : rec->blocks) referenced.insert(b.id);
+        for (const auto& b : rec->blocks) referenced.insert(b.pack.empty() ? b.id + ".safetensors" : b.pack + ".pack");
       }
     }
-    size_t blocks = 0;
+    std::set<std::string> on_disk;
     for (const auto& p : mem.AllFiles()) {
       EXPECT_EQ(p.find(".tmp"), std::string::npos) << p;
-      if (p.find("/blocks/") != std::string::npos) ++blocks;
+      if (p.find("/blocks/") != std::string::npos) on_disk.insert(p.substr(p.rfind('/') + 1));
     }
-    EXPECT_EQ(blocks, referenced.size());
+    EXPECT_EQ(on_disk, referenced);
   }
 };
 
