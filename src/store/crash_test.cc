@@ -72,6 +72,18 @@ const std::vector<int32_t>& V2() {  // V1 + 300 tokens: block 2 fills, block 3 s
   }();
   return *v;
 }
+const std::vector<int32_t>& V3() {  // V1 + 600 tokens: blocks 2 and 3 full (one pack), block 4 starts
+  static const auto* v = [] {
+    auto* t = new std::vector<int32_t>(V1());
+    for (int i = 0; i < 600; ++i) t->push_back(11 + i);
+    return t;
+  }();
+  return *v;
+}
+// The updates the crash tests apply to V1: one new full block (a block
+// file), and two (a pack beside the pack V1's first save wrote).
+std::vector<const std::vector<int32_t>*> Updates() { return {&V2(), &V3()}; }
+
 const std::vector<int32_t>& Other() {  // shares blocks 0 and 1 with V1
   static const auto* v = new std::vector<int32_t>(MakeTokens(530, 2, 512));
   return *v;
@@ -90,26 +102,41 @@ bool ExpectOldOrNew(AgentStore* store, const std::vector<int32_t>* old_tokens, c
   return is_new;
 }
 
+// The updates write what the tests mean them to: V1 and V3 a pack each.
+TEST(CrashTest, UpdatesWriteABlockFileAndAPack) {
+  World w;
+  w.Open();
+  ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
+  EXPECT_EQ(CountFiles(w.mem, ".pack"), 1u);
+  ASSERT_TRUE(Save(w.store.get(), "ns", "a", V2()).ok());
+  EXPECT_EQ(CountFiles(w.mem, ".pack"), 1u);
+  ASSERT_TRUE(Save(w.store.get(), "ns", "c", V3()).ok());
+  EXPECT_EQ(CountFiles(w.mem, ".pack"), 2u);
+}
+
 TEST(CrashTest, CrashAtEveryStepOfAnUpdate) {
-  uint64_t n = 1;
-  for (; n < kMaxOps; ++n) {
-    World w;
-    w.Open();
-    ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
-    ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
-    w.fault.Reset();
-    w.fault.CrashAtOp(n);
-    Status st = Save(w.store.get(), "ns", "a", V2());
-    bool crashed = w.fault.crashed();
-    w.CrashAndReopen();
-    bool is_new = ExpectOldOrNew(w.store.get(), &V1(), V2(), n);
-    if (st.ok()) EXPECT_TRUE(is_new) << "op " << n << ": an acknowledged save was lost";
-    EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
-    w.ExpectClean();
-    if (!crashed) break;
+  for (const std::vector<int32_t>* update : Updates()) {
+    SCOPED_TRACE("update to " + std::to_string(update->size()) + " tokens");
+    uint64_t n = 1;
+    for (; n < kMaxOps; ++n) {
+      World w;
+      w.Open();
+      ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
+      ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
+      w.fault.Reset();
+      w.fault.CrashAtOp(n);
+      Status st = Save(w.store.get(), "ns", "a", *update);
+      bool crashed = w.fault.crashed();
+      w.CrashAndReopen();
+      bool is_new = ExpectOldOrNew(w.store.get(), &V1(), *update, n);
+      if (st.ok()) EXPECT_TRUE(is_new) << "op " << n << ": an acknowledged save was lost";
+      EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
+      w.ExpectClean();
+      if (!crashed) break;
+    }
+    EXPECT_GT(n, 10u);
+    EXPECT_LT(n, kMaxOps);
   }
-  EXPECT_GT(n, 10u);
-  EXPECT_LT(n, kMaxOps);
 }
 
 TEST(CrashTest, CrashAtEveryStepOfAFirstSave) {
@@ -156,30 +183,33 @@ TEST(CrashTest, CrashAtEveryStepOfADelete) {
 // A transient I/O error at op n: the same store keeps a consistent view, a
 // retry succeeds, and the retried version survives a crash.
 TEST(CrashTest, IoErrorAtEveryStepThenRetry) {
-  uint64_t n = 1;
-  for (; n < kMaxOps; ++n) {
-    World w;
-    w.Open();
-    ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
-    ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
-    w.fault.Reset();
-    w.fault.FailOpAt(n);
-    Status st = Save(w.store.get(), "ns", "a", V2());
-    bool failed_op_reached = w.fault.op_count() >= n;
-    w.fault.Reset();  // disarm: the checks below must not hit the fault
-    ExpectOldOrNew(w.store.get(), &V1(), V2(), n);
-    EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
-    ASSERT_TRUE(Save(w.store.get(), "ns", "a", V2()).ok()) << "op " << n;
-    w.CrashAndReopen();
-    EXPECT_TRUE(ExpectOldOrNew(w.store.get(), &V1(), V2(), n)) << "op " << n;
-    EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
-    w.ExpectClean();
-    if (!failed_op_reached) {
-      EXPECT_TRUE(st.ok());
-      break;
+  for (const std::vector<int32_t>* update : Updates()) {
+    SCOPED_TRACE("update to " + std::to_string(update->size()) + " tokens");
+    uint64_t n = 1;
+    for (; n < kMaxOps; ++n) {
+      World w;
+      w.Open();
+      ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
+      ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
+      w.fault.Reset();
+      w.fault.FailOpAt(n);
+      Status st = Save(w.store.get(), "ns", "a", *update);
+      bool failed_op_reached = w.fault.op_count() >= n;
+      w.fault.Reset();  // disarm: the checks below must not hit the fault
+      ExpectOldOrNew(w.store.get(), &V1(), *update, n);
+      EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
+      ASSERT_TRUE(Save(w.store.get(), "ns", "a", *update).ok()) << "op " << n;
+      w.CrashAndReopen();
+      EXPECT_TRUE(ExpectOldOrNew(w.store.get(), &V1(), *update, n)) << "op " << n;
+      EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
+      w.ExpectClean();
+      if (!failed_op_reached) {
+        EXPECT_TRUE(st.ok());
+        break;
+      }
     }
+    EXPECT_LT(n, kMaxOps);
   }
-  EXPECT_LT(n, kMaxOps);
 }
 
 // Same for a first save into a new namespace: directories created by a
