@@ -230,7 +230,10 @@ class AgentStore {
   Result<SaveResult> SaveAgent(std::string_view ns, const AgentRecord& record, const BlockProvider& provider);
 
   // Reads and verifies blocks [first_block, n_blocks) and stops at the first
-  // missing or bad one: a bad block file is quarantined and counted. NotFound
+  // missing or bad one: a bad block file is quarantined and counted (a bad
+  // image in a pack quarantines the whole pack: its blocks become missing).
+  // Blocks lying back to back in one pack are read as one sequential stream
+  // by one thread (block_read.h ReadBlockSources). NotFound
   // if the agent is absent, FailedPrecondition if its kv types differ,
   // Corruption if its manifest no longer verifies; a bad block is not an
   // error (see LoadedAgent).
@@ -246,8 +249,10 @@ class AgentStore {
   // held.size() == rec.blocks.size(). InvalidArgument for a bad namespace.
   Result<std::vector<std::optional<KvBlock>>> ReadHeldBlocks(std::string_view ns, const AgentRecord& rec);
 
-  // Erasure: removes the manifest, then every block no one else references
-  // and their quarantined copies; all durably. NotFound if absent.
+  // Erasure: removes the manifest, then every block file and pack no one
+  // else references and their quarantined copies; all durably. Images of
+  // this agent inside a pack that another agent still names stay until that
+  // pack dies (docs/store-format.md, "Space rule"). NotFound if absent.
   Status DeleteAgent(std::string_view ns, std::string_view agent_id);
 
   // Reads and verifies every block (not stopping at the first bad one); bad
@@ -373,8 +378,8 @@ class AgentStore {
                                     const std::vector<std::string>& ids, const std::vector<uint32_t>& indexes,
                                     const std::string& pack_id, const BlockProvider& provider);
   // Writes the blocks `to_write` of `rec` (without mu_; see SaveAgentOnce):
-  // the full ones as one pack `pack_id` if there are at least two, the others
-  // as block files. Appends what was written to *packs and *files, also on
+  // the full ones as one pack `pack_id` unless it is "" (fewer than
+  // kMinPackBlocks, or packs off), the others as block files. Appends what was written to *packs and *files, also on
   // failure (what landed before it).
   Status WriteNewBlocks(const NamespaceState& ns, const AgentRecord& rec, const std::vector<std::string>& ids,
                         const std::vector<uint32_t>& to_write, const std::string& pack_id,
