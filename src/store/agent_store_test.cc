@@ -442,18 +442,6 @@ TEST(AgentStorePosixTest, ReadAheadKeepsOrderAndStopsAtCorruption) {
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
-// MakeBlock with rows 40x wider (~290 KB files), so that block files have
-// data beyond the first read and LoadBlocks reads it in several chunks.
-KvBlock WideBlock(const std::vector<int32_t>& tokens, uint32_t i) {
-  KvBlock b = MakeBlock(tokens, i);
-  for (KvTensor& t : b.tensors) {
-    t.row_bytes *= 40;
-    t.data.resize(size_t{t.n_rows} * t.row_bytes);
-    for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = static_cast<uint8_t>(k * 29 + i * 13 + t.name.size());
-  }
-  return b;
-}
-
 // Chunked read-ahead (block_read.h ReadBlockFiles) of large block files: the
 // blocks come back exactly; an I/O error in one chunk of block 3 stops the
 // load there with that error (blocks 0-2 returned, the file kept: the error

@@ -56,21 +56,7 @@ std::string Encode(const KvBlock& block) {
 // (read a range, copy) that every other file system uses.
 class BlockReadTest : public ::testing::TestWithParam<bool> {
  protected:
-  void SetUp() override {
-    if (GetParam()) {
-      std::string tmpl = ::testing::TempDir() + "/agentkv_block_read_XXXXXX";
-      ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-      dir_ = tmpl;
-      fs_ = std::make_unique<PosixFileSystem>();
-    } else {
-      dir_ = "/mem";
-      fs_ = std::make_unique<MemFileSystem>();
-      ASSERT_TRUE(fs_->CreateDirs(dir_).ok());
-    }
-  }
-  void TearDown() override {
-    if (GetParam()) std::filesystem::remove_all(dir_);
-  }
+  void SetUp() override { ASSERT_FALSE(dir_.empty()); }
   std::string Put(const std::string& bytes) {
     const std::string path = dir_ + "/b" + std::to_string(n_++) + ".safetensors";
     auto f = fs_->NewWritableFile(path);
@@ -81,8 +67,9 @@ class BlockReadTest : public ::testing::TestWithParam<bool> {
     return path;
   }
 
-  std::string dir_;
-  std::unique_ptr<FileSystem> fs_;
+  store_test::TestFileSystem disk_{GetParam()};
+  const std::string& dir_ = disk_.dir;
+  std::unique_ptr<FileSystem>& fs_ = disk_.fs;
   int n_ = 0;
 };
 

@@ -31,6 +31,9 @@ struct World {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store = std::move(s).value();
   }
+  // The starting point of the update and delete tests: agent a at V1, agent
+  // b (sharing V1's first blocks) at Other, nothing armed.
+  void OpenWithAAndB();
   // Crash: the store dies, unsynced state is dropped, a new store opens.
   void CrashAndReopen() {
     store.reset();
@@ -59,6 +62,16 @@ struct World {
     EXPECT_EQ(on_disk, referenced);
   }
 };
+
+const std::vector<int32_t>& V1();
+const std::vector<int32_t>& Other();
+
+void World::OpenWithAAndB() {
+  Open();
+  ASSERT_TRUE(Save(store.get(), "ns", "a", V1()).ok());
+  ASSERT_TRUE(Save(store.get(), "ns", "b", Other()).ok());
+  fault.Reset();
+}
 
 const std::vector<int32_t>& V1() {
   static const auto* v = new std::vector<int32_t>(MakeTokens(600, 1, 512));
@@ -120,10 +133,7 @@ TEST(CrashTest, CrashAtEveryStepOfAnUpdate) {
     uint64_t n = 1;
     for (; n < kMaxOps; ++n) {
       World w;
-      w.Open();
-      ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
-      ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
-      w.fault.Reset();
+      ASSERT_NO_FATAL_FAILURE(w.OpenWithAAndB());
       w.fault.CrashAtOp(n);
       Status st = Save(w.store.get(), "ns", "a", *update);
       bool crashed = w.fault.crashed();
@@ -162,10 +172,7 @@ TEST(CrashTest, CrashAtEveryStepOfADelete) {
   uint64_t n = 1;
   for (; n < kMaxOps; ++n) {
     World w;
-    w.Open();
-    ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
-    ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
-    w.fault.Reset();
+    ASSERT_NO_FATAL_FAILURE(w.OpenWithAAndB());
     w.fault.CrashAtOp(n);
     Status st = w.store->DeleteAgent("ns", "a");
     bool crashed = w.fault.crashed();
@@ -188,10 +195,7 @@ TEST(CrashTest, IoErrorAtEveryStepThenRetry) {
     uint64_t n = 1;
     for (; n < kMaxOps; ++n) {
       World w;
-      w.Open();
-      ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
-      ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
-      w.fault.Reset();
+      ASSERT_NO_FATAL_FAILURE(w.OpenWithAAndB());
       w.fault.FailOpAt(n);
       Status st = Save(w.store.get(), "ns", "a", *update);
       bool failed_op_reached = w.fault.op_count() >= n;

@@ -4,9 +4,6 @@
 // system (one reader, in order) and on the real one (the parallel read path),
 // with blocks large enough that their data lies beyond the first read.
 
-#include <stdlib.h>
-
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,8 +13,6 @@
 #include "store/agent_store.h"
 #include "store/block_file.h"
 #include "store/manifest.h"
-#include "store/mem_file_system.h"
-#include "store/posix_file_system.h"
 #include "store/store_ids.h"
 #include "store/store_test_util.h"
 
@@ -26,40 +21,18 @@ namespace {
 
 using namespace store_test;  // NOLINT
 
-// MakeBlock with rows 20x wider (~150 KB per block).
-KvBlock WideBlock(const std::vector<int32_t>& tokens, uint32_t i) {
-  KvBlock b = MakeBlock(tokens, i);
-  for (KvTensor& t : b.tensors) {
-    t.row_bytes *= 20;
-    t.data.resize(size_t{t.n_rows} * t.row_bytes);
-    for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = static_cast<uint8_t>(k * 29 + i * 13 + t.name.size());
-  }
-  return b;
-}
-
 constexpr uint32_t kFull = kBlockTokens;
 
 class PackTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    if (GetParam()) {
-      std::string tmpl = ::testing::TempDir() + "/agentkv_pack_XXXXXX";
-      ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-      dir_ = tmpl;
-      fs_ = std::make_unique<PosixFileSystem>();
-    } else {
-      dir_ = "/cache";
-      fs_ = std::make_unique<MemFileSystem>();
-    }
+    ASSERT_FALSE(disk_.dir.empty());
     Reopen();
   }
-  void TearDown() override {
-    store_.reset();
-    if (GetParam()) std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { store_.reset(); }  // before disk_ goes
   void Reopen(uint64_t budget = 0, bool packs = true) {
     store_.reset();
-    AgentStoreOptions o = Options(fs_.get(), dir_);
+    AgentStoreOptions o = Options(fs_, dir_);
     o.disk_budget_bytes = budget;
     o.pack_full_blocks = packs;
     o.now_ms = [this] { return ++clock_; };
@@ -117,8 +90,9 @@ class PackTest : public ::testing::TestWithParam<bool> {
     return rec.ok() ? *rec : AgentRecord{};
   }
 
-  std::string dir_;
-  std::unique_ptr<FileSystem> fs_;
+  TestFileSystem disk_{GetParam()};
+  const std::string& dir_ = disk_.dir;
+  FileSystem* const fs_ = disk_.fs.get();
   std::unique_ptr<AgentStore> store_;
   int64_t clock_ = 1000;
 };
