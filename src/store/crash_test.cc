@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 
 #include "store/agent_store.h"
@@ -127,26 +128,36 @@ TEST(CrashTest, UpdatesWriteABlockFileAndAPack) {
   EXPECT_EQ(CountFiles(w.mem, ".pack"), 2u);
 }
 
-TEST(CrashTest, CrashAtEveryStepOfAnUpdate) {
+// For each of Updates() and n = 1, 2, ...: a fresh World at OpenWithAAndB,
+// then `step(w, update, n)`, which injects its fault at op n, saves `update`
+// as agent a and checks; it returns whether op n was reached (if not, the
+// save ran to its end and the next update is taken).
+void ForEveryOpOfEachUpdate(const std::function<bool(World& w, const std::vector<int32_t>& update, uint64_t n)>& step) {
   for (const std::vector<int32_t>* update : Updates()) {
     SCOPED_TRACE("update to " + std::to_string(update->size()) + " tokens");
     uint64_t n = 1;
     for (; n < kMaxOps; ++n) {
       World w;
       ASSERT_NO_FATAL_FAILURE(w.OpenWithAAndB());
-      w.fault.CrashAtOp(n);
-      Status st = Save(w.store.get(), "ns", "a", *update);
-      bool crashed = w.fault.crashed();
-      w.CrashAndReopen();
-      bool is_new = ExpectOldOrNew(w.store.get(), &V1(), *update, n);
-      if (st.ok()) EXPECT_TRUE(is_new) << "op " << n << ": an acknowledged save was lost";
-      EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
-      w.ExpectClean();
-      if (!crashed) break;
+      if (!step(w, *update, n)) break;
     }
     EXPECT_GT(n, 10u);
     EXPECT_LT(n, kMaxOps);
   }
+}
+
+TEST(CrashTest, CrashAtEveryStepOfAnUpdate) {
+  ForEveryOpOfEachUpdate([](World& w, const std::vector<int32_t>& update, uint64_t n) {
+    w.fault.CrashAtOp(n);
+    Status st = Save(w.store.get(), "ns", "a", update);
+    bool crashed = w.fault.crashed();
+    w.CrashAndReopen();
+    bool is_new = ExpectOldOrNew(w.store.get(), &V1(), update, n);
+    if (st.ok()) EXPECT_TRUE(is_new) << "op " << n << ": an acknowledged save was lost";
+    EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
+    w.ExpectClean();
+    return crashed;
+  });
 }
 
 TEST(CrashTest, CrashAtEveryStepOfAFirstSave) {
@@ -190,30 +201,21 @@ TEST(CrashTest, CrashAtEveryStepOfADelete) {
 // A transient I/O error at op n: the same store keeps a consistent view, a
 // retry succeeds, and the retried version survives a crash.
 TEST(CrashTest, IoErrorAtEveryStepThenRetry) {
-  for (const std::vector<int32_t>* update : Updates()) {
-    SCOPED_TRACE("update to " + std::to_string(update->size()) + " tokens");
-    uint64_t n = 1;
-    for (; n < kMaxOps; ++n) {
-      World w;
-      ASSERT_NO_FATAL_FAILURE(w.OpenWithAAndB());
-      w.fault.FailOpAt(n);
-      Status st = Save(w.store.get(), "ns", "a", *update);
-      bool failed_op_reached = w.fault.op_count() >= n;
-      w.fault.Reset();  // disarm: the checks below must not hit the fault
-      ExpectOldOrNew(w.store.get(), &V1(), *update, n);
-      EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
-      ASSERT_TRUE(Save(w.store.get(), "ns", "a", *update).ok()) << "op " << n;
-      w.CrashAndReopen();
-      EXPECT_TRUE(ExpectOldOrNew(w.store.get(), &V1(), *update, n)) << "op " << n;
-      EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
-      w.ExpectClean();
-      if (!failed_op_reached) {
-        EXPECT_TRUE(st.ok());
-        break;
-      }
-    }
-    EXPECT_LT(n, kMaxOps);
-  }
+  ForEveryOpOfEachUpdate([](World& w, const std::vector<int32_t>& update, uint64_t n) {
+    w.fault.FailOpAt(n);
+    Status st = Save(w.store.get(), "ns", "a", update);
+    bool failed_op_reached = w.fault.op_count() >= n;
+    w.fault.Reset();  // disarm: the checks below must not hit the fault
+    ExpectOldOrNew(w.store.get(), &V1(), update, n);
+    EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
+    EXPECT_TRUE(Save(w.store.get(), "ns", "a", update).ok()) << "op " << n;
+    w.CrashAndReopen();
+    EXPECT_TRUE(ExpectOldOrNew(w.store.get(), &V1(), update, n)) << "op " << n;
+    EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
+    w.ExpectClean();
+    if (!failed_op_reached) EXPECT_TRUE(st.ok());
+    return failed_op_reached;
+  });
 }
 
 // Same for a first save into a new namespace: directories created by a
