@@ -29,6 +29,15 @@ int ReadThreads() {
   return n;
 }
 
+// Threads that prepare a pack run's heads (BlockReadOptions::head_threads):
+// half the cores, 2 to 4. Measured with 2048 tokens of an 8B-shape KV
+// (9.4 MB blocks) on a 2-core VM: one allocated a block in 5.2 ms while the
+// stream copied it in 1.3 ms; two bring a warm load from 45-52 to ~30 ms.
+int HeadThreads() {
+  static const int n = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 2, 4);
+  return n;
+}
+
 Status ValidateIds(std::string_view ns, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns));
   return ValidateName("agent id", agent_id);
@@ -187,8 +196,10 @@ BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<BlockSource>& sour
   for (const BlockSource& src : sources) {
     if (!src.packed) reads += 1 + (read_options.chunk_bytes > 0 ? src.bytes / read_options.chunk_bytes : 0);
   }
-  // At least two: a pack run's checksums are then computed beside its reads.
+  // At least two: a pack run's heads and checksums are then worked on beside
+  // its stream.
   read_options.n_threads = static_cast<int>(std::clamp<uint64_t>(reads, 2, std::max(threads, 2)));
+  read_options.head_threads = HeadThreads();
   return read_options;
 }
 

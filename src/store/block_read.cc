@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -109,21 +110,26 @@ Status ReadHead(FileSystem* fs, const std::string& path, FileRead* f) {
   return ReadImageHead(fs, path, 0, f);
 }
 
-// The image of `src` in its pack of `pack_bytes` bytes, whole: its head,
-// then the rest of its data in one scattered read. Leaves the checksum to
-// Finish.
-Status ReadPackedImage(FileSystem* fs, const BlockSource& src, uint64_t pack_bytes, FileRead* f) {
+// The head of the image of `src` in its pack of `pack_bytes` bytes
+// (ReadImageHead), after checking that the image lies inside the pack.
+Status ReadPackedHead(FileSystem* fs, const BlockSource& src, uint64_t pack_bytes, FileRead* f) {
   if (src.offset > pack_bytes || src.bytes > pack_bytes - src.offset) {
     return Status::Corruption("block file: image at offset " + std::to_string(src.offset) + " (" +
                               std::to_string(src.bytes) + " bytes) outside the pack (" + std::to_string(pack_bytes) +
                               " bytes)");
   }
   f->file_size = src.bytes;
-  AGENTKV_RETURN_IF_ERROR(ReadImageHead(fs, src.path, src.offset, f));
+  return ReadImageHead(fs, src.path, src.offset, f);
+}
+
+// The rest of a packed image's data (after ReadPackedHead), in one scattered
+// read of the pack's stream straight into the tensors' buffers. Leaves the
+// checksum to Finish.
+Status ReadPackedData(SequentialReadFile* pack, FileRead* f) {
   if (f->rest.empty()) return Status::OK();
   uint64_t want = 0;
   for (std::span<uint8_t> piece : f->rest) want += piece.size();
-  AGENTKV_ASSIGN_OR_RETURN(const size_t got, fs->ReadScattered(src.path, f->rest_begin.front(), f->rest));
+  AGENTKV_ASSIGN_OR_RETURN(const size_t got, pack->ReadScattered(f->rest_begin.front(), f->rest));
   return got == want ? Status::OK() : Shrank();
 }
 
@@ -174,17 +180,41 @@ class SerialWorker {
   std::thread thread_;
 };
 
-// One run of images back to back in one pack, read on this thread as one
-// sequential stream; each finished image's checksum is verified by `hasher`
-// while the next image is read. out[k] receives run[k]'s result.
+// One run of images back to back in one pack. This thread reads the images'
+// data in file order, one scattered read each, straight into the tensors'
+// buffers: one sequential stream. With `head_threads` > 0, other threads
+// work beside it: `head_threads` read and check the heads ahead, in order
+// (small reads; allocating and zeroing an image's buffers costs more CPU
+// than copying its data, see BlockReadOptions::head_threads), one verifies
+// the checksums of the images read. With 0, all of it happens here, image by
+// image. out[k] receives run[k]'s result.
 void ReadPackRun(FileSystem* fs, std::span<const BlockSource> run, std::span<std::optional<Result<DecodedBlock>>> out,
-                 bool hash_on_own_thread) {
+                 int head_threads) {
+  const bool pipelined = head_threads > 0;
   const std::string& path = run.front().path;
-  const Result<uint64_t> pack_bytes = fs->FileSize(path);
+  // The stream's reads share one open file; the heads are read by path (their
+  // small reads ahead must not disturb the stream's read-ahead).
+  Result<std::unique_ptr<SequentialReadFile>> pack = fs->OpenSequentialReads(path);
+  const Result<uint64_t> pack_bytes = pack.ok() ? Result<uint64_t>((*pack)->size()) : pack.status();
   std::vector<FileRead> reads(run.size());
-  SerialWorker hasher(hash_on_own_thread);  // declared after `reads`: drained before they go
+  std::vector<Status> head_status(run.size());
+  std::vector<std::promise<void>> head_done(run.size());
+  auto read_head = [&](size_t k) {
+    head_status[k] = pack_bytes.ok() ? ReadPackedHead(fs, run[k], *pack_bytes, &reads[k]) : pack_bytes.status();
+    head_done[k].set_value();
+  };
+  // Declared after what their tasks touch: done before those go.
+  SerialWorker hasher(pipelined);
+  std::jthread heads;
+  if (pipelined) heads = std::jthread([&] { ParallelFor(run.size(), head_threads, read_head); });
   for (size_t k = 0; k < run.size(); ++k) {
-    Status st = pack_bytes.ok() ? ReadPackedImage(fs, run[k], *pack_bytes, &reads[k]) : pack_bytes.status();
+    if (pipelined) {
+      head_done[k].get_future().wait();
+    } else {
+      read_head(k);
+    }
+    Status st = head_status[k];
+    if (st.ok()) st = ReadPackedData(pack->get(), &reads[k]);
     if (!st.ok()) {
       out[k] = Named(st, path);
       continue;
@@ -328,10 +358,11 @@ std::vector<Result<DecodedBlock>> ReadBlockSources(FileSystem* fs, std::span<con
   // One stream per pack run, on a thread of its own when reads may overlap:
   // parallel readers of one file slow a virtual disk down (bench/RESULTS.md).
   const bool parallel = options.n_threads > 1;
+  const int head_threads = parallel ? std::max(1, options.head_threads) : 0;
   std::vector<std::thread> run_threads;
   for (const auto& [begin, end] : runs) {
-    auto read_run = [fs, sources, out_span, parallel, begin = begin, end = end] {
-      ReadPackRun(fs, sources.subspan(begin, end - begin), out_span.subspan(begin, end - begin), parallel);
+    auto read_run = [fs, sources, out_span, head_threads, begin = begin, end = end] {
+      ReadPackRun(fs, sources.subspan(begin, end - begin), out_span.subspan(begin, end - begin), head_threads);
     };
     if (parallel) {
       run_threads.emplace_back(read_run);
