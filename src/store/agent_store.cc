@@ -29,11 +29,11 @@ int ReadThreads() {
   return n;
 }
 
-// Threads that prepare a pack run's heads (BlockReadOptions::head_threads):
-// half the cores, 2 to 4. Measured with 2048 tokens of an 8B-shape KV
-// (9.4 MB blocks) on a 2-core VM: one allocated a block in 5.2 ms while the
-// stream copied it in 1.3 ms; two bring a warm load from 45-52 to ~30 ms.
-int HeadThreads() {
+// Threads that read a pack run's heads and allocate its images' buffers
+// (BlockReadOptions::pack_helper_threads): half the cores, 2 to 4. Measured
+// with 2048 tokens of an 8B-shape KV (9.4 MB blocks) on a 2-core VM: one
+// thread allocated a block in 5.2 ms while the stream copied it in 1.3 ms.
+int PackHelperThreads() {
   static const int n = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 2, 4);
   return n;
 }
@@ -196,10 +196,10 @@ BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<BlockSource>& sour
   for (const BlockSource& src : sources) {
     if (!src.packed) reads += 1 + (read_options.chunk_bytes > 0 ? src.bytes / read_options.chunk_bytes : 0);
   }
-  // At least two: a pack run's heads and checksums are then worked on beside
-  // its stream.
+  // At least two: a pack run's allocations and checksums then run beside its
+  // stream.
   read_options.n_threads = static_cast<int>(std::clamp<uint64_t>(reads, 2, std::max(threads, 2)));
-  read_options.head_threads = HeadThreads();
+  read_options.pack_helper_threads = PackHelperThreads();
   return read_options;
 }
 

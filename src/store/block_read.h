@@ -48,12 +48,12 @@ struct BlockReadOptions {
   // file offsets that are multiples of it (see BlockReadChunkBytes); 0: one
   // read per data section.
   size_t chunk_bytes = 0;
-  // Pack runs (ReadBlockSources), with n_threads > 1: threads that read and
-  // check the images' heads ahead of the stream, each allocating its image's
-  // buffers. Allocating (and zeroing) a block's 9.4 MB took 5.2 ms against
-  // 1.3 ms for copying its data from the page cache (2-core VM), so one
-  // thread of it would set the pace of the whole stream.
-  int head_threads = 2;
+  // Pack runs (ReadBlockSources), with n_threads > 1: threads that read the
+  // images' heads before the stream starts and then allocate the images'
+  // tensor buffers ahead of it. Allocating (and zeroing) a block's 9.4 MB
+  // took 5.2 ms on one thread against 1.3 ms for copying its data from the
+  // page cache (2-core VM): on the stream's thread it would set its pace.
+  int pack_helper_threads = 2;
 };
 
 // Reads the block files at `paths`; element i of the result is what
@@ -96,11 +96,13 @@ struct BlockSource {
 // (consecutive elements, each starting where the previous one ends) is read
 // as one sequential stream: ONE thread reads the images' data sections in
 // file order, each straight into its tensors' buffers (no whole-pack
-// buffer, no copy of the payload). With options.n_threads > 1, the images'
-// heads (header checks, buffers allocated) are read ahead, in order, on
-// options.head_threads other threads, and the checksums of finished images
-// are computed on one more, beside the stream; else everything happens on
-// the caller's thread, image by image. Block files, and runs in other packs, are read in parallel as
+// buffer, no copy of the payload), through one open file
+// (FileSystem::OpenSequentialReads) so that the OS reads ahead of it. With
+// options.n_threads > 1, the images' heads (first 64 KiB) are read and
+// checked before the stream starts and their buffers allocated ahead of it,
+// on options.pack_helper_threads threads, and the checksums of finished
+// images are computed on another; else everything happens on the caller's
+// thread, image by image (head, data, checksum). Block files, and runs in other packs, are read in parallel as
 // ReadBlockFiles reads them (the pack runs on threads of their own).
 // Blocks the caller until all is done. Thread-safe if `fs` is and
 // ConcurrentReads() (or options.n_threads <= 1: everything then happens on

@@ -399,7 +399,7 @@ TEST_P(PackReadTest, ARunsDataIsReadByOneThreadInFileOrder) {
   BlockReadOptions options;
   options.n_threads = 8;
   options.chunk_bytes = 64 << 10;
-  options.head_threads = 2;
+  options.pack_helper_threads = 2;
   std::vector<Result<DecodedBlock>> got = ReadBlockSources(&hooked, sources, options);
   for (const auto& r : got) EXPECT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(heads.size(), 3u);
