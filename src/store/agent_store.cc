@@ -17,27 +17,6 @@
 namespace agentkv {
 namespace {
 
-// Reads in flight during a load: enough parallel requests to keep a virtual
-// or NVMe disk's queue busy (one file per 256-token block, 0.3-10 MB each,
-// split into reads of BlockReadChunkBytes so that a few files are enough
-// reads too). Measured on the H200 host's disk (16 cores;
-// bench/RESULTS.md, issue #8): cold reads of 137 9.4 MB files reach 1.9, 2.0,
-// 2.2 GB/s with 8, 16, 32 threads; the threads mostly wait on the disk, so
-// twice the cores, at least 8.
-int ReadThreads() {
-  static const int n = std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 8, 32);
-  return n;
-}
-
-// Threads that read a pack run's heads and allocate its images' buffers
-// (BlockReadOptions::pack_helper_threads): half the cores, 2 to 4. Measured
-// with 2048 tokens of an 8B-shape KV (9.4 MB blocks) on a 2-core VM: one
-// thread allocated a block in 5.2 ms while the stream copied it in 1.3 ms.
-int PackHelperThreads() {
-  static const int n = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 2, 4);
-  return n;
-}
-
 Status ValidateIds(std::string_view ns, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns));
   return ValidateName("agent id", agent_id);
@@ -181,52 +160,6 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
     return st.WithContext(where);
   }
   return std::move(dec->block);
-}
-
-BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<BlockSource>& sources) const {
-  BlockReadOptions read_options;
-  if (!fs_->ConcurrentReads()) return read_options;  // one thread, in order
-  const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
-  // Pack runs are read by a thread each (ReadBlockSources); the threads and
-  // chunks are planned for the block files.
-  uint64_t bytes = 0;
-  for (const BlockSource& src : sources) bytes += src.packed ? 0 : src.bytes;
-  read_options.chunk_bytes = options_.read_chunk_bytes.value_or(BlockReadChunkBytes(bytes, threads));
-  uint64_t reads = 0;
-  for (const BlockSource& src : sources) {
-    if (!src.packed) reads += 1 + (read_options.chunk_bytes > 0 ? src.bytes / read_options.chunk_bytes : 0);
-  }
-  // At least two: a pack run's allocations and checksums then run beside its
-  // stream.
-  read_options.n_threads = static_cast<int>(std::clamp<uint64_t>(reads, 2, std::max(threads, 2)));
-  read_options.pack_helper_threads = PackHelperThreads();
-  return read_options;
-}
-
-std::vector<std::optional<BlockSource>> AgentStore::SourcesLocked(const NamespaceState& ns,
-                                                                  std::span<const BlockRef> refs) const {
-  std::vector<std::optional<BlockSource>> out(refs.size());
-  for (size_t k = 0; k < refs.size(); ++k) {
-    auto it = ns.blocks.find(refs[k].id);
-    if (it != ns.blocks.end()) out[k] = SourceOf(ns, it->first, it->second);
-  }
-  return out;
-}
-
-std::vector<std::optional<Result<DecodedBlock>>> AgentStore::ReadSources(
-    const std::vector<std::optional<BlockSource>>& sources) const {
-  std::vector<size_t> held;
-  std::vector<BlockSource> present;
-  for (size_t k = 0; k < sources.size(); ++k) {
-    if (!sources[k]) continue;
-    held.push_back(k);
-    present.push_back(*sources[k]);
-  }
-  std::vector<std::optional<Result<DecodedBlock>>> out(sources.size());
-  if (present.empty()) return out;
-  std::vector<Result<DecodedBlock>> read = ReadBlockSources(fs_, present, ReadOptionsFor(present));
-  for (size_t k = 0; k < held.size(); ++k) out[held[k]] = std::move(read[k]);
-  return out;
 }
 
 Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string_view agent_id,
