@@ -40,12 +40,12 @@ struct Row {
 };
 
 constexpr Row kRows[] = {
-    {"store save", &bench::StoreBenchRep::save_ms, "SaveAgent: block files + manifest, temp/fsync/rename/dir fsync"},
+    {"store save", &bench::StoreBenchRep::save_ms, "SaveAgent: pack/block files + manifest, temp/fsync/rename/dir fsync"},
     {"plain write+fsync", &bench::StoreBenchRep::plain_write_ms, "one file, write() + fsync()"},
     {"store load (cold)", &bench::StoreBenchRep::load_cold_ms, "LoadBlocks after DONTNEED: read, checksum, parse"},
     {"plain read (cold)", &bench::StoreBenchRep::plain_read_ms, "one file, read() into 1 MiB buffer after DONTNEED"},
     {"plain read of block files (cold)", &bench::StoreBenchRep::plain_read_blocks_ms,
-     "the store's block files, read() after DONTNEED"},
+     "the store's block files and packs, read() after DONTNEED"},
     {"store load (warm)", &bench::StoreBenchRep::load_warm_ms, "LoadBlocks again, files in page cache"},
 };
 
