@@ -179,23 +179,31 @@ TEST(CrashTest, CrashAtEveryStepOfAFirstSave) {
   EXPECT_LT(n, kMaxOps);
 }
 
+// Deleting a (b keeps the pack a's first save wrote), and deleting a when b
+// is gone already (the pack goes with a).
 TEST(CrashTest, CrashAtEveryStepOfADelete) {
-  uint64_t n = 1;
-  for (; n < kMaxOps; ++n) {
-    World w;
-    ASSERT_NO_FATAL_FAILURE(w.OpenWithAAndB());
-    w.fault.CrashAtOp(n);
-    Status st = w.store->DeleteAgent("ns", "a");
-    bool crashed = w.fault.crashed();
-    w.CrashAndReopen();
-    auto rec = w.store->GetRecord("ns", "a");
-    if (st.ok()) EXPECT_EQ(rec.status().code(), StatusCode::kNotFound) << "op " << n;
-    if (rec.ok()) EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "a", V1())) << "op " << n;
-    EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
-    w.ExpectClean();
-    if (!crashed) break;
+  for (bool pack_dies : {false, true}) {
+    SCOPED_TRACE(pack_dies ? "the pack dies" : "the pack stays");
+    uint64_t n = 1;
+    for (; n < kMaxOps; ++n) {
+      World w;
+      ASSERT_NO_FATAL_FAILURE(w.OpenWithAAndB());
+      if (pack_dies) ASSERT_TRUE(w.store->DeleteAgent("ns", "b").ok());
+      w.fault.Reset();
+      w.fault.CrashAtOp(n);
+      Status st = w.store->DeleteAgent("ns", "a");
+      bool crashed = w.fault.crashed();
+      w.CrashAndReopen();
+      auto rec = w.store->GetRecord("ns", "a");
+      if (st.ok()) EXPECT_EQ(rec.status().code(), StatusCode::kNotFound) << "op " << n;
+      if (rec.ok()) EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "a", V1())) << "op " << n;
+      if (!pack_dies) EXPECT_TRUE(LoadsExactly(w.store.get(), "ns", "b", Other())) << "op " << n;
+      if (pack_dies && st.ok()) EXPECT_EQ(CountFiles(w.mem, ".pack"), 0u) << "op " << n;
+      w.ExpectClean();
+      if (!crashed) break;
+    }
+    EXPECT_LT(n, kMaxOps);
   }
-  EXPECT_LT(n, kMaxOps);
 }
 
 // A transient I/O error at op n: the same store keeps a consistent view, a
