@@ -1,8 +1,10 @@
 #pragma once
 // Reading block files from a FileSystem with their tensor data read straight
 // into the decoded tensors (no whole-file buffer, no copy of the payload):
-// one file (ReadBlockFile), or an agent's many files at once with the data
-// sections split into chunks read in parallel (ReadBlockFiles).
+// one file (ReadBlockFile), an agent's many files at once with the data
+// sections split into chunks read in parallel (ReadBlockFiles), or block
+// images wherever they lie, runs of them in a pack file read as one
+// sequential stream (ReadBlockSources).
 
 #include <cstddef>
 #include <cstdint>
