@@ -152,7 +152,6 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchInput& input, const Store
   so.kv_types = input.kv_types;
   if (o.read_threads) so.read_threads = *o.read_threads;
   if (o.read_chunk_bytes) so.read_chunk_bytes = *o.read_chunk_bytes;
-  so.pack_full_blocks = o.pack_full_blocks;
   AGENTKV_ASSIGN_OR_RETURN(auto store, AgentStore::Open(so));
   AGENTKV_RETURN_IF_ERROR(DeleteAllAgents(*store, o.ns));
   const std::string ns_dir = store->root_dir() + "/" + NameHash(o.ns);
@@ -186,7 +185,7 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchInput& input, const Store
     std::vector<std::string> block_files;
     uint64_t block_file_bytes = 0;
     for (const auto& f : files) {
-      if (f.ends_with(".safetensors") || f.ends_with(".pack")) {  // block files and packs
+      if (f.ends_with(".safetensors")) {
         block_files.push_back(f);
         block_file_bytes += fs::file_size(f);
       } else if (f.ends_with(".json")) {

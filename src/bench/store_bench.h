@@ -61,8 +61,6 @@ struct StoreBenchOptions {
   // (read_chunk_bytes 0: one read per block file).
   std::optional<int> read_threads;
   std::optional<size_t> read_chunk_bytes;
-  // AgentStoreOptions::pack_full_blocks: full blocks saved as one pack file.
-  bool pack_full_blocks = true;
 };
 
 struct StoreBenchRep {

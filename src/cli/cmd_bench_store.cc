@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: agentkv bench store --cache-dir DIR [--tokens 4096] [-m MODEL] [--reps 5]\n"
     "                           [-t THREADS] [--seed 1] [--layout LAYERSxROW_BYTES] [--json OUT|-]\n"
-    "                           [--read-threads N] [--read-chunk-kib N] [--packs 1|0]\n"
+    "                           [--read-threads N] [--read-chunk-kib N]\n"
     "Saves one agent of --tokens tokens to an AgentStore under DIR (namespace\n"
     "agentkv-bench, removed afterwards) --reps times, and loads it back with the page\n"
     "cache dropped (posix_fadvise DONTNEED; residency checked) and warm; compares with\n"
@@ -29,9 +29,7 @@ constexpr const char* kUsage =
     "q4_0 K and V rows). MB = 10^6 bytes.\n"
     "--read-threads / --read-chunk-kib: the store's reads in flight during a load (default:\n"
     "twice the cores, 8 to 32) and the size of each data read (default: about two reads per\n"
-    "thread, at least 1 MiB; 0 = one read per block file, as before chunked reads).\n"
-    "--packs: 1 (default) saves the full blocks as one pack file read in one stream; 0 = a\n"
-    "file per block, as before packs (docs/store-format.md). The block-file rows read the packs too.\n";
+    "thread, at least 1 MiB; 0 = one read per block file, as before chunked reads).\n";
 
 struct Row {
   const char* name;
@@ -40,12 +38,12 @@ struct Row {
 };
 
 constexpr Row kRows[] = {
-    {"store save", &bench::StoreBenchRep::save_ms, "SaveAgent: pack/block files + manifest, temp/fsync/rename/dir fsync"},
+    {"store save", &bench::StoreBenchRep::save_ms, "SaveAgent: block files + manifest, temp/fsync/rename/dir fsync"},
     {"plain write+fsync", &bench::StoreBenchRep::plain_write_ms, "one file, write() + fsync()"},
     {"store load (cold)", &bench::StoreBenchRep::load_cold_ms, "LoadBlocks after DONTNEED: read, checksum, parse"},
     {"plain read (cold)", &bench::StoreBenchRep::plain_read_ms, "one file, read() into 1 MiB buffer after DONTNEED"},
     {"plain read of block files (cold)", &bench::StoreBenchRep::plain_read_blocks_ms,
-     "the store's block files and packs, read() after DONTNEED"},
+     "the store's block files, read() after DONTNEED"},
     {"store load (warm)", &bench::StoreBenchRep::load_warm_ms, "LoadBlocks again, files in page cache"},
 };
 
@@ -56,7 +54,7 @@ int CmdBenchStore(int argc, char** argv) {
   if (cmd.Help()) return 0;
   const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"cache-dir", "tokens", "m", "model", "reps", "t", "threads", "seed", "json", "layout",
-                                "read-threads", "read-chunk-kib", "packs"});
+                                "read-threads", "read-chunk-kib"});
   const auto cache_dir = flags.Get("cache-dir");
   const auto model_path = flags.Get("model", "m");
   long long n_tokens = 0, reps = 0, threads = 0, seed = 0;
@@ -77,8 +75,6 @@ int CmdBenchStore(int argc, char** argv) {
       (read_chunk_kib < 0 || read_chunk_kib > (1 << 20))) {
     err = "need 0 <= --read-chunk-kib <= 1048576";
   }
-  long long packs = 1;
-  if (err.empty() && flags.GetInt("packs", "", 1, &packs, &err) && packs != 0 && packs != 1) err = "need --packs 0 or 1";
   unsigned layout_layers = 8, layout_row_bytes = 72;
   if (auto layout = flags.Get("layout"); err.empty() && layout) {
     char tail = 0;
@@ -117,7 +113,6 @@ int CmdBenchStore(int argc, char** argv) {
   options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (flags.Get("read-threads")) options.read_threads = static_cast<int>(read_threads);
   if (flags.Get("read-chunk-kib")) options.read_chunk_bytes = static_cast<size_t>(read_chunk_kib) << 10;
-  options.pack_full_blocks = packs == 1;
   auto result = bench::RunStoreBench(input, options);
   if (!result.ok()) return cmd.Fail(result.status());
   const auto& r = *result;
@@ -141,7 +136,6 @@ int CmdBenchStore(int argc, char** argv) {
   std::printf("agent: %u tokens, %u blocks, KV payload %.3f MB, block files %.3f MB, manifest %.1f KB\n",
               r.n_tokens, r.n_blocks, r.payload_bytes / 1e6, r.block_file_bytes / 1e6, r.manifest_bytes / 1e3);
   std::printf("%s\n", cache_state.c_str());
-  std::printf("full blocks %s\n", options.pack_full_blocks ? "in one pack file" : "in a file each (--packs 0)");
   std::printf("loads: %s read threads, data reads of %s\n\n",
               options.read_threads ? std::to_string(*options.read_threads).c_str() : "default",
               !options.read_chunk_bytes        ? "the store's choice"
@@ -176,7 +170,6 @@ int CmdBenchStore(int argc, char** argv) {
                         {"manifest_bytes", r.manifest_bytes},
                         {"reps", reps},
                         {"read_threads", options.read_threads.value_or(0)},  // 0: the store's default
-                        {"pack_full_blocks", options.pack_full_blocks},
                         {"read_chunk_bytes", options.read_chunk_bytes ? nlohmann::json(*options.read_chunk_bytes)
                                                                       : nlohmann::json("auto")},
                         {"page_cache_dropped", dropped},

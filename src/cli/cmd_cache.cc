@@ -52,11 +52,8 @@ void PrintRecord(const AgentRecord& r, const std::string& fingerprint) {
               r.kv_types.c_str(), r.layout_version, Time(r.created_ms).c_str(), Time(r.updated_ms).c_str(),
               static_cast<unsigned long long>(r.version));
   for (size_t i = 0; i < r.blocks.size(); ++i) {
-    const BlockRef& b = r.blocks[i];
-    const std::string where =
-        b.pack.empty() ? "" : "  in pack " + b.pack + " at " + std::to_string(b.pack_offset);
-    std::printf("  block %zu  %s  %u tokens  %llu bytes%s\n", i, b.id.c_str(), b.n_tokens,
-                static_cast<unsigned long long>(b.file_bytes), where.c_str());
+    std::printf("  block %zu  %s  %u tokens  %llu bytes\n", i, r.blocks[i].id.c_str(), r.blocks[i].n_tokens,
+                static_cast<unsigned long long>(r.blocks[i].file_bytes));
   }
   const std::string preview = r.text.size() > 400 ? r.text.substr(r.text.size() - 400) : r.text;
   std::printf("  text (%zu bytes, last 400):\n%s\n", r.text.size(), preview.c_str());

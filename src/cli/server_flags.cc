@@ -25,7 +25,7 @@ std::vector<std::string> SplitKeys(const std::string& s) {
 bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model,
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "slot-kv", "cache-dir",
-                                    "cache-ram", "cache-disk", "cache-packs", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
+                                    "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name",
                                     "no-warmup", "chat-template-file", "reasoning-format"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
@@ -93,7 +93,6 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
       config->model_aliases.push_back(alias);
     }
   }
-  if (auto s = flags.Get("cache-packs")) config->cache_packs = *s != "0" && *s != "false";
   if (auto s = flags.Get("strict-model-name")) config->strict_model_name = *s != "0" && *s != "false";
   if (auto s = flags.Get("no-warmup")) config->warmup = *s == "0" || *s == "false";
   if (auto f = flags.Get("chat-template-file"); f && !f->empty()) {

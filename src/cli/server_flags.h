@@ -11,7 +11,7 @@ namespace agentkv::cli {
 inline constexpr const char* kServeUsage =
     "usage: agentkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--slots N]\n"
     "                     [--kv q4_0|q8_0|f16] [--slot-kv auto|f16|q8_0|q4_0] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
-    "                     [--agent-table-ram BYTES] [--cache-packs 1|0]\n"
+    "                     [--agent-table-ram BYTES]\n"
     "                     [--api-key KEY[,KEY...]|--api-key-file F] [--admin-key KEY] [-t THREADS]\n"
     "                     [--prefill-chunk N] [--tenant-requests N] [--alias NAME]... [--strict-model-name]\n"
     "                     [--no-warmup]   (skip the throw-away decode at start that loads GPU kernels)\n"
@@ -36,8 +36,6 @@ inline constexpr const char* kServeUsage =
     "BYTES: 512M, 4G, ...\n"
     "--agent-table-ram: bound of the agents' metadata and texts kept in RAM (default 256M); past it\n"
     "agents cached only on disk are dropped from it and read back from their manifest when they return.\n"
-    "--cache-packs: 1 (default) saves an agent's new full blocks as one pack file, read back as one\n"
-    "stream; 0 = a file per block, as before packs (docs/store-format.md). Caches of either kind read alike.\n"
     "Defaults: cache dir $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv; cache RAM 25% of memory;\n"
     "context = the model's training context capped at 8192 per slot; 4 slots.\n";
 

@@ -168,7 +168,6 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   so.fingerprint = spec.fingerprint;
   so.kv_types = spec.KvTypesString();
   so.disk_budget_bytes = config.cache_disk_bytes;
-  so.pack_full_blocks = config.cache_packs;
   AGENTKV_ASSIGN_OR_RETURN(stack->store_, AgentStore::Open(so));
 
   BlockPoolOptions po;

@@ -41,7 +41,6 @@ struct ServerConfig {
   std::string cache_dir;           // empty: DefaultCacheDir()
   uint64_t cache_ram_bytes = 0;    // 0: DefaultCacheRamBytes()
   uint64_t cache_disk_bytes = 0;   // 0: unlimited
-  bool cache_packs = true;         // AgentStoreOptions::pack_full_blocks (--cache-packs 0|1)
   uint64_t agent_table_bytes = 0;  // 0: SchedulerOptions' default (--agent-table-ram)
   std::vector<std::string> api_keys;  // "KEY", "NAME:KEY" or "NAME:KEY:isolated"
   std::string admin_key;              // "" = none (api/auth.h: who may read /metrics)

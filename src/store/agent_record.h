@@ -3,12 +3,9 @@
 // bytes. Plain data; upper layers fill it, the store persists it as the
 // agent's manifest (manifest.h; format in docs/store-format.md).
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "store/kv_block.h"
 
 namespace agentkv {
 
@@ -24,12 +21,7 @@ struct BlockRef {
   std::string id;          // content address (store_ids.h BlockId)
   uint32_t n_tokens = 0;   // kBlockTokens, except for a partial last block
   uint64_t checksum = 0;   // the block file's checksum (block_file.h)
-  uint64_t file_bytes = 0; // size of the block file (or of its image in a pack)
-  // Where the block's file image lies: "" for its own file
-  // blocks/<id>.safetensors; else the pack blocks/<pack>.pack, at byte
-  // `pack_offset` (docs/store-format.md, "Pack files").
-  std::string pack;
-  uint64_t pack_offset = 0;
+  uint64_t file_bytes = 0; // size of the block file
   bool operator==(const BlockRef&) const = default;
 };
 
@@ -67,11 +59,5 @@ struct AgentRecord {
 
   bool operator==(const AgentRecord&) const = default;
 };
-
-// Tokens block i of `rec` covers: kBlockTokens, or fewer for a partial last
-// block. REQUIRES i * kBlockTokens < rec.tokens.size().
-inline uint32_t BlockTokensAt(const AgentRecord& rec, uint32_t i) {
-  return static_cast<uint32_t>(std::min<size_t>(kBlockTokens, rec.tokens.size() - size_t{i} * kBlockTokens));
-}
 
 }  // namespace agentkv

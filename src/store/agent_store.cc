@@ -17,6 +17,23 @@
 namespace agentkv {
 namespace {
 
+// Reads in flight during a load: enough parallel requests to keep a virtual
+// or NVMe disk's queue busy (one file per 256-token block, 0.3-10 MB each,
+// split into reads of BlockReadChunkBytes so that a few files are enough
+// reads too). Measured on the H200 host's disk (16 cores;
+// bench/RESULTS.md, issue #8): cold reads of 137 9.4 MB files reach 1.9, 2.0,
+// 2.2 GB/s with 8, 16, 32 threads; the threads mostly wait on the disk, so
+// twice the cores, at least 8.
+int ReadThreads() {
+  static const int n = std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 8, 32);
+  return n;
+}
+
+// Tokens block i of the record covers (the last block may be partial).
+uint32_t BlockTokensAt(const AgentRecord& rec, uint32_t i) {
+  return static_cast<uint32_t>(std::min<size_t>(kBlockTokens, rec.tokens.size() - size_t{i} * kBlockTokens));
+}
+
 Status ValidateIds(std::string_view ns, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns));
   return ValidateName("agent id", agent_id);
@@ -135,18 +152,12 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
     ++stats_.missing_blocks;
     return Status::NotFound(where + ": missing");
   }
-  const BlockSource source = SourceOf(*ns, ref.id, bit->second);
-  const std::string& path = source.path;
-  Result<DecodedBlock> dec =
-      read ? std::move(*read) : std::move(ReadBlockSources(fs_, {&source, 1}, BlockReadOptions{})[0]);
+  const std::string path = BlockPath(*ns, ref.id);
+  Result<DecodedBlock> dec = read ? std::move(*read) : ReadBlockFile(fs_, path);
   if (!dec.ok() && dec.status().code() != StatusCode::kCorruption) {
     if (dec.status().code() == StatusCode::kNotFound) {
       ++stats_.missing_blocks;
-      if (bit->second.pack.empty()) {
-        ns->blocks.erase(bit);
-      } else {
-        ForgetPackLocked(ns, bit->second.pack);  // the whole pack vanished
-      }
+      ns->blocks.erase(bit);
     }
     return dec.status().WithContext(where);  // an I/O error is not the block's fault: keep it
   }
@@ -156,10 +167,25 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
     const std::string why = st.ToString();  // names the file unless CheckBlockBelongs failed
     AKV_LOG_WARN("store: %s%s", why.find(path) == std::string::npos ? (path + ": ").c_str() : "", why.c_str());
     ++stats_.corrupt_blocks;
-    if (!options_.read_only) QuarantineBlockLocked(ns, ref.id);
+    if (!options_.read_only) {
+      QuarantineLocked(ns, path);
+      ns->blocks.erase(bit);
+    }
     return st.WithContext(where);
   }
   return std::move(dec->block);
+}
+
+BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<uint64_t>& file_bytes) const {
+  const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
+  uint64_t bytes = 0;
+  for (uint64_t b : file_bytes) bytes += b;
+  BlockReadOptions read_options;
+  read_options.chunk_bytes = options_.read_chunk_bytes.value_or(BlockReadChunkBytes(bytes, threads));
+  uint64_t reads = 0;
+  for (uint64_t b : file_bytes) reads += 1 + (read_options.chunk_bytes > 0 ? b / read_options.chunk_bytes : 0);
+  read_options.n_threads = static_cast<int>(std::min<uint64_t>(threads, reads));
+  return read_options;
 }
 
 Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string_view agent_id,
@@ -181,12 +207,16 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   std::vector<std::optional<Result<DecodedBlock>>> ahead(indexed.size());
   std::thread reader;
   if (fs_->ConcurrentReads() && first < indexed.size()) {
-    // Where each block lies now (the index, under the lock); a pack's run of
-    // blocks is read as one stream, block files in parallel chunks.
-    std::vector<std::optional<BlockSource>> sources =
-        SourcesLocked(*ns, std::span<const BlockRef>(indexed).subspan(first));
-    reader = std::thread([this, &ahead, first, sources = std::move(sources)] {
-      std::vector<std::optional<Result<DecodedBlock>>> read = ReadSources(sources);
+    std::vector<std::string> paths;
+    for (uint32_t b = first; b < indexed.size(); ++b) paths.push_back(BlockPath(*ns, indexed[b].id));
+    // Every file's head and data chunks from one queue, so that even an agent
+    // of a few large blocks keeps n_threads reads in flight; no more threads
+    // than reads (a short agent of small files needs few).
+    std::vector<uint64_t> file_bytes;
+    for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
+    const BlockReadOptions read_options = ReadOptionsFor(file_bytes);
+    reader = std::thread([this, &ahead, first, read_options, paths = std::move(paths)] {
+      std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
       for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);
     });
   }
@@ -232,9 +262,8 @@ Result<VerifyReport> AgentStore::VerifyAgent(std::string_view ns_name, std::stri
   rep.n_tokens = static_cast<uint32_t>(rec->tokens.size());
   rep.n_blocks = static_cast<uint32_t>(rec->blocks.size());
   bool prefix = true;
-  std::vector<std::optional<Result<DecodedBlock>>> read = ReadSources(SourcesLocked(*ns, rec->blocks));
   for (uint32_t i = 0; i < rep.n_blocks; ++i) {
-    auto block = ReadBlockLocked(ns, *rec, i, std::move(read[i]));
+    auto block = ReadBlockLocked(ns, *rec, i);
     if (block.ok()) {
       ++rep.n_ok;
       if (prefix) rep.valid_tokens += block->n_tokens;
@@ -251,6 +280,22 @@ Result<VerifyReport> AgentStore::VerifyAgent(std::string_view ns_name, std::stri
     rep.problems.push_back(block.status().ToString());
   }
   return rep;
+}
+
+Result<AgentStore::WrittenBlock> AgentStore::WriteBlockFile(const NamespaceState& ns, const AgentRecord& rec,
+                                                           const std::vector<std::string>& ids, uint32_t i,
+                                                           const BlockProvider& provider) {
+  const uint32_t n_tokens = BlockTokensAt(rec, i);
+  auto block = provider(i, ids[i]);
+  if (!block.ok()) return block.status().WithContext("block " + std::to_string(i));
+  if (block->index != i || block->n_tokens != n_tokens) {
+    return Status::InvalidArgument("block " + std::to_string(i) + ": provider returned index " +
+                                   std::to_string(block->index) + ", n_tokens " + std::to_string(block->n_tokens));
+  }
+  BlockMeta meta{ids[i], i == 0 ? "" : ids[i - 1], rec.fingerprint, rec.kv_types, 0};
+  AGENTKV_ASSIGN_OR_RETURN(auto enc, EncodeBlockHeader(*block, meta));
+  AGENTKV_RETURN_IF_ERROR(WritePiecesAtomically(fs_, BlockPath(ns, ids[i]), enc.Pieces(*block), /*sync_dir=*/false));
+  return WrittenBlock{ids[i], enc.checksum, enc.file_bytes};
 }
 
 Status AgentStore::CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec) {
@@ -345,9 +390,8 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   AGENTKV_RETURN_IF_ERROR(CheckNotStaleLocked(ns, &rec).WithContext(where));
   // From here on, a failure repairs what this save left (or, if it cannot,
   // leaves the namespace to be rescanned from disk). REQUIRES l held.
-  std::string pack_id;  // of the pack this save writes, if any
   auto fail = [&](const Status& st) {
-    RepairFailedSaveLocked(ns, rec.agent_id, ids, pack_id);
+    RepairFailedSaveLocked(ns, rec.agent_id, ids);
     return st.WithContext(where);
   };
   if (!ns->dirs_ready) {
@@ -367,40 +411,34 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   // them and garbage collection does not know them; `writes_in_flight` keeps
   // a rescan from deleting them. Loads of other agents are thus not held up
   // by this save's I/O (hundreds of MB for long contexts).
-  // A block held in a live pack is on disk too, dead or not: not rewritten.
   std::vector<uint32_t> to_write;
-  std::vector<std::string> new_full_ids;
   for (uint32_t i = 0; i < ids.size(); ++i) {
-    if (ns->blocks.count(ids[i])) continue;
-    to_write.push_back(i);
-    if (BlockTokensAt(rec, i) == kBlockTokens) new_full_ids.push_back(ids[i]);
+    if (!ns->blocks.count(ids[i])) to_write.push_back(i);
   }
-  // Named under the lock, so that no pack of the namespace has its name.
-  if (options_.pack_full_blocks && new_full_ids.size() >= kMinPackBlocks) pack_id = NewPackIdLocked(*ns, new_full_ids);
-  std::vector<WrittenPack> packs;
   std::vector<WrittenBlock> written;
   Status write_status;
   if (!to_write.empty()) {
     ++ns->writes_in_flight;
     l.unlock();
-    write_status = WriteNewBlocks(*ns, rec, ids, to_write, pack_id, provider, &packs, &written);
+    for (uint32_t i : to_write) {
+      auto w = WriteBlockFile(*ns, rec, ids, i, provider);
+      if (!w.ok()) {
+        write_status = w.status();
+        break;
+      }
+      written.push_back(*w);
+    }
     l.lock();
     --ns->writes_in_flight;
   }
-  // REQUIRES mu_: a written block joins the namespace's blocks (not yet durable).
+  // REQUIRES mu_: a written file joins the namespace's blocks (not yet durable).
   auto add_written = [&](const WrittenBlock& w) {
     ++res.blocks_written;
     res.bytes_written += w.file_bytes;
     ++stats_.blocks_written;
     stats_.block_bytes_written += w.file_bytes;
-    return ns->blocks.insert_or_assign(w.id, BlockState{w.file_bytes, w.checksum, 0, false, w.pack, w.pack_offset})
-        .first;
+    return ns->blocks.insert_or_assign(w.id, BlockState{w.file_bytes, w.checksum, 0, false}).first;
   };
-  for (const WrittenPack& p : packs) {
-    ++stats_.packs_written;
-    ns->packs.insert_or_assign(p.id, PackState{p.file_bytes, 0, false});
-    for (const WrittenBlock& w : p.blocks) add_written(w);
-  }
   for (const WrittenBlock& w : written) add_written(w);
   if (!write_status.ok()) return fail(write_status);
   bool sync_blocks = false;
@@ -413,16 +451,14 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
       if (!w.ok()) return fail(w.status());
       have = add_written(*w);
     }
-    const BlockState& b = have->second;
-    sync_blocks |= !b.durable;
-    rec.blocks.push_back({ids[i], BlockTokensAt(rec, i), b.checksum, b.file_bytes, b.pack, b.pack_offset});
+    sync_blocks |= !have->second.durable;
+    rec.blocks.push_back({ids[i], BlockTokensAt(rec, i), have->second.checksum, have->second.file_bytes});
   }
   // Every block the manifest names must be durable before the manifest is.
   if (sync_blocks) {
     Status st = fs_->SyncDir(BlocksDir(*ns));
     if (!st.ok()) return fail(st);
     for (auto& [id, b] : ns->blocks) b.durable = true;
-    for (auto& [id, p] : ns->packs) p.durable = true;
   }
   auto manifest = EncodeManifest(rec);
   if (!manifest.ok()) return fail(manifest.status());
@@ -457,12 +493,12 @@ Status AgentStore::DeleteAgent(std::string_view ns_name, std::string_view agent_
 StoreStats AgentStore::stats() {
   std::lock_guard<std::mutex> l(mu_);
   StoreStats s = stats_;
-  s.agents = s.block_files = s.pack_files = s.packed_blocks = s.disk_bytes = 0;
+  s.agents = s.block_files = s.disk_bytes = 0;
   for (const auto& [name, ns] : namespaces_) {
     s.agents += ns.agents.size();
-    for (const auto& [id, b] : ns.blocks) ++(b.pack.empty() ? s.block_files : s.packed_blocks);
-    s.pack_files += ns.packs.size();
-    s.disk_bytes += DiskBytesLocked(ns);
+    s.block_files += ns.blocks.size();
+    for (const auto& [id, b] : ns.blocks) s.disk_bytes += b.file_bytes;
+    for (const auto& [id, a] : ns.agents) s.disk_bytes += a.manifest_bytes;
   }
   return s;
 }

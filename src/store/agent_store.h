@@ -6,24 +6,16 @@
 //       agents/<NameHash(agent_id)>.json      one manifest per agent
 //       blocks/<block_id>.safetensors          content-addressed, shared by
 //                                              the namespace's agents
-//       blocks/<pack_id>.pack                  the images of several full
-//                                              blocks of one save, back to back
 //       quarantine/                            bad files moved aside
-// A save writes its new full blocks as one pack file when there are at
-// least two (so a returning agent is read as one sequential stream), the
-// rest as block files. A pack lives while some manifest names it: dead
-// blocks inside a live pack keep their bytes (and stay reusable) until the
-// pack's last named block dies; the budget counts the pack's real size.
 // A cache made under another fingerprint lives in another directory and is
 // never read; fingerprints and kv types inside manifests and blocks are
 // checked too.
 //
 // Crash safety: blocks first (temp -> write -> fsync -> rename, then one
-// fsync of blocks/; packs alike), then the manifest (same sequence + fsync of
-// agents/), then unreferenced block files and packs are deleted. A crash at any instant leaves each
+// fsync of blocks/), then the manifest (same sequence + fsync of agents/),
+// then unreferenced blocks are deleted. A crash at any instant leaves each
 // agent at its old or its new version, and every block a durable manifest
-// names stays on disk. Open() removes temp files, orphan blocks and packs
-// no manifest names.
+// names stays on disk. Open() removes temp files and orphan blocks.
 //
 // One writer per cache directory: a writable store holds an exclusive lock on
 // <cache_dir>/LOCK (FileSystem::LockFile) from Open until it is destroyed, so
@@ -38,13 +30,9 @@
 // manifest write and garbage collection do hold the mutex.
 //
 // Invariants (under the mutex):
-//   - NamespaceState::blocks holds the blocks known to be on disk, each in
-//     its own file or in a pack of NamespaceState::packs; a block's refs =
-//     number of agents (all, including kv-type mismatches) whose manifest
-//     names it; a pack's refs = number of agents whose manifest names it.
-//   - every block located in a pack is in a pack of `packs`; a pack with
-//     refs == 0 is deleted (with its blocks' entries) by garbage collection,
-//     a packed block with refs == 0 stays while its pack does.
+//   - NamespaceState::blocks holds the block files known to be on disk; a
+//     block's refs = number of agents (all, including kv-type mismatches)
+//     whose manifest names it.
 //   - after an operation failed part-way, the namespace is `dirty` and is
 //     rescanned from disk (after an fsync of agents/) before the next use;
 //     a failed save repairs its own leftovers instead, in O(its agent)
@@ -57,7 +45,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,10 +57,6 @@
 #include "util/status.h"
 
 namespace agentkv {
-
-// A save writes its new full blocks as one pack file when there are at
-// least this many (docs/store-format.md, "Pack files").
-inline constexpr size_t kMinPackBlocks = 2;
 
 struct AgentStoreOptions {
   FileSystem* fs = nullptr;   // not owned, must outlive the store; nullptr: DefaultFileSystem()
@@ -95,10 +78,6 @@ struct AgentStoreOptions {
   // them; the defaults are measured (bench/RESULTS.md).
   int read_threads = 0;
   std::optional<size_t> read_chunk_bytes;
-  // A save writes its new full blocks as one pack when there are at least
-  // kMinPackBlocks of them; false: every block in its own file, as before
-  // packs existed (benchmarks compare both; caches of either kind read alike).
-  bool pack_full_blocks = true;
 };
 
 struct AgentSummary {
@@ -158,19 +137,16 @@ struct VerifyReport {
 
 struct StoreStats {
   uint64_t agents = 0;
-  uint64_t block_files = 0;        // blocks in their own files
-  uint64_t pack_files = 0;
-  uint64_t packed_blocks = 0;      // blocks known to lie in a pack (dead ones of live packs included)
-  uint64_t disk_bytes = 0;         // manifests + block files + packs, each once (quarantine excluded)
+  uint64_t block_files = 0;
+  uint64_t disk_bytes = 0;         // manifests + block files (quarantine excluded)
   uint64_t corrupt_blocks = 0;     // failed verification on load/verify
   uint64_t corrupt_manifests = 0;
   uint64_t missing_blocks = 0;     // named by a manifest, file absent
   uint64_t quarantined_files = 0;
-  uint64_t blocks_written = 0;     // into block files or packs
+  uint64_t blocks_written = 0;
   uint64_t block_bytes_written = 0;
-  uint64_t packs_written = 0;
   uint64_t manifests_written = 0;
-  uint64_t orphan_blocks_removed = 0;   // block files and packs
+  uint64_t orphan_blocks_removed = 0;
   uint64_t temp_files_removed = 0;
   uint64_t agents_evicted = 0;             // by the disk budget or for space (below)
   uint64_t agents_evicted_for_space = 0;   // to make room after a save failed with ENOSPC
@@ -230,10 +206,7 @@ class AgentStore {
   Result<SaveResult> SaveAgent(std::string_view ns, const AgentRecord& record, const BlockProvider& provider);
 
   // Reads and verifies blocks [first_block, n_blocks) and stops at the first
-  // missing or bad one: a bad block file is quarantined and counted (a bad
-  // image in a pack quarantines the whole pack: its blocks become missing).
-  // Blocks lying back to back in one pack are read as one sequential stream
-  // by one thread (block_read.h ReadBlockSources). NotFound
+  // missing or bad one: a bad block file is quarantined and counted. NotFound
   // if the agent is absent, FailedPrecondition if its kv types differ,
   // Corruption if its manifest no longer verifies; a bad block is not an
   // error (see LoadedAgent).
@@ -249,10 +222,8 @@ class AgentStore {
   // held.size() == rec.blocks.size(). InvalidArgument for a bad namespace.
   Result<std::vector<std::optional<KvBlock>>> ReadHeldBlocks(std::string_view ns, const AgentRecord& rec);
 
-  // Erasure: removes the manifest, then every block file and pack no one
-  // else references and their quarantined copies; all durably. Images of
-  // this agent inside a pack that another agent still names stay until that
-  // pack dies (docs/store-format.md, "Space rule"). NotFound if absent.
+  // Erasure: removes the manifest, then every block no one else references
+  // and their quarantined copies; all durably. NotFound if absent.
   Status DeleteAgent(std::string_view ns, std::string_view agent_id);
 
   // Reads and verifies every block (not stopping at the first bad one); bad
@@ -270,17 +241,10 @@ class AgentStore {
 
  private:
   struct BlockState {
-    uint64_t file_bytes = 0;  // its file's size, or its image's in the pack
+    uint64_t file_bytes = 0;
     uint64_t checksum = 0;
     uint32_t refs = 0;
-    bool durable = false;  // its directory entry (or its pack's) was fsynced
-    std::string pack;      // "" : its own file; else the pack holding its image
-    uint64_t pack_offset = 0;
-  };
-  struct PackState {
-    uint64_t file_bytes = 0;
-    uint32_t refs = 0;
-    bool durable = false;
+    bool durable = false;  // its directory entry was fsynced
   };
   struct AgentState {
     std::vector<BlockRef> blocks;
@@ -299,8 +263,7 @@ class AgentStore {
     std::string name;
     std::string dir;  // <root>/<NameHash(name)>
     std::map<std::string, AgentState> agents;  // by agent id
-    std::map<std::string, BlockState> blocks;  // blocks on disk, by id
-    std::map<std::string, PackState> packs;    // pack files on disk, by pack id
+    std::map<std::string, BlockState> blocks;  // block files on disk, by id
     bool dirs_ready = false;
     bool dirty = false;
     int writes_in_flight = 0;  // a save writing block files without the lock: a rescan keeps temp/orphan files
@@ -309,13 +272,6 @@ class AgentStore {
     std::string id;
     uint64_t checksum = 0;
     uint64_t file_bytes = 0;
-    std::string pack;  // "" : written as its own file
-    uint64_t pack_offset = 0;
-  };
-  struct WrittenPack {
-    std::string id;
-    uint64_t file_bytes = 0;
-    std::vector<WrittenBlock> blocks;
   };
 
   explicit AgentStore(AgentStoreOptions options);
@@ -330,16 +286,8 @@ class AgentStore {
   void RecountRefsLocked(NamespaceState* ns);
   // Moves a bad file into quarantine/ (or deletes it if that fails).
   void QuarantineLocked(NamespaceState* ns, const std::string& path);
-  // Deletes block files with refs == 0 and packs with refs == 0 (their
-  // blocks leave the index). Returns how many blocks left the index.
+  // Deletes blocks with refs == 0. Returns how many were deleted.
   uint32_t CollectGarbageLocked(NamespaceState* ns);
-  // Moves the bad file of block `id` (its block file, or the whole pack that
-  // holds it) into quarantine/; every block it held leaves the index.
-  void QuarantineBlockLocked(NamespaceState* ns, const std::string& id);
-  // Removes pack `pack_id` and the blocks it holds from the index.
-  void ForgetPackLocked(NamespaceState* ns, const std::string& pack_id);
-  // What `ns` holds on disk: manifests, block files and packs, each file once.
-  static uint64_t DiskBytesLocked(const NamespaceState& ns);
   Status EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id, uint32_t* evicted);
   // The least recently used agent other than keep_id of keep_ns (nullptr:
   // none kept); false if there is none. *total_bytes (if given): the bytes
@@ -356,10 +304,8 @@ class AgentStore {
 
   // save_repair.cc. After SaveAgentOnce failed part-way (REQUIRES mu_ and
   // save_mu_ held): brings `ns` back in line with the disk for `agent_id`
-  // (block ids `ids`, pack `pack_id` or "" if it wrote none), or marks it
-  // dirty if it cannot.
-  void RepairFailedSaveLocked(NamespaceState* ns, const std::string& agent_id, const std::vector<std::string>& ids,
-                              const std::string& pack_id);
+  // (block ids `ids`), or marks it dirty if it cannot.
+  void RepairFailedSaveLocked(NamespaceState* ns, const std::string& agent_id, const std::vector<std::string>& ids);
 
   // agent_store.cc
   // One attempt of SaveAgent on a validated record (ns and fingerprint set,
@@ -371,40 +317,15 @@ class AgentStore {
   // (ns.dir is immutable).
   Result<WrittenBlock> WriteBlockFile(const NamespaceState& ns, const AgentRecord& rec,
                                       const std::vector<std::string>& ids, uint32_t i, const BlockProvider& provider);
-  // Gets blocks `indexes` (ascending) of `rec` from the provider one at a
-  // time and writes their images back to back as pack `pack_id`, durably
-  // (not its directory entry). Touches no store state, as WriteBlockFile.
-  Result<WrittenPack> WritePackFile(const NamespaceState& ns, const AgentRecord& rec,
-                                    const std::vector<std::string>& ids, const std::vector<uint32_t>& indexes,
-                                    const std::string& pack_id, const BlockProvider& provider);
-  // Writes the blocks `to_write` of `rec` (without mu_; see SaveAgentOnce):
-  // the full ones as one pack `pack_id` unless it is "" (fewer than
-  // kMinPackBlocks, or packs off), the others as block files. Appends what was written to *packs and *files, also on
-  // failure (what landed before it).
-  Status WriteNewBlocks(const NamespaceState& ns, const AgentRecord& rec, const std::vector<std::string>& ids,
-                        const std::vector<uint32_t>& to_write, const std::string& pack_id,
-                        const BlockProvider& provider, std::vector<WrittenPack>* packs,
-                        std::vector<WrittenBlock>* files);
-  // A pack id for `block_ids` that no pack of `ns` has (PackId, next salt).
-  std::string NewPackIdLocked(const NamespaceState& ns, const std::vector<std::string>& block_ids) const;
   // SaveAgent's version rule (see there): OK, and rec->version set, if `rec`
   // may replace what `ns` holds for its agent.
   Status CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec);
   NamespaceState* FindNamespaceLocked(std::string_view ns);
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
-  // How to read these block sources at once (ReadBlockSources):
-  // options_' threads and chunk size or the defaults for the block files
-  // among them; one thread, in order, unless fs_->ConcurrentReads().
-  BlockReadOptions ReadOptionsFor(const std::vector<BlockSource>& sources) const;
-  // Where block `b` lies on disk.
-  BlockSource SourceOf(const NamespaceState& ns, const std::string& id, const BlockState& b) const;
-  // Where each of `refs`' blocks lies on disk (the index); nullopt: not held.
-  std::vector<std::optional<BlockSource>> SourcesLocked(const NamespaceState& ns, std::span<const BlockRef> refs) const;
-  // Reads and decodes the blocks at `sources` (ReadBlockSources with
-  // ReadOptionsFor); nullopt where the source is. Needs no lock.
-  std::vector<std::optional<Result<DecodedBlock>>> ReadSources(
-      const std::vector<std::optional<BlockSource>>& sources) const;
+  // How to read block files of these sizes at once (ReadBlockFiles, when
+  // fs_->ConcurrentReads()): options_' threads and chunk size or the defaults.
+  BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes) const;
   // Reads and verifies block `i` of `rec`; bad files are quarantined.
   // Reads and decodes block i of `rec` and checks it belongs there; a
   // corrupt file is quarantined. `read` is the block file already read and
@@ -418,7 +339,6 @@ class AgentStore {
   std::string QuarantineDir(const NamespaceState& ns) const { return ns.dir + "/quarantine"; }
   std::string ManifestPath(const NamespaceState& ns, std::string_view agent_id) const;
   std::string BlockPath(const NamespaceState& ns, std::string_view block_id) const;
-  std::string PackPath(const NamespaceState& ns, std::string_view pack_id) const;
 
   const AgentStoreOptions options_;
   FileSystem* const fs_;

@@ -11,28 +11,36 @@ Result<std::vector<std::optional<KvBlock>>> AgentStore::ReadHeldBlocks(std::stri
                                                                        const AgentRecord& rec) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns_name));
   std::vector<std::optional<KvBlock>> held(rec.blocks.size());
-  std::vector<std::optional<BlockSource>> sources;
+  std::vector<uint32_t> indexes;
+  std::vector<std::string> paths;
+  std::vector<uint64_t> file_bytes;
   {
     std::lock_guard<std::mutex> l(mu_);
     AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
     if (ns == nullptr) return held;
-    sources = SourcesLocked(*ns, rec.blocks);
+    for (uint32_t i = 0; i < rec.blocks.size(); ++i) {
+      auto it = ns->blocks.find(rec.blocks[i].id);
+      if (it == ns->blocks.end()) continue;
+      indexes.push_back(i);
+      paths.push_back(BlockPath(*ns, rec.blocks[i].id));
+      file_bytes.push_back(it->second.file_bytes);
+    }
   }
+  if (indexes.empty()) return held;
   // Read (decoded, checksummed) without the lock, as a load reads; the checks
   // against `rec` and the bookkeeping of bad or vanished files
-  // (ReadBlockLocked) under it. A block that moved meanwhile (its pack
-  // dropped, the block written again elsewhere) is read again there.
-  std::vector<std::optional<Result<DecodedBlock>>> read = ReadSources(sources);
+  // (ReadBlockLocked) under it.
+  std::vector<std::optional<Result<DecodedBlock>>> read(indexes.size());
+  if (fs_->ConcurrentReads()) {
+    std::vector<Result<DecodedBlock>> got = ReadBlockFiles(fs_, paths, ReadOptionsFor(file_bytes));
+    for (size_t k = 0; k < got.size(); ++k) read[k] = std::move(got[k]);
+  }
   std::lock_guard<std::mutex> l(mu_);
   NamespaceState* ns = FindNamespaceLocked(ns_name);
   if (ns == nullptr) return held;  // erased meanwhile
-  const std::vector<std::optional<BlockSource>> now = SourcesLocked(*ns, rec.blocks);
-  for (uint32_t i = 0; i < rec.blocks.size(); ++i) {
-    if (!sources[i] || !now[i]) continue;  // not held here
-    std::optional<Result<DecodedBlock>> ahead;
-    if (*sources[i] == *now[i]) ahead = std::move(read[i]);
-    auto block = ReadBlockLocked(ns, rec, i, std::move(ahead));
-    if (block.ok()) held[i] = std::move(block).value();
+  for (size_t k = 0; k < indexes.size(); ++k) {
+    auto block = ReadBlockLocked(ns, rec, indexes[k], std::move(read[k]));
+    if (block.ok()) held[indexes[k]] = std::move(block).value();
   }
   return held;
 }

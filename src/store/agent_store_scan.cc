@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
 #include "store/agent_store.h"
 #include "store/durable_io.h"
@@ -20,7 +19,6 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 
 constexpr std::string_view kManifestSuffix = ".json";
 constexpr std::string_view kBlockSuffix = ".safetensors";
-constexpr std::string_view kPackFileSuffix = ".pack";
 
 // "<32 hex><suffix>" -> the 32 hex digits, or "".
 std::string HashedName(std::string_view name, std::string_view suffix) {
@@ -125,9 +123,7 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
   if (!ro) AGENTKV_RETURN_IF_ERROR(SyncDirIfPresent(fs_, agents_dir));
   ns->agents.clear();
   ns->blocks.clear();
-  ns->packs.clear();
-  std::map<std::string, BlockRef> known;      // block id -> a manifest's view of it
-  std::vector<BlockRef> packed_refs;          // every manifest's block entries in packs
+  std::map<std::string, BlockRef> known;  // block id -> a manifest's view of it
 
   AGENTKV_ASSIGN_OR_RETURN(std::vector<DirEntry> agent_files, ListOrEmpty(fs_, agents_dir));
   for (const DirEntry& e : agent_files) {
@@ -163,13 +159,7 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
       continue;
     }
     ns->name = rec->ns;
-    for (const BlockRef& b : rec->blocks) {
-      if (b.pack.empty()) {
-        known.emplace(b.id, b);
-      } else {
-        packed_refs.push_back(b);
-      }
-    }
+    for (const BlockRef& b : rec->blocks) known.emplace(b.id, b);
     ns->agents[rec->agent_id] = StateOfManifest(*rec, bytes->size());
   }
 
@@ -180,11 +170,6 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
     if (EndsWith(e.name, kTempSuffix)) {
       // A save writing without the lock owns its temp files.
       if (!ro && ns->writes_in_flight == 0 && fs_->RemoveFile(path).ok()) ++stats_.temp_files_removed;
-      continue;
-    }
-    if (std::string pack_id = HashedName(e.name, kPackFileSuffix); !pack_id.empty()) {
-      AGENTKV_ASSIGN_OR_RETURN(ns->packs[pack_id].file_bytes, fs_->FileSize(path));
-      ns->packs[pack_id].durable = true;
       continue;
     }
     std::string id = HashedName(e.name, kBlockSuffix);
@@ -198,32 +183,15 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
     b.durable = true;
     ns->blocks[id] = b;
   }
-  // A packed block is on disk when its pack is (its own file, if any, counts
-  // first: it is found above). Blocks of a pack that no manifest names are
-  // not known after a reopen.
-  for (const BlockRef& ref : packed_refs) {
-    if (ns->blocks.count(ref.id) || !ns->packs.count(ref.pack)) continue;
-    ns->blocks[ref.id] = BlockState{ref.file_bytes, ref.checksum, 0, true, ref.pack, ref.pack_offset};
-  }
   RecountRefsLocked(ns);
   if (!ro) {
     for (auto it = ns->blocks.begin(); it != ns->blocks.end();) {
-      // An in-flight save's blocks are not named yet; packed ones go with their pack.
-      if (it->second.refs > 0 || ns->writes_in_flight > 0 || !it->second.pack.empty()) {
+      if (it->second.refs > 0 || ns->writes_in_flight > 0) {  // an in-flight save's blocks are not named yet
         ++it;
         continue;
       }
       if (fs_->RemoveFile(BlockPath(*ns, it->first)).ok()) ++stats_.orphan_blocks_removed;
       it = ns->blocks.erase(it);
-    }
-    for (auto it = ns->packs.begin(); it != ns->packs.end();) {
-      if (it->second.refs > 0 || ns->writes_in_flight > 0) {
-        ++it;
-        continue;
-      }
-      const std::string pack_id = (it++)->first;
-      if (fs_->RemoveFile(PackPath(*ns, pack_id)).ok()) ++stats_.orphan_blocks_removed;
-      ForgetPackLocked(ns, pack_id);
     }
     AGENTKV_RETURN_IF_ERROR(SyncDirIfPresent(fs_, blocks_dir));
   }
@@ -256,17 +224,10 @@ Status AgentStore::CleanIfDirtyLocked(NamespaceState* ns) {
 
 void AgentStore::RecountRefsLocked(NamespaceState* ns) {
   for (auto& [id, b] : ns->blocks) b.refs = 0;
-  for (auto& [id, p] : ns->packs) p.refs = 0;
   for (const auto& [agent_id, a] : ns->agents) {
-    std::set<std::string> packs;  // each pack it names, counted once
     for (const BlockRef& ref : a.blocks) {
       auto it = ns->blocks.find(ref.id);
       if (it != ns->blocks.end()) ++it->second.refs;
-      if (!ref.pack.empty()) packs.insert(ref.pack);
-    }
-    for (const std::string& pack_id : packs) {
-      auto it = ns->packs.find(pack_id);
-      if (it != ns->packs.end()) ++it->second.refs;
     }
   }
 }
@@ -287,29 +248,15 @@ void AgentStore::QuarantineLocked(NamespaceState* ns, const std::string& path) {
 
 uint32_t AgentStore::CollectGarbageLocked(NamespaceState* ns) {
   uint32_t n = 0;
-  auto remove = [&](const std::string& path) {
-    Status st = fs_->RemoveFile(path);
-    if (!st.ok() && st.code() != StatusCode::kNotFound) ns->dirty = true;  // rescan will retry
-    return st.ok();
-  };
   for (auto it = ns->blocks.begin(); it != ns->blocks.end();) {
-    if (it->second.refs > 0 || !it->second.pack.empty()) {  // a packed block lives as long as its pack
-      ++it;
-      continue;
-    }
-    if (remove(BlockPath(*ns, it->first))) ++n;
-    it = ns->blocks.erase(it);
-  }
-  for (auto it = ns->packs.begin(); it != ns->packs.end();) {
     if (it->second.refs > 0) {
       ++it;
       continue;
     }
-    const std::string pack_id = (it++)->first;
-    const size_t before = ns->blocks.size();
-    const bool removed = remove(PackPath(*ns, pack_id));
-    ForgetPackLocked(ns, pack_id);
-    if (removed) n += static_cast<uint32_t>(before - ns->blocks.size());
+    Status st = fs_->RemoveFile(BlockPath(*ns, it->first));
+    if (!st.ok() && st.code() != StatusCode::kNotFound) ns->dirty = true;  // rescan will retry
+    if (st.ok()) ++n;
+    it = ns->blocks.erase(it);
   }
   return n;
 }
@@ -334,8 +281,6 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
   for (const BlockRef& b : gone.blocks) {
     auto bit = ns->blocks.find(b.id);
     if (bit == ns->blocks.end() || bit->second.refs == 0) freed.push_back(b.id);
-    auto pit = ns->packs.find(b.pack);
-    if (!b.pack.empty() && (pit == ns->packs.end() || pit->second.refs == 0)) freed.push_back(b.pack);
   }
   CollectGarbageLocked(ns);
   st = fs_->SyncDir(BlocksDir(*ns));
@@ -360,22 +305,15 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
   return Status::OK();
 }
 
-uint64_t AgentStore::DiskBytesLocked(const NamespaceState& ns) {
-  uint64_t total = 0;
-  for (const auto& [id, b] : ns.blocks) total += b.pack.empty() ? b.file_bytes : 0;  // packs counted whole below
-  for (const auto& [id, p] : ns.packs) total += p.file_bytes;
-  for (const auto& [id, a] : ns.agents) total += a.manifest_bytes;
-  return total;
-}
-
 bool AgentStore::PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id,
                                      NamespaceState** victim_ns, std::string* victim_id, uint64_t* total_bytes) {
   const std::string* victim = nullptr;
   int64_t oldest = 0;
   uint64_t total = 0;
   for (auto& [name, ns] : namespaces_) {
-    total += DiskBytesLocked(ns);
+    for (const auto& [id, b] : ns.blocks) total += b.file_bytes;
     for (const auto& [id, a] : ns.agents) {
+      total += a.manifest_bytes;
       if (&ns == keep_ns && id == keep_id) continue;
       if (victim == nullptr || a.last_used_ms < oldest) {
         *victim_ns = &ns;

@@ -102,7 +102,7 @@ TEST_F(AgentStoreTest, IncrementalSaveWritesOnlyNewBlocks) {
   EXPECT_EQ(fault_.CountOps("create", "/blocks/"), 1u);
   EXPECT_EQ(fault_.CountOps("create", "/agents/"), 1u);
   EXPECT_EQ(fault_.CountOps("remove", "/blocks/"), 1u);
-  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 2u);  // blocks 0-1 in one pack, the tail
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 3u);
   // Same content again: nothing but the manifest is written.
   fault_.Reset();
   calls = 0;
@@ -116,7 +116,7 @@ TEST_F(AgentStoreTest, IncrementalSaveWritesOnlyNewBlocks) {
   calls = 0;
   ASSERT_TRUE(Save(store.get(), "ns", "a", t800, &calls).ok());
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 3u);  // one new full block is no pack: a block file
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 4u);
   EXPECT_TRUE(LoadsExactly(store.get(), "ns", "a", t800));
   EXPECT_EQ(store->stats().blocks_written, 6u);
 }
@@ -128,8 +128,8 @@ TEST_F(AgentStoreTest, SharedPrefixStoredOnceAndDeleteKeepsOthers) {
     tokens.push_back(MakeTokens(3 * kBlockTokens + 10 + i, 100 + i, 3 * kBlockTokens));
     ASSERT_TRUE(Save(store.get(), "ns", "agent" + std::to_string(i), tokens.back()).ok());
   }
-  // 3 shared blocks in one pack + 10 distinct tails.
-  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 11u);
+  // 3 shared blocks + 10 distinct tails.
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 13u);
   uint64_t bytes = 0;
   for (const auto& p : mem_.AllFiles()) {
     if (p.find("/blocks/") != std::string::npos) bytes += *mem_.FileSize(p);
@@ -144,16 +144,14 @@ TEST_F(AgentStoreTest, SharedPrefixStoredOnceAndDeleteKeepsOthers) {
   for (int i = 0; i < 3; ++i) prefix_bytes += rec->blocks[i].file_bytes;
   expect = tail_bytes - 9 * prefix_bytes;
   EXPECT_EQ(bytes, expect);
-  EXPECT_EQ(store->stats().block_files, 10u);
-  EXPECT_EQ(store->stats().pack_files, 1u);
-  EXPECT_EQ(store->stats().packed_blocks, 3u);
+  EXPECT_EQ(store->stats().block_files, 13u);
 
   // Another namespace never shares blocks.
   ASSERT_TRUE(Save(store.get(), "other", "agent0", tokens[0]).ok());
-  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 13u);
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 17u);
 
   ASSERT_TRUE(store->DeleteAgent("ns", "agent3").ok());
-  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 12u);
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 16u);
   EXPECT_EQ(store->GetRecord("ns", "agent3").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store->DeleteAgent("ns", "agent3").code(), StatusCode::kNotFound);
   for (uint32_t i = 0; i < 10; ++i) {
@@ -166,7 +164,7 @@ TEST_F(AgentStoreTest, SharedPrefixStoredOnceAndDeleteKeepsOthers) {
   for (uint32_t i = 0; i < 10; ++i) {
     if (i != 3) ASSERT_TRUE(store->DeleteAgent("ns", "agent" + std::to_string(i)).ok());
   }
-  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 2u);  // only the other namespace's pack and tail
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), 4u);  // only the other namespace's
   EXPECT_EQ(CountFiles(mem_, "/agents/"), 1u);
 }
 
@@ -413,9 +411,7 @@ TEST(AgentStorePosixTest, ReadAheadKeepsOrderAndStopsAtCorruption) {
   PosixFileSystem fs;
   ASSERT_TRUE(fs.ConcurrentReads());
   auto tokens = MakeTokens(12 * kBlockTokens + 17, 9);
-  AgentStoreOptions o = Options(&fs, dir);
-  o.pack_full_blocks = false;  // parallel reads of block files; packs: pack_test.cc
-  auto store = AgentStore::Open(o);
+  auto store = AgentStore::Open(Options(&fs, dir));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ASSERT_TRUE(Save(store->get(), "ns", "a", tokens).ok());
   EXPECT_TRUE(LoadsExactly(store->get(), "ns", "a", tokens));
@@ -442,6 +438,18 @@ TEST(AgentStorePosixTest, ReadAheadKeepsOrderAndStopsAtCorruption) {
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
+// MakeBlock with rows 40x wider (~290 KB files), so that block files have
+// data beyond the first read and LoadBlocks reads it in several chunks.
+KvBlock WideBlock(const std::vector<int32_t>& tokens, uint32_t i) {
+  KvBlock b = MakeBlock(tokens, i);
+  for (KvTensor& t : b.tensors) {
+    t.row_bytes *= 40;
+    t.data.resize(size_t{t.n_rows} * t.row_bytes);
+    for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = static_cast<uint8_t>(k * 29 + i * 13 + t.name.size());
+  }
+  return b;
+}
+
 // Chunked read-ahead (block_read.h ReadBlockFiles) of large block files: the
 // blocks come back exactly; an I/O error in one chunk of block 3 stops the
 // load there with that error (blocks 0-2 returned, the file kept: the error
@@ -454,7 +462,6 @@ TEST(AgentStorePosixTest, ChunkedReadAheadStopsAtAFailedChunk) {
   auto tokens = MakeTokens(7 * kBlockTokens + 40, 11);
   AgentStoreOptions o = Options(&fs, dir);
   o.read_threads = 4;
-  o.pack_full_blocks = false;  // chunked reads of block files
   const size_t chunk = 16 << 10;
   o.read_chunk_bytes = chunk;
   auto store = AgentStore::Open(o);

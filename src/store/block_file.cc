@@ -40,9 +40,7 @@ bool ParseU64(const std::string& s, uint64_t* out) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-// KvBlock's invariants; the data sizes too unless the decoder is about to
-// set them itself (DecodeBlockHeader, whose caller may size them later).
-Status CheckBlock(const KvBlock& block, bool check_data_sizes = true) {
+Status CheckBlock(const KvBlock& block) {
   if (block.n_tokens == 0 || block.n_tokens > kBlockTokens) {
     return Status::InvalidArgument("block " + std::to_string(block.index) + ": n_tokens out of range");
   }
@@ -53,7 +51,7 @@ Status CheckBlock(const KvBlock& block, bool check_data_sizes = true) {
       return Status::InvalidArgument("tensor name \"" + t.name.substr(0, 64) + "\" not allowed");
     }
     if (!names.insert(t.name).second) return Status::InvalidArgument("duplicate tensor " + t.name);
-    if (check_data_sizes && t.data.size() != uint64_t{t.n_rows} * t.row_bytes) {
+    if (t.data.size() != uint64_t{t.n_rows} * t.row_bytes) {
       return Status::InvalidArgument("tensor " + t.name + ": data size != n_rows * row_bytes");
     }
     if (t.n_rows > 0 && (t.first_pos < lo || uint64_t{t.first_pos} + t.n_rows > hi)) {
@@ -140,8 +138,7 @@ std::vector<std::span<uint8_t>> BlockFileLayout::DataPieces() {
   return out;
 }
 
-Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size,
-                                          const SizeTensorsFn& size_tensors) {
+Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size) {
   AGENTKV_ASSIGN_OR_RETURN(const uint64_t data_offset, BlockDataOffset(head, file_size));
   if (head.size() < data_offset) return Status::InvalidArgument("block header: need the first " +
                                                                 std::to_string(data_offset) + " bytes");
@@ -254,18 +251,14 @@ Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_s
     layout.file_order.push_back(s.tensor);
   }
   if (expect != data_size) return Bad("data section has trailing bytes");
+  // Sized only now that the sizes are known to add up to the file's.
+  for (KvTensor& t : out.block.tensors) t.data.resize(uint64_t{t.n_rows} * t.row_bytes);
   // Accept nothing the writer would refuse (found by block_file_fuzz): names,
   // fingerprint and kv types as EncodeBlockHeader checks them.
   if (!IsPrintable(out.meta.fingerprint) || !IsPrintable(out.meta.kv_types)) {
     return Bad("fingerprint or kv types not printable");
   }
-  if (Status st = CheckBlock(out.block, /*check_data_sizes=*/false); !st.ok()) return Bad(st.message());
-  // Sized only now that the sizes are known to add up to the file's.
-  if (size_tensors) {
-    size_tensors(out.block.tensors);
-  } else {
-    for (KvTensor& t : out.block.tensors) t.data.resize(uint64_t{t.n_rows} * t.row_bytes);
-  }
+  if (Status st = CheckBlock(out.block); !st.ok()) return Bad(st.message());
   return layout;
 }
 

@@ -14,7 +14,6 @@
 // Pure functions on bytes: no I/O, no global state; thread-safe.
 
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -88,13 +87,7 @@ struct BlockFileLayout {
 };
 Result<uint64_t> BlockDataOffset(std::string_view head, uint64_t file_size);
 // REQUIRES head.size() >= BlockDataOffset(head, file_size) (InvalidArgument otherwise).
-// `size_tensors`, if given, replaces the sizing of the tensors' data buffers
-// (by default each is resized to n_rows * row_bytes, contents unspecified):
-// a reader that allocates them on another thread passes a no-op and sizes
-// them before DataPieces(); allocating a block's MBs costs more than reading them.
-using SizeTensorsFn = std::function<void(std::span<KvTensor> tensors)>;
-Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size,
-                                          const SizeTensorsFn& size_tensors = nullptr);
+Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size);
 Result<DecodedBlock> FinishBlockFile(BlockFileLayout layout);
 
 }  // namespace agentkv

@@ -1,13 +1,10 @@
 #pragma once
 // Reading block files from a FileSystem with their tensor data read straight
 // into the decoded tensors (no whole-file buffer, no copy of the payload):
-// one file (ReadBlockFile), an agent's many files at once with the data
-// sections split into chunks read in parallel (ReadBlockFiles), or block
-// images wherever they lie, runs of them in a pack file read as one
-// sequential stream (ReadBlockSources).
+// one file (ReadBlockFile), or an agent's many files at once with the data
+// sections split into chunks read in parallel (ReadBlockFiles).
 
 #include <cstddef>
-#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,12 +47,6 @@ struct BlockReadOptions {
   // file offsets that are multiples of it (see BlockReadChunkBytes); 0: one
   // read per data section.
   size_t chunk_bytes = 0;
-  // Pack runs (ReadBlockSources), with n_threads > 1: threads that read the
-  // images' heads before the stream starts and then allocate the images'
-  // tensor buffers ahead of it. Allocating (and zeroing) a block's 9.4 MB
-  // took 5.2 ms on one thread against 1.3 ms for copying its data from the
-  // page cache (2-core VM): on the stream's thread it would set its pace.
-  int pack_helper_threads = 2;
 };
 
 // Reads the block files at `paths`; element i of the result is what
@@ -71,45 +62,5 @@ struct BlockReadOptions {
 // Thread-safe if `fs` is and ConcurrentReads() (or options.n_threads <= 1).
 std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const std::string> paths,
                                                  const BlockReadOptions& options);
-
-// Where one block's file image lies: a whole block file, or the bytes
-// [offset, offset + bytes) of a pack file (docs/store-format.md, "Pack files").
-struct BlockSource {
-  std::string path;
-  bool packed = false;
-  uint64_t offset = 0;  // packed only
-  // Packed: the image's length (as the manifest records it). A block file:
-  // its expected size, a hint for planning reads only (its real size is read).
-  uint64_t bytes = 0;
-  static BlockSource File(std::string path, uint64_t expected_bytes) {
-    return {std::move(path), false, 0, expected_bytes};
-  }
-  static BlockSource Packed(std::string path, uint64_t offset, uint64_t bytes) {
-    return {std::move(path), true, offset, bytes};
-  }
-  bool operator==(const BlockSource&) const = default;
-};
-
-// Reads the block images at `sources`; element i of the result is what
-// ReadBlockFile returns for a block file holding exactly the image of
-// sources[i] (same checks, same errors, the pack's path named), plus:
-// an image must lie inside its pack (else Corruption). Images fail
-// independently. A run of sources that lie back to back in one pack
-// (consecutive elements, each starting where the previous one ends) is read
-// as one sequential stream: ONE thread reads the images' data sections in
-// file order, each straight into its tensors' buffers (no whole-pack
-// buffer, no copy of the payload), through one open file
-// (FileSystem::OpenSequentialReads) so that the OS reads ahead of it. With
-// options.n_threads > 1, the images' heads (first 64 KiB) are read and
-// checked before the stream starts and their buffers allocated ahead of it,
-// on options.pack_helper_threads threads, and the checksums of finished
-// images are computed on another; else everything happens on the caller's
-// thread, image by image (head, data, checksum). Block files, and runs in other packs, are read in parallel as
-// ReadBlockFiles reads them (the pack runs on threads of their own).
-// Blocks the caller until all is done. Thread-safe if `fs` is and
-// ConcurrentReads() (or options.n_threads <= 1: everything then happens on
-// the caller's thread, in source order).
-std::vector<Result<DecodedBlock>> ReadBlockSources(FileSystem* fs, std::span<const BlockSource> sources,
-                                                   const BlockReadOptions& options);
 
 }  // namespace agentkv

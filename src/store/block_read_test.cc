@@ -3,10 +3,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
-#include <algorithm>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -57,7 +54,21 @@ std::string Encode(const KvBlock& block) {
 // (read a range, copy) that every other file system uses.
 class BlockReadTest : public ::testing::TestWithParam<bool> {
  protected:
-  void SetUp() override { ASSERT_FALSE(dir_.empty()); }
+  void SetUp() override {
+    if (GetParam()) {
+      std::string tmpl = ::testing::TempDir() + "/agentkv_block_read_XXXXXX";
+      ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+      dir_ = tmpl;
+      fs_ = std::make_unique<PosixFileSystem>();
+    } else {
+      dir_ = "/mem";
+      fs_ = std::make_unique<MemFileSystem>();
+      ASSERT_TRUE(fs_->CreateDirs(dir_).ok());
+    }
+  }
+  void TearDown() override {
+    if (GetParam()) std::filesystem::remove_all(dir_);
+  }
   std::string Put(const std::string& bytes) {
     const std::string path = dir_ + "/b" + std::to_string(n_++) + ".safetensors";
     auto f = fs_->NewWritableFile(path);
@@ -68,9 +79,8 @@ class BlockReadTest : public ::testing::TestWithParam<bool> {
     return path;
   }
 
-  store_test::TestFileSystem disk_{GetParam()};
-  const std::string& dir_ = disk_.dir;
-  std::unique_ptr<FileSystem>& fs_ = disk_.fs;
+  std::string dir_;
+  std::unique_ptr<FileSystem> fs_;
   int n_ = 0;
 };
 
@@ -303,118 +313,6 @@ TEST_P(BlockReadTest, IoErrorInOneChunkFailsThatFileOnly) {
     EXPECT_TRUE(got[0].ok() && got[2].ok()) << "op " << op;
   }
 }
-
-// Pack files (ReadBlockSources): images back to back in one file, read as
-// one stream; each comes back as its own block file would, and fails alone.
-class PackReadTest : public BlockReadTest {
- protected:
-  // Writes `images` back to back as one file; returns its path and fills
-  // *sources with one packed source per image.
-  std::string PutPack(const std::vector<std::string>& images, std::vector<BlockSource>* sources) {
-    std::string bytes;
-    for (const std::string& image : images) {
-      sources->push_back(BlockSource::Packed("", bytes.size(), image.size()));
-      bytes += image;
-    }
-    const std::string path = Put(bytes);
-    for (BlockSource& s : *sources) s.path = path;
-    return path;
-  }
-  static std::vector<BlockReadOptions> Options() {
-    BlockReadOptions serial, parallel;
-    parallel.n_threads = 4;
-    parallel.chunk_bytes = 64 << 10;
-    return {serial, parallel};
-  }
-};
-
-TEST_P(PackReadTest, EachImageReadsAsItsOwnFile) {
-  const KvBlock blocks[] = {BigBlock(8, 576), store_test::MakeBlock(MakeTokens(300, 1), 0), BigBlock(4, 100),
-                            BigBlock(260, 8, 200)};
-  std::vector<std::string> images;
-  for (const KvBlock& b : blocks) images.push_back(Encode(b));
-  std::vector<BlockSource> sources;
-  PutPack(images, &sources);
-  // A block file between two runs of the same pack, and a run out of order.
-  sources.insert(sources.begin() + 2, BlockSource::File(Put(images[1]), images[1].size()));
-  std::swap(sources[3], sources[4]);
-  const KvBlock* want[] = {&blocks[0], &blocks[1], &blocks[1], &blocks[3], &blocks[2]};
-  for (const BlockReadOptions& options : Options()) {
-    SCOPED_TRACE("threads " + std::to_string(options.n_threads));
-    std::vector<Result<DecodedBlock>> got = ReadBlockSources(fs_.get(), sources, options);
-    ASSERT_EQ(got.size(), sources.size());
-    for (size_t k = 0; k < got.size(); ++k) {
-      ASSERT_TRUE(got[k].ok()) << k << ": " << got[k].status().ToString();
-      EXPECT_EQ(got[k]->block, *want[k]) << k;
-    }
-  }
-}
-
-TEST_P(PackReadTest, BadImageFailsAloneAndImagesOutsideThePackAreCorruption) {
-  std::vector<std::string> images = {Encode(BigBlock(8, 576)), Encode(BigBlock(8, 576)), Encode(BigBlock(2, 64))};
-  images[1][images[1].size() - 7] ^= 0x20;  // in the data read in place
-  std::vector<BlockSource> sources;
-  const std::string path = PutPack(images, &sources);
-  BlockSource beyond = sources[2];
-  beyond.offset += 8;  // its last 8 bytes lie past the end
-  sources.push_back(beyond);
-  BlockSource misplaced = sources[0];
-  misplaced.offset += 8;  // not where an image starts
-  sources.push_back(misplaced);
-  for (const BlockReadOptions& options : Options()) {
-    std::vector<Result<DecodedBlock>> got = ReadBlockSources(fs_.get(), sources, options);
-    ASSERT_EQ(got.size(), 5u);
-    EXPECT_TRUE(got[0].ok()) << got[0].status().ToString();
-    EXPECT_EQ(got[1].status().code(), StatusCode::kCorruption) << got[1].status().ToString();
-    EXPECT_NE(got[1].status().message().find(path), std::string::npos) << "names the pack";
-    EXPECT_TRUE(got[2].ok()) << got[2].status().ToString();
-    EXPECT_EQ(got[3].status().code(), StatusCode::kCorruption);
-    EXPECT_NE(got[3].status().message().find("outside the pack"), std::string::npos) << got[3].status().ToString();
-    EXPECT_EQ(got[4].status().code(), StatusCode::kCorruption);
-  }
-  std::vector<BlockSource> absent = {BlockSource::Packed(dir_ + "/absent.pack", 0, images[0].size())};
-  EXPECT_EQ(ReadBlockSources(fs_.get(), absent, {})[0].status().code(), StatusCode::kNotFound);
-}
-
-// One stream: the data sections of a run's images are read by one thread,
-// one read each, in file order; the heads (first 64 KiB of each image) are
-// read ahead by others.
-TEST_P(PackReadTest, ARunsDataIsReadByOneThreadInFileOrder) {
-  std::vector<std::string> images = {Encode(BigBlock(8, 576)), Encode(BigBlock(8, 576)), Encode(BigBlock(8, 576))};
-  std::vector<BlockSource> sources;
-  const std::string path = PutPack(images, &sources);
-  HookedFileSystem hooked(fs_.get(), /*concurrent=*/true);
-  struct Read {
-    uint64_t offset;
-    size_t n;
-    std::thread::id thread;
-  };
-  std::mutex mu;
-  std::vector<Read> heads, data;
-  hooked.read_hook = [&](const std::string& p, uint64_t offset, size_t n) {
-    std::lock_guard<std::mutex> l(mu);
-    if (p == path) (n == kBlockHeadReadBytes ? heads : data).push_back({offset, n, std::this_thread::get_id()});
-    return Status::OK();
-  };
-  BlockReadOptions options;
-  options.n_threads = 8;
-  options.chunk_bytes = 64 << 10;
-  options.pack_helper_threads = 2;
-  std::vector<Result<DecodedBlock>> got = ReadBlockSources(&hooked, sources, options);
-  for (const auto& r : got) EXPECT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(heads.size(), 3u);
-  ASSERT_EQ(data.size(), 3u) << "one data read per image";
-  uint64_t image_begin = 0;
-  for (size_t k = 0; k < 3; ++k) {
-    EXPECT_EQ(data[k].offset, image_begin + kBlockHeadReadBytes) << k;
-    EXPECT_EQ(data[k].offset + data[k].n, image_begin + images[k].size()) << k;
-    EXPECT_EQ(data[k].thread, data[0].thread) << k;
-    image_begin += images[k].size();
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(FileSystems, PackReadTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "Posix" : "Mem"; });
 
 TEST(BlockReadChunkBytesTest, AboutTwoReadsPerThreadNoneUnderTheMinimum) {
   constexpr uint64_t kAlign = 64 << 10;

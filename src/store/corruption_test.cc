@@ -25,9 +25,7 @@ class CorruptionTest : public ::testing::Test {
   }
   void Reopen() {
     store_.reset();
-    AgentStoreOptions o = Options(&mem_);
-    o.pack_full_blocks = false;  // block files here; damaged packs: pack_test.cc
-    auto s = AgentStore::Open(o);
+    auto s = AgentStore::Open(Options(&mem_));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
   }

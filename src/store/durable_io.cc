@@ -10,44 +10,29 @@ bool IsNoSpace(const Status& s) {
   return m.find("No space left on device") != std::string::npos || m.find("Disk quota exceeded") != std::string::npos;
 }
 
-Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(FileSystem* fs, std::string path) {
-  auto file = fs->NewWritableFile(path + std::string(kTempSuffix));
-  if (!file.ok()) return file.status().WithContext("write " + path);
-  return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(fs, std::move(path), std::move(file).value()));
-}
-
-AtomicFileWriter::AtomicFileWriter(FileSystem* fs, std::string path, std::unique_ptr<WritableFile> file)
-    : fs_(fs), path_(std::move(path)), file_(std::move(file)) {}
-
-AtomicFileWriter::~AtomicFileWriter() {
-  if (renamed_) return;
-  file_.reset();
-  (void)fs_->RemoveFile(path_ + std::string(kTempSuffix));  // best effort; Open() removes leftovers
-}
-
-Status AtomicFileWriter::Append(std::string_view data) {
-  if (data.empty()) return Status::OK();
-  bytes_ += data.size();
-  return file_->Append(data).WithContext("write " + path_);
-}
-
-Status AtomicFileWriter::Commit(bool sync_dir) {
-  Status st = file_->Sync();
-  if (st.ok()) st = file_->Close();
-  file_.reset();
-  if (st.ok()) st = fs_->RenameFile(path_ + std::string(kTempSuffix), path_);
-  if (!st.ok()) return st.WithContext("write " + path_);
-  renamed_ = true;
-  // Without this the rename may not survive a crash (LevelDB issue #195).
-  if (sync_dir) AGENTKV_RETURN_IF_ERROR(fs_->SyncDir(ParentDir(path_)).WithContext("write " + path_));
-  return Status::OK();
-}
-
 Status WritePiecesAtomically(FileSystem* fs, const std::string& path,
                              const std::vector<std::string_view>& pieces, bool sync_dir) {
-  AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(fs, path));
-  for (std::string_view piece : pieces) AGENTKV_RETURN_IF_ERROR(writer->Append(piece));
-  return writer->Commit(sync_dir);
+  const std::string tmp = path + std::string(kTempSuffix);
+  auto write_tmp = [&]() -> Status {
+    AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs->NewWritableFile(tmp));
+    for (std::string_view piece : pieces) {
+      if (piece.empty()) continue;
+      AGENTKV_RETURN_IF_ERROR(file->Append(piece));
+    }
+    AGENTKV_RETURN_IF_ERROR(file->Sync());
+    return file->Close();
+  };
+  Status st = write_tmp();
+  if (st.ok()) st = fs->RenameFile(tmp, path);
+  if (!st.ok()) {
+    (void)fs->RemoveFile(tmp);  // best effort; Open() removes leftovers
+    return st.WithContext("write " + path);
+  }
+  if (sync_dir) {
+    // Without this the rename may not survive a crash (LevelDB issue #195).
+    AGENTKV_RETURN_IF_ERROR(fs->SyncDir(ParentDir(path)).WithContext("write " + path));
+  }
+  return Status::OK();
 }
 
 Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_view data,

@@ -2,8 +2,6 @@
 // Crash-safe write helpers on top of FileSystem (LevelDB SetCurrentFile, plus
 // the directory fsync LevelDB issue #195 lacks).
 
-#include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,33 +32,6 @@ Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_
 // pieces, appended without concatenating them first (block files are MBs).
 Status WritePiecesAtomically(FileSystem* fs, const std::string& path,
                              const std::vector<std::string_view>& pieces, bool sync_dir);
-
-// The steps of WritePiecesAtomically for content produced piece by piece
-// (a pack file of many blocks, each encoded only when its turn comes):
-// Open creates `path` + kTempSuffix; Append adds bytes; Commit syncs and
-// closes it, renames it over `path`, then, if `sync_dir`, syncs the parent
-// directory. Destroyed before a successful Commit's rename: the temp file is
-// removed (best effort; Open() of a store removes leftovers). Errors name
-// "write <path>". One thread at a time.
-class AtomicFileWriter {
- public:
-  static Result<std::unique_ptr<AtomicFileWriter>> Open(FileSystem* fs, std::string path);
-  AtomicFileWriter(const AtomicFileWriter&) = delete;
-  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
-  ~AtomicFileWriter();
-  Status Append(std::string_view data);
-  // REQUIRES: called at most once.
-  Status Commit(bool sync_dir);
-  uint64_t bytes_appended() const { return bytes_; }
-
- private:
-  AtomicFileWriter(FileSystem* fs, std::string path, std::unique_ptr<WritableFile> file);
-  FileSystem* const fs_;
-  const std::string path_;
-  std::unique_ptr<WritableFile> file_;
-  uint64_t bytes_ = 0;
-  bool renamed_ = false;
-};
 
 // mkdir -p `dir`, then fsyncs the parent of every directory from just below
 // `durable_base` down to `dir` (top-down), so the whole chain survives a

@@ -26,31 +26,6 @@ void NoteFileAccess(const char* op, const std::string& path) {
   }
 }
 
-namespace {
-
-// FileSystem::OpenSequentialReads' default: every read by path.
-class PathSequentialReadFile final : public SequentialReadFile {
- public:
-  PathSequentialReadFile(FileSystem* fs, std::string path, uint64_t size)
-      : fs_(fs), path_(std::move(path)), size_(size) {}
-  uint64_t size() const override { return size_; }
-  Result<size_t> ReadScattered(uint64_t offset, std::span<const std::span<uint8_t>> pieces) override {
-    return fs_->ReadScattered(path_, offset, pieces);
-  }
-
- private:
-  FileSystem* const fs_;
-  const std::string path_;
-  const uint64_t size_;
-};
-
-}  // namespace
-
-Result<std::unique_ptr<SequentialReadFile>> FileSystem::OpenSequentialReads(const std::string& path) {
-  AGENTKV_ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
-  return std::unique_ptr<SequentialReadFile>(new PathSequentialReadFile(this, path, size));
-}
-
 Result<size_t> FileSystem::ReadScattered(const std::string& path, uint64_t offset,
                                          std::span<const std::span<uint8_t>> pieces) {
   size_t total = 0;

@@ -50,18 +50,6 @@ class FileLock {
   virtual ~FileLock() = default;
 };
 
-// A file open for reads in ascending order (a pack file read as one
-// stream): one descriptor across the reads, so that the OS sees a single
-// sequential reader and reads ahead of it. One thread at a time.
-class SequentialReadFile {
- public:
-  virtual ~SequentialReadFile() = default;
-  // The file's size when it was opened.
-  virtual uint64_t size() const = 0;
-  // As FileSystem::ReadScattered on this file.
-  virtual Result<size_t> ReadScattered(uint64_t offset, std::span<const std::span<uint8_t>> pieces) = 0;
-};
-
 struct DirEntry {
   std::string name;  // base name, never "." or ".."
   bool is_dir = false;
@@ -86,11 +74,6 @@ class FileSystem {
   virtual Result<size_t> ReadScattered(const std::string& path, uint64_t offset,
                                        std::span<const std::span<uint8_t>> pieces);
   virtual Result<uint64_t> FileSize(const std::string& path) = 0;
-  // Opens `path` for a SequentialReadFile (NotFound if absent). The default
-  // takes FileSize(path) and forwards each read to ReadScattered(path, ...),
-  // so that wrappers see every read; PosixFileSystem keeps one descriptor,
-  // advised POSIX_FADV_SEQUENTIAL (a larger read-ahead window).
-  virtual Result<std::unique_ptr<SequentialReadFile>> OpenSequentialReads(const std::string& path);
   // True for files and directories.
   virtual bool Exists(const std::string& path) = 0;
   // Atomically replaces `to` (a file) if it exists.

@@ -208,28 +208,6 @@ TEST_F(PosixFileSystemTest, BasicOperations) {
   EXPECT_EQ(fs.NewWritableFile(d + "/x").status().code(), StatusCode::kNotFound);
 }
 
-// A pack stream's file: its size at open, scattered reads at any offset
-// (one descriptor), fewer bytes at the end; NotFound if absent. The default
-// (MemFileSystem) reads by path and behaves the same.
-TEST_F(PosixFileSystemTest, SequentialReadsOfOneOpenFile) {
-  PosixFileSystem posix;
-  MemFileSystem mem;
-  ASSERT_TRUE(mem.CreateDirs(dir_).ok());
-  for (FileSystem* fs : std::initializer_list<FileSystem*>{&posix, &mem}) {
-    ASSERT_TRUE(WriteFileAtomically(fs, dir_ + "/p", "0123456789", false).ok());
-    auto file = fs->OpenSequentialReads(dir_ + "/p");
-    ASSERT_TRUE(file.ok()) << file.status().ToString();
-    EXPECT_EQ((*file)->size(), 10u);
-    std::vector<uint8_t> a(3), b(4);
-    std::vector<std::span<uint8_t>> pieces = {a, b};
-    EXPECT_EQ(*(*file)->ReadScattered(2, pieces), 7u);
-    EXPECT_EQ(std::string(a.begin(), a.end()) + std::string(b.begin(), b.end()), "2345678");
-    EXPECT_EQ(*(*file)->ReadScattered(8, pieces), 2u);
-    EXPECT_EQ(std::string(a.begin(), a.begin() + 2), "89");
-    EXPECT_EQ(fs->OpenSequentialReads(dir_ + "/absent").status().code(), StatusCode::kNotFound);
-  }
-}
-
 // Cache files hold other people's conversations: owner-only, whatever the umask.
 TEST_F(PosixFileSystemTest, NewFilesAndDirectoriesAreOwnerOnly) {
   PosixFileSystem fs;

@@ -120,27 +120,5 @@ TEST(FormatGoldenTest, ManifestWithBinaryText) {
   EXPECT_EQ(*dec, rec);
 }
 
-// A block whose image lies in a pack file: "pack" and "offset" in its entry.
-// (The writer packs only runs of full blocks; the format allows any block.)
-TEST(FormatGoldenTest, ManifestWithPackedBlock) {
-  AgentRecord rec = GoldenRecord(ReadGolden("block.v1.safetensors"));
-  rec.blocks[0].pack = PackId(std::vector<std::string>{rec.blocks[0].id}, 0);
-  rec.blocks[0].pack_offset = 4096;
-  auto enc = EncodeManifest(rec);
-  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
-  const std::string golden = Golden("manifest_pack.v1.json", *enc);
-  EXPECT_EQ(*enc, golden) << "the manifest format changed (see the top of this file)";
-  EXPECT_NE(golden.find("\"pack\":\"" + rec.blocks[0].pack + "\""), std::string::npos);
-  EXPECT_NE(golden.find("\"offset\":4096"), std::string::npos);
-  auto dec = DecodeManifest(golden);
-  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
-  EXPECT_EQ(*dec, rec);
-  // The manifests written before packs still decode, with no pack.
-  auto old = DecodeManifest(ReadGolden("manifest.v1.json"));
-  ASSERT_TRUE(old.ok()) << old.status().ToString();
-  EXPECT_TRUE(old->blocks[0].pack.empty());
-  EXPECT_EQ(old->blocks[0].pack_offset, 0u);
-}
-
 }  // namespace
 }  // namespace agentkv

@@ -137,12 +137,7 @@ json RecordToJson(const AgentRecord& r) {
   j["spans"] = FlatRanges(r.spans);
   json blocks = json::array();
   for (const BlockRef& b : r.blocks) {
-    json entry = {{"id", b.id}, {"n_tokens", b.n_tokens}, {"checksum", Hex64(b.checksum)}, {"bytes", b.file_bytes}};
-    if (!b.pack.empty()) {
-      entry["pack"] = b.pack;
-      entry["offset"] = b.pack_offset;
-    }
-    blocks.push_back(std::move(entry));
+    blocks.push_back({{"id", b.id}, {"n_tokens", b.n_tokens}, {"checksum", Hex64(b.checksum)}, {"bytes", b.file_bytes}});
   }
   j["blocks"] = std::move(blocks);
   if (r.prompt.n_tokens > 0) {
@@ -187,18 +182,6 @@ Status PromptFromJson(const json& j, PromptPrefix* p) {
   return Status::OK();
 }
 
-// Optional "pack" and "offset" of a block entry (both or neither): where its
-// image lies in a pack file. Manifests written before packs have neither.
-Status PackedAtFromJson(const json& b, BlockRef* ref) {
-  const bool has_pack = b.contains("pack"), has_offset = b.contains("offset");
-  if (!has_pack && !has_offset) return Status::OK();
-  if (!has_pack || !has_offset || !GetStr(b, "pack", &ref->pack) || ref->pack.empty() ||
-      !GetInt(b, "offset", &ref->pack_offset)) {
-    return Corrupt("bad block pack entry");
-  }
-  return Status::OK();
-}
-
 Status RecordFromJson(const json& j, AgentRecord* r) {
   if (!j.is_object()) return Corrupt("record is not an object");
   if (!GetStr(j, "namespace", &r->ns) || !GetStr(j, "agent_id", &r->agent_id) ||
@@ -239,22 +222,9 @@ Status RecordFromJson(const json& j, AgentRecord* r) {
       return Corrupt("bad block entry");
     }
     ref.checksum = std::strtoull(checksum.c_str(), nullptr, 16);
-    AGENTKV_RETURN_IF_ERROR(PackedAtFromJson(b, &ref));
     r->blocks.push_back(std::move(ref));
   }
   return PromptFromJson(j, &r->prompt);
-}
-
-// A block's place in a pack, if any: a pack id of 32 hex digits; its image,
-// [pack_offset, pack_offset + file_bytes), representable without overflow.
-Status CheckPackedAt(const BlockRef& b) {
-  if (b.pack.empty()) {
-    if (b.pack_offset != 0) return Status::InvalidArgument("offset without a pack");
-    return Status::OK();
-  }
-  if (!IsBlockId(b.pack)) return Status::InvalidArgument("bad pack id");
-  if (b.file_bytes > UINT64_MAX - b.pack_offset) return Status::InvalidArgument("pack offset + bytes overflows");
-  return Status::OK();
 }
 
 }  // namespace
@@ -283,7 +253,6 @@ Status CheckRecord(const AgentRecord& r, bool check_blocks) {
     if (r.blocks[i].id != ids[i] || r.blocks[i].n_tokens != want) {
       return Status::InvalidArgument("record: block " + std::to_string(i) + " does not match tokens");
     }
-    AGENTKV_RETURN_IF_ERROR(CheckPackedAt(r.blocks[i]).WithContext("record: block " + std::to_string(i)));
   }
   return Status::OK();
 }

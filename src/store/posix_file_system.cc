@@ -133,54 +133,6 @@ Result<std::string> ReadAt(const std::string& path, uint64_t offset, size_t n, b
   return out;
 }
 
-// Reads [offset, offset + total size of `pieces`) of `fd` into `pieces`
-// (preadv, resumed after short reads); fewer bytes only at end of file.
-Result<size_t> PreadvAll(int fd, const std::string& path, uint64_t offset, std::span<const std::span<uint8_t>> pieces) {
-  std::vector<iovec> iov;
-  iov.reserve(pieces.size());
-  for (auto piece : pieces) {
-    if (!piece.empty()) iov.push_back({piece.data(), piece.size()});
-  }
-  size_t got = 0;
-  size_t first = 0;  // iov[first..] still to fill; iov[first] may be partly filled
-  while (first < iov.size()) {
-    const int n_iov = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
-    ssize_t r = ::preadv(fd, iov.data() + first, n_iov, static_cast<off_t>(offset + got));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return PosixError("read", path, errno);
-    }
-    if (r == 0) break;  // end of file
-    got += static_cast<size_t>(r);
-    for (size_t left = static_cast<size_t>(r); left > 0;) {
-      const size_t take = std::min(left, iov[first].iov_len);
-      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + take;
-      iov[first].iov_len -= take;
-      left -= take;
-      if (iov[first].iov_len == 0) ++first;
-    }
-  }
-  return got;
-}
-
-// One descriptor for all reads of a pack stream (kernel read-ahead state
-// lives in the open file).
-class PosixSequentialReadFile final : public SequentialReadFile {
- public:
-  PosixSequentialReadFile(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
-  ~PosixSequentialReadFile() override { ::close(fd_); }
-  uint64_t size() const override { return size_; }
-  Result<size_t> ReadScattered(uint64_t offset, std::span<const std::span<uint8_t>> pieces) override {
-    NoteFileAccess("ReadScattered", path_);
-    return PreadvAll(fd_, path_, offset, pieces);
-  }
-
- private:
-  const std::string path_;
-  const int fd_;
-  const uint64_t size_;
-};
-
 }  // namespace
 
 FileSystem* DefaultFileSystem() {
@@ -211,24 +163,34 @@ Result<size_t> PosixFileSystem::ReadScattered(const std::string& path, uint64_t 
   NoteFileAccess("ReadScattered", path);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return PosixError("open", path, errno);
-  Result<size_t> got = PreadvAll(fd, path, offset, pieces);
+  std::vector<iovec> iov;
+  iov.reserve(pieces.size());
+  for (auto piece : pieces) {
+    if (!piece.empty()) iov.push_back({piece.data(), piece.size()});
+  }
+  size_t got = 0;
+  size_t first = 0;  // iov[first..] still to fill; iov[first] may be partly filled
+  while (first < iov.size()) {
+    const int n_iov = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    ssize_t r = ::preadv(fd, iov.data() + first, n_iov, static_cast<off_t>(offset + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return PosixError("read", path, err);
+    }
+    if (r == 0) break;  // end of file
+    got += static_cast<size_t>(r);
+    for (size_t left = static_cast<size_t>(r); left > 0;) {
+      const size_t take = std::min(left, iov[first].iov_len);
+      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + take;
+      iov[first].iov_len -= take;
+      left -= take;
+      if (iov[first].iov_len == 0) ++first;
+    }
+  }
   ::close(fd);
   return got;
-}
-
-Result<std::unique_ptr<SequentialReadFile>> PosixFileSystem::OpenSequentialReads(const std::string& path) {
-  NoteFileAccess("OpenSequentialReads", path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return PosixError("open", path, errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return PosixError("stat", path, err);
-  }
-  // Advice only: a kernel that ignores it reads ahead less, nothing worse.
-  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  return std::unique_ptr<SequentialReadFile>(new PosixSequentialReadFile(path, fd, static_cast<uint64_t>(st.st_size)));
 }
 
 Result<uint64_t> PosixFileSystem::FileSize(const std::string& path) {

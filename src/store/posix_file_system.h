@@ -15,7 +15,6 @@ class PosixFileSystem final : public FileSystem {
   Result<size_t> ReadScattered(const std::string& path, uint64_t offset,
                                std::span<const std::span<uint8_t>> pieces) override;
   Result<uint64_t> FileSize(const std::string& path) override;
-  Result<std::unique_ptr<SequentialReadFile>> OpenSequentialReads(const std::string& path) override;
   bool Exists(const std::string& path) override;
   Status RenameFile(const std::string& from, const std::string& to) override;
   Status RemoveFile(const std::string& path) override;

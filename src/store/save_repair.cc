@@ -7,13 +7,12 @@
 // concerns its own agent:
 //   - temp files of its block files and manifest (WriteFileAtomically removes
 //     them on failure, best effort);
-//   - block files and the pack it wrote that no manifest names (the manifest
-//     never landed);
+//   - block files it wrote that no manifest names (the manifest never landed);
 //   - its manifest renamed into place although the fsync of agents/ failed.
 // The repair: fsync agents/ (what is seen is then what a crash keeps, as a
 // rescan does first), remove this save's temp files, re-read this agent's
-// manifest, recount references, delete unreferenced block files and packs.
-// Unreferenced ones can only be this save's: saves are serialized (save_mu_) and a
+// manifest, recount references, delete unreferenced blocks. Unreferenced
+// blocks can only be this save's: saves are serialized (save_mu_) and a
 // successful one leaves none. Any step failing marks the namespace dirty:
 // the next use rescans it, as before.
 #include "store/agent_store.h"
@@ -23,7 +22,7 @@
 namespace agentkv {
 
 void AgentStore::RepairFailedSaveLocked(NamespaceState* ns, const std::string& agent_id,
-                                        const std::vector<std::string>& ids, const std::string& pack_id) {
+                                        const std::vector<std::string>& ids) {
   auto give_up = [&] { ns->dirty = true; };
   if (!ns->dirs_ready) return;  // failed creating its directories: nothing written
   Status st = fs_->SyncDir(AgentsDir(*ns));
@@ -36,7 +35,6 @@ void AgentStore::RepairFailedSaveLocked(NamespaceState* ns, const std::string& a
   for (const std::string& id : ids) {
     if (!remove_temp(BlockPath(*ns, id))) return give_up();
   }
-  if (!pack_id.empty() && !remove_temp(PackPath(*ns, pack_id))) return give_up();
   auto bytes = fs_->ReadFile(ManifestPath(*ns, agent_id));
   if (!bytes.ok()) {
     if (bytes.status().code() != StatusCode::kNotFound) return give_up();

@@ -63,15 +63,4 @@ std::vector<std::string> ComputeBlockIds(std::string_view fingerprint, std::span
   return ids;
 }
 
-std::string PackId(std::span<const std::string> block_ids, uint32_t salt) {
-  std::string buf = "agentkv.pack.v1";
-  buf += '\0';
-  buf += std::to_string(salt);
-  for (const std::string& id : block_ids) {
-    buf += '\0';
-    buf += id;
-  }
-  return Sha256Hex(buf).substr(0, kBlockIdChars);
-}
-
 }  // namespace agentkv

@@ -40,10 +40,4 @@ std::string BlockId(std::string_view parent_id, std::string_view fingerprint,
 // last one covers the partial tail, if any.
 std::vector<std::string> ComputeBlockIds(std::string_view fingerprint, std::span<const int32_t> tokens);
 
-// The name of a pack file holding the images of blocks `block_ids`, in
-// order: the first 32 hex digits of SHA-256("agentkv.pack.v1" 0x00 salt 0x00
-// id0 0x00 id1 ...), salt as decimal. A writer that finds the name taken
-// picks the next salt, so a pack's name is unique among the files on disk.
-std::string PackId(std::span<const std::string> block_ids, uint32_t salt);
-
 }  // namespace agentkv

@@ -3,19 +3,13 @@
 // The KV bytes of a block depend only on its tokens, like real KV does on one
 // model, so agents with a common prefix produce identical blocks.
 
-#include <stdlib.h>
-
 #include <algorithm>
-#include <filesystem>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "store/agent_record.h"
 #include "store/agent_store.h"
 #include "store/kv_block.h"
-#include "store/mem_file_system.h"
-#include "store/posix_file_system.h"
 
 namespace agentkv::store_test {
 
@@ -68,41 +62,6 @@ inline AgentRecord MakeRecord(const std::string& id, const std::vector<int32_t>&
   r.layout_version = 1;
   return r;
 }
-
-// MakeBlock with rows 40x wider (~290 KB per block), so that a block's data
-// lies beyond the first read (kBlockHeadReadBytes) and is read in place.
-inline KvBlock WideBlock(const std::vector<int32_t>& tokens, uint32_t i) {
-  KvBlock b = MakeBlock(tokens, i);
-  for (KvTensor& t : b.tensors) {
-    t.row_bytes *= 40;
-    t.data.resize(size_t{t.n_rows} * t.row_bytes);
-    for (size_t k = 0; k < t.data.size(); ++k) t.data[k] = static_cast<uint8_t>(k * 29 + i * 13 + t.name.size());
-  }
-  return b;
-}
-
-// For tests run on both file systems: a fresh directory on the real disk
-// (PosixFileSystem; removed with this object), or "/mem" on a MemFileSystem.
-struct TestFileSystem {
-  explicit TestFileSystem(bool posix) {
-    if (posix) {
-      std::string tmpl = std::filesystem::temp_directory_path().string() + "/agentkv_test_XXXXXX";
-      if (::mkdtemp(tmpl.data()) != nullptr) dir = tmpl;
-      fs = std::make_unique<PosixFileSystem>();
-    } else {
-      dir = "/mem";
-      fs = std::make_unique<MemFileSystem>();
-      (void)fs->CreateDirs(dir);
-    }
-  }
-  ~TestFileSystem() {
-    if (dynamic_cast<PosixFileSystem*>(fs.get()) != nullptr && !dir.empty()) std::filesystem::remove_all(dir);
-  }
-  TestFileSystem(const TestFileSystem&) = delete;
-  TestFileSystem& operator=(const TestFileSystem&) = delete;
-  std::string dir;  // empty if the temp directory could not be made
-  std::unique_ptr<FileSystem> fs;
-};
 
 // Serves MakeBlock(tokens, i); counts calls.
 inline BlockProvider ProviderFor(std::vector<int32_t> tokens, int* calls = nullptr) {
