@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/compute_team.h"
 #include "engine/row_copy_pipeline.h"
 #include "ggml.h"
 #include "llama.h"
@@ -137,6 +138,8 @@ void Context::ReserveStaging() {
   // Fault the pages in now (page-locked memory already is), not in a request.
   if (!staging_.pinned()) std::fill(buf.begin(), buf.end(), uint8_t{0});
 }
+
+bool Context::BindComputeThreadsToCpus() const { return BindComputeTeamToCpus(ComputeThreads(n_threads())); }
 
 Status Context::Decode(std::span<const BatchItem> items) {
   if (items.empty()) return Status::OK();

@@ -82,6 +82,11 @@ class Context {
   const Model& model() const { return model_; }
   int n_vocab() const { return model_.info().n_vocab; }
 
+  // Binds the calling thread and its compute workers to one CPU each
+  // (engine/compute_team.h; not when OMP_PROC_BIND is set). Call it on the
+  // thread that will call Decode(), before its first decode. Returns whether it bound.
+  bool BindComputeThreadsToCpus() const;
+
   // Evaluates the items in one forward pass. REQUIRES items.size() <= n_batch,
   // every slot valid. Positions must extend each slot contiguously.
   // On failure the slots touched may hold a partial update: callers clear them.

@@ -3,6 +3,9 @@
 // oracle: a slot exported to blocks and imported elsewhere must give the same
 // logits and greedy tokens as the original.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <future>
 #include <thread>
 
@@ -151,6 +155,23 @@ size_t LiveThreads() {
   return n;
 }
 
+std::set<pid_t> ThreadIds() {
+  std::set<pid_t> ids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    ids.insert(static_cast<pid_t>(std::stol(e.path().filename().string())));
+  }
+  return ids;
+}
+
+// A thread's "Cpus_allowed_list" line of /proc (e.g. "1" or "0-1").
+std::string CpusAllowedList(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) return line.substr(line.find_first_not_of(" \t", 18));
+  }
+  return "?";
+}
+
 // Context::Create leaves the calling thread without OpenMP compute workers
 // (its start-up decodes ran on a thread that has ended): a server creates
 // the context on its main thread and decodes on the inference thread, and
@@ -175,6 +196,45 @@ TEST_F(EngineTest, CreateLeavesTheCallerNoComputeWorkers) {
   release.set_value();
   caller.join();
   EXPECT_EQ(live, before + 1) << "threads left behind by Context::Create besides its caller";
+}
+
+// The thread that decodes and its compute workers each get one CPU of the
+// process's mask (engine/compute_team.h), and decoding on that thread is
+// unchanged. Needs as many CPUs as compute threads (2 here).
+TEST_F(EngineTest, BindComputeThreadsGivesEachComputeThreadItsOwnCpu) {
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  if (CPU_COUNT(&mask) < 2 || std::getenv("OMP_PROC_BIND") != nullptr) GTEST_SKIP() << "needs 2 CPUs, OMP_PROC_BIND unset";
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "one compute thread under TSan (context.cc)";
+#endif
+  auto ctx = MakeContext(KvType::kQ4_0, 1, 256);
+  ASSERT_TRUE(ctx);
+  std::vector<int32_t> tokens = {1, 2, 3, 4};
+  auto reference = Prefill(*ctx, 0, tokens);
+  ASSERT_TRUE(reference.ok());
+  ctx->ClearSlot(0);
+  std::set<std::string> cpus_of_new_threads;
+  std::thread decoder([&] {
+    const std::set<pid_t> before = ThreadIds();
+    EXPECT_TRUE(ctx->BindComputeThreadsToCpus());
+    cpu_set_t mine;
+    ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine), 0);
+    EXPECT_EQ(CPU_COUNT(&mine), 1) << "the decoding thread is bound to one CPU";
+    auto again = Prefill(*ctx, 0, tokens);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, *reference);
+    for (pid_t tid : ThreadIds()) {
+      if (!before.contains(tid)) cpus_of_new_threads.insert(CpusAllowedList(tid));
+    }
+    cpus_of_new_threads.insert(CpusAllowedList(static_cast<pid_t>(syscall(SYS_gettid))));
+  });
+  decoder.join();
+  // The decoder and its one worker: two threads, two different single CPUs.
+  EXPECT_EQ(cpus_of_new_threads.size(), 2u);
+  for (const auto& cpus : cpus_of_new_threads) {
+    EXPECT_EQ(cpus.find_first_of(",-"), std::string::npos) << "bound to one CPU: " << cpus;
+  }
 }
 
 TEST_F(EngineTest, TokenSpansReproduceTheText) {

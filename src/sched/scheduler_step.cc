@@ -20,6 +20,9 @@ void SendReplyDelta(api::GenerationSink& sink, const engine::ReplyDelta& d) {
 
 void Scheduler::Loop() {
   ForbidFileAccessOnThisThread(true);  // this thread never waits on the disk
+  // This thread decodes: its compute team gets a CPU per thread before the
+  // first decode (engine/compute_team.h says why).
+  ctx_.BindComputeThreadsToCpus();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
