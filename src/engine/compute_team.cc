@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "util/cpu_affinity.h"
+
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -15,13 +17,7 @@ namespace agentkv::engine {
 bool BindComputeTeamToCpus(int n_threads) {
 #if defined(_OPENMP) && defined(__linux__)
   if (n_threads <= 1 || std::getenv("OMP_PROC_BIND") != nullptr) return false;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
+  const std::vector<int>& cpus = ProcessCpus();
   if (cpus.size() < static_cast<size_t>(n_threads)) return false;
   bool bound = true;
   // The same team size as ggml's regions, so that libgomp reuses these threads.

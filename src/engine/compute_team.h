@@ -6,9 +6,11 @@
 namespace agentkv::engine {
 
 // Binds the calling thread and the n_threads - 1 workers of its team to one
-// CPU each: thread i to the i-th CPU of the process's affinity mask (cgroup
-// and taskset limits respected), as OMP_PROC_BIND=close with OMP_PLACES=cores
-// would. Does nothing when n_threads <= 1, when the mask holds fewer CPUs than
+// CPU each: thread i to the i-th CPU of the process's affinity mask at start
+// (util/cpu_affinity.h: cgroup and taskset limits respected), as
+// OMP_PROC_BIND=close with OMP_PLACES=cores would. Threads the caller starts
+// later inherit its one CPU: workers of bulk copies must call
+// RunOnAnyProcessCpu() (util/parallel.h and RowCopyPipeline do). Does nothing when n_threads <= 1, when the mask holds fewer CPUs than
 // n_threads, when OMP_PROC_BIND is set (the user chose) or without OpenMP.
 // Returns whether it bound.
 //

@@ -139,7 +139,11 @@ void Context::ReserveStaging() {
   if (!staging_.pinned()) std::fill(buf.begin(), buf.end(), uint8_t{0});
 }
 
-bool Context::BindComputeThreadsToCpus() const { return BindComputeTeamToCpus(ComputeThreads(n_threads())); }
+bool Context::BindComputeThreadsToCpus() const {
+  // On a GPU the CPU team does next to nothing: nothing to gain there.
+  if (model_.info().n_gpu_layers > 0) return false;
+  return BindComputeTeamToCpus(ComputeThreads(n_threads()));
+}
 
 Status Context::Decode(std::span<const BatchItem> items) {
   if (items.empty()) return Status::OK();

@@ -83,7 +83,8 @@ class Context {
   int n_vocab() const { return model_.info().n_vocab; }
 
   // Binds the calling thread and its compute workers to one CPU each
-  // (engine/compute_team.h; not when OMP_PROC_BIND is set). Call it on the
+  // (engine/compute_team.h; not when OMP_PROC_BIND is set, nor for a model
+  // on a GPU, whose CPU team is nearly idle). Call it on the
   // thread that will call Decode(), before its first decode. Returns whether it bound.
   bool BindComputeThreadsToCpus() const;
 

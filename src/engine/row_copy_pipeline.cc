@@ -2,13 +2,20 @@
 
 #include <algorithm>
 
+#include "util/cpu_affinity.h"
+
 namespace agentkv::engine {
 
 RowCopyPipeline::RowCopyPipeline(const BlocksStateWriter& writer, int n_threads)
     : writer_(writer), done_(writer.n_row_copies(), false) {
   const size_t n = std::min<size_t>(std::max(n_threads, 1), writer.n_row_copies());
   workers_.reserve(n);
-  for (size_t t = 0; t < n; ++t) workers_.emplace_back([this] { Work(); });
+  for (size_t t = 0; t < n; ++t) {
+    workers_.emplace_back([this] {
+      RunOnAnyProcessCpu();  // not the inference thread's one CPU
+      Work();
+    });
+  }
 }
 
 RowCopyPipeline::~RowCopyPipeline() {

@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/cpu_affinity.h"
+
 namespace agentkv {
 
 void ParallelFor(size_t n, int n_threads, const std::function<void(size_t)>& fn) {
@@ -19,7 +21,12 @@ void ParallelFor(size_t n, int n_threads, const std::function<void(size_t)>& fn)
   };
   std::vector<std::thread> threads;
   threads.reserve(workers - 1);
-  for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
+  for (size_t t = 1; t < workers; ++t) {
+    threads.emplace_back([&] {
+      RunOnAnyProcessCpu();  // not the one CPU a bound caller would pass on
+      work();
+    });
+  }
   work();
   for (auto& t : threads) t.join();
 }

@@ -3,7 +3,9 @@
 // thread is one of them) and returns when all have finished. For bulk copies
 // on the inference thread while the compute threads are idle (KV restore and
 // export): each index must touch memory no other index touches.
-// n_threads <= 1 or n <= 1 runs everything on the caller's thread.
+// n_threads <= 1 or n <= 1 runs everything on the caller's thread. The other
+// threads may run on any of the process's CPUs, also when the caller is bound
+// to one (util/cpu_affinity.h).
 
 #include <cstddef>
 #include <functional>
