@@ -25,6 +25,9 @@
 #                                            redis-server / redis-benchmark with their non-libc libraries
 #                                            into .device/redis.tar.xz (wrappers set LD_LIBRARY_PATH for
 #                                            them only), for device machines without them (carry .device)
+# Each device call copies the working tree anew (every source file's mtime changes), so a later call's
+# build_cuda recompiles everything (~5 min): run a build step and the steps that use it in ONE call, e.g.
+#   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540),
 #      REDIS_IO_THREADS (remote: redis-server io-threads, default 1).
 set -uo pipefail
