@@ -23,7 +23,7 @@ constexpr const char* kUsage =
     "--kv: the blocks' type (at rest); --slot-kv: the slots' (auto: f16 on CPU, --kv's on a GPU);\n"
     "when they differ, the write/to-blocks stages convert rows (hybrid slots).\n"
     "--overlap-import: whether \"import (as served)\" writes the rows while llama.cpp copies\n"
-    "them into the KV tensors (auto: with a GPU, from 4 MiB; engine/context.h).\n"
+    "them into the KV tensors (auto: from 4 MiB of state; engine/context.h).\n"
     "Times the path a hot restore takes (blocks -> llama.cpp state -> KV tensors, on the\n"
     "GPU when the model is offloaded) and the export after a turn, stage by stage, with\n"
     "no prefill: the KV rows are a one-token probe's rows replicated to --tokens.\n"

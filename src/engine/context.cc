@@ -263,7 +263,7 @@ Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& bl
   const auto n_stream = static_cast<uint32_t>(options_.n_slots);
   const KvLayout layout = spec_.layout();  // hybrid slots: at-rest rows are converted into slot rows
   std::span<uint8_t> buf = staging_.Get(StateBytesForBlocks(blocks, layout, n_tokens, n_stream));
-  if (!options_.overlap_import.value_or(staging_.pinned() && buf.size() >= kOverlapImportMinBytes)) {
+  if (!options_.overlap_import.value_or(buf.size() >= kOverlapImportMinBytes)) {
     AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, layout, n_tokens, n_stream, buf, n_threads()));
     return ImportSlotState(slot, buf);
   }

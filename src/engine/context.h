@@ -48,9 +48,10 @@ struct ContextOptions {
   bool warmup = true;
   // ImportSlotBlocks overlaps writing the state's rows (worker threads) with
   // llama.cpp copying them into the cache (RowCopyPipeline); unset: for
-  // states of 4 MiB and more that go through page-locked memory to a GPU
-  // (staging_pinned()), where the two copies use different hardware. The
-  // result is the same either way.
+  // states of 4 MiB and more (below, starting the workers costs more than
+  // the overlap saves). Measured faster on the H200 (32K: 62 -> 42-49 ms)
+  // and on 2 CPU cores with f16 slots (8K: 6.4-6.6 -> 5.7-5.8 ms; bench/RESULTS.md).
+  // The result is the same either way.
   std::optional<bool> overlap_import;
 };
 
