@@ -236,8 +236,12 @@ Result<std::vector<uint8_t>> Context::ExportSlotState(int slot) const {
 }
 
 Status Context::ImportSlotState(int slot, std::span<const uint8_t> state) {
+  return SetSlotState(slot, state, nullptr, nullptr);
+}
+
+Status Context::SetSlotState(int slot, std::span<const uint8_t> state, llama_state_wait_fn wait, void* wait_user) {
   ClearSlot(slot);
-  const size_t read = llama_state_seq_set_data_ext(ctx_, state.data(), state.size(), slot, 0);
+  const size_t read = llama_state_seq_set_data_wait(ctx_, state.data(), state.size(), slot, 0, wait, wait_user);
   if (read == 0) {
     ClearSlot(slot);
     return Status::Corruption("import slot: llama.cpp rejected the state");
@@ -268,17 +272,8 @@ Status Context::ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& bl
     return ImportSlotState(slot, buf);
   }
   AGENTKV_ASSIGN_OR_RETURN(BlocksStateWriter writer, BlocksStateWriter::Start(blocks, layout, n_tokens, n_stream, buf));
-  ClearSlot(slot);
-  size_t read = 0;
-  {
-    RowCopyPipeline rows(writer, n_threads());
-    read = llama_state_seq_set_data_wait(ctx_, buf.data(), buf.size(), slot, 0, &RowCopyPipeline::WaitFn, &rows);
-  }  // every row written, no worker left
-  if (read == 0) {
-    ClearSlot(slot);
-    return Status::Corruption("import slot: llama.cpp rejected the state");
-  }
-  return Status::OK();
+  RowCopyPipeline rows(writer, n_threads());  // its destructor waits for every row
+  return SetSlotState(slot, buf, &RowCopyPipeline::WaitFn, &rows);
 }
 
 }  // namespace agentkv::engine

@@ -130,6 +130,10 @@ class Context {
   // exact size, and a copy into dst (REQUIRES dst.size() == SlotStateSize(slot, pos_min)).
   size_t SlotStateSize(int slot, int32_t pos_min = 0) const;
   Status CopySlotState(int slot, std::span<uint8_t> dst, int32_t pos_min = 0) const;
+  // Clears `slot` and loads `state` into it; `wait` (may be null) is called
+  // before llama.cpp uses each byte range (llama_state_seq_set_data_wait).
+  // Corruption (slot cleared) if llama.cpp rejects the state.
+  Status SetSlotState(int slot, std::span<const uint8_t> state, void (*wait)(void*, size_t, size_t), void* wait_user);
 
   const Model& model_;
   ContextOptions options_;

@@ -153,7 +153,7 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
 // tensor rows; CopyRows(i), for each i in [0, n_row_copies()), then writes
 // dst[RowBytes(i)], in any order and from any threads (each i once). The
 // ranges ascend with i, do not overlap, and with the headers tile dst.
-// `blocks` and dst must outlive the writer.
+// `blocks`, the shapes `layout` refers to, and dst must outlive the writer.
 class BlocksStateWriter {
  public:
   static Result<BlocksStateWriter> Start(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
