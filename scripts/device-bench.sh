@@ -5,6 +5,12 @@
 #   scripts/device-bench.sh setup            CUDA build (+ llama-server), synthetic models, bench restore
 #   scripts/device-bench.sh ttft PRESET CTXS ttft on a synthetic preset (or "bundled"), contexts CTXS
 #   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset
+#   scripts/device-bench.sh vs-env VAR=VALUE PRESET CTXS  vs-llama-server without and with VAR=VALUE in the
+#                                            environment of both servers, alternating, ROUNDS (2) rounds
+#   scripts/device-bench.sh vs-ab PATCH PRESET CTXS  CUDA build of this tree (A) and of it with PATCH reversed (B,
+#                                            same build dir; PATCH e.g. `git diff REF -- src` made here), then vs-llama-server with A, B, A, B... (ROUNDS, 2)
+#                                            and bench store (2048 tokens, 8B layout) with each; fits one call
+#                                            at 2048 tokens (LAST_ROUND_BY_S: no round starts after that many s)
 #   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
 #   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
 #                                            model, bench restore on it with --overlap-import off and on
@@ -132,6 +138,41 @@ case "${1:-}" in
     out=/tmp/b/vs-$2
     timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS --out $out 2>&1 | tail -15
     pack $out vs-$2
+    ;;
+  vs-env)
+    for round in $(seq "${ROUNDS:-2}"); do
+      for with in 0 1; do
+        out=/tmp/b/vs-env-$3-r$round-$with
+        if [ $with = 1 ]; then env=(env "$2"); else env=(env); fi
+        echo "round $round, ${env[*]}:"
+        timeout $T "${env[@]}" "${BENCH[@]}" vs-llama-server --model "$(model_path $3)" --contexts "$4" --reps $REPS \
+          --out $out 2>&1 | tail -8
+        pack $out vs-env-$3-r$round-$with
+      done
+    done
+    ;;
+  vs-ab)
+    patch=$(readlink -f "$2") p=$3
+    build_cuda agentkv llama-server
+    synth_model $p
+    cp $B/agentkv /tmp/agentkv-A
+    git apply -R "$patch" && ninja -C $B agentkv >> "$OUT/build.log" 2>&1 && cp $B/agentkv /tmp/agentkv-B ||
+      { echo "B build failed"; tail -30 "$OUT/build.log"; exit 1; }
+    git apply "$patch"
+    echo "B = A minus $2 ($(wc -l < "$patch") lines); rebuilt by $(date +%T)" | tee -a "$OUT/gpu.txt"
+    out=/tmp/b/vs-ab-$p
+    for round in $(seq "${ROUNDS:-2}"); do
+      [ "$round" -gt 1 ] && [ "$SECONDS" -gt "${LAST_ROUND_BY_S:-99999}" ] && { echo "no time for round $round"; break; }
+      for v in A B; do
+        timeout $T /usr/bin/env python3 bench/run.py --bin /tmp/agentkv-$v --llama-server $B/bin/llama-server \
+          --threads 16 vs-llama-server --model "$(model_path $p)" --contexts "$4" --reps $REPS \
+          --out $out/r$round-$v 2>&1 | grep -E '^\| [0-9]'
+        timeout 120 /tmp/agentkv-$v bench store --cache-dir "$PWD/bench/out/store-cache" --tokens 2048 \
+          --layout 32x576 --reps $REPS --json $out/r$round-$v/store.json 2>&1 | grep 'store load'
+        rm -rf "$PWD/bench/out/store-cache"
+        pack $out vs-ab-$p  # after every run: a call that times out still returns what was done
+      done
+    done
     ;;
   store)
     build_cuda agentkv

@@ -8,9 +8,18 @@
 //        "short" compares the ways to read a short agent (a few files) against one file of the same
 //        bytes: readahead hints issued for every file up front, O_DIRECT reads all in flight, one
 //        thread in file order, and the same for the one big file (issue 11, H200 2K restart).
+//        "agent" writes the block files back to back (as a save does) before the big file, then
+//        compares, rounds alternating: the big file in one read; the block files by 1-32 threads,
+//        whole files or in chunks of a file's 1/8 (the store's reads of a 2K agent), into
+//        pre-faulted memory; and the same chunks into fresh 147 KB buffers, one per tensor
+//        (what the store's reads fill), with and without zero-filling them first; and the big file
+//        read as a pack of block images by ONE thread, a preadv per image into its 64 tensors of
+//        147 KB, the tensors pre-faulted before the clock starts or allocated (zeroed) at its start
+//        by 16 threads.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,7 +72,9 @@ int main(int argc, char** argv) {
   size_t fbytes = argc > 3 ? atol(argv[3]) : 9437184 + 8192;
   int reps = argc > 4 ? atoi(argv[4]) : 3;
   const std::string modes = argc > 5 ? argv[5] : "all";
-  if (modes != "all" && modes != "chunks" && modes != "short") Die("modes must be all, chunks or short:", modes);
+  if (modes != "all" && modes != "chunks" && modes != "short" && modes != "agent") {
+    Die("modes must be all, chunks, short or agent:", modes);
+  }
   mkdir(dir.c_str(), 0700);
   std::vector<std::string> files;
   std::string big = dir + "/big.bin";
@@ -72,7 +83,13 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(1);
     for (size_t i = 0; i < buf.size(); i += 8) *reinterpret_cast<uint64_t*>(&buf[i]) = rng();
     int bfd = open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const bool big_after = modes == "agent";  // block files back to back, as one save writes them
+    for (size_t pass = 0; pass < (big_after ? 2 : 1); ++pass) {
     for (size_t i = 0; i < n_files; ++i) {
+      if (big_after && pass == 1) {
+        if (write(bfd, buf.data(), buf.size()) != (ssize_t)buf.size()) Die("write", big);
+        continue;
+      }
       buf[0] = uint8_t(i);
       buf[4096] = uint8_t(i >> 8);
       std::string p = dir + "/b" + std::to_string(i) + ".safetensors";
@@ -80,8 +97,9 @@ int main(int argc, char** argv) {
       if (fd < 0 || write(fd, buf.data(), buf.size()) != (ssize_t)buf.size()) Die("write", p);
       fsync(fd);
       close(fd);
-      if (write(bfd, buf.data(), buf.size()) != (ssize_t)buf.size()) Die("write", big);
+      if (!big_after && write(bfd, buf.data(), buf.size()) != (ssize_t)buf.size()) Die("write", big);
       files.push_back(p);
+    }
     }
     fsync(bfd);
     close(bfd);
@@ -130,6 +148,106 @@ int main(int argc, char** argv) {
     posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
     close(fd);
   };
+  if (modes == "agent") {
+    const size_t tensor = 147456, chunk = ((fbytes / 8 + 65535) / 65536) * 65536;
+    // Reads file i's bytes [off, off + n) into tensor-sized fresh buffers (one per 147 KB, as the
+    // store's decoded tensors), allocated (and, if zero, zero-filled) by the reading thread.
+    auto fresh_read = [&](int fd, size_t off, size_t n, bool zero) {
+      std::vector<std::vector<uint8_t>> bufs;
+      std::vector<uint8_t*> raw;
+      for (size_t done = 0; done < n; done += tensor) {
+        const size_t len = std::min(tensor, n - done);
+        if (zero) {
+          bufs.emplace_back(len);
+          ReadAll(fd, bufs.back().data(), len, static_cast<off_t>(off + done));
+        } else {
+          raw.push_back(static_cast<uint8_t*>(malloc(len)));
+          ReadAll(fd, raw.back(), len, static_cast<off_t>(off + done));
+        }
+      }
+      for (uint8_t* r : raw) free(r);
+    };
+    const size_t head = fbytes - 64 * tensor;  // each image: a head, then 64 tensors
+    std::vector<std::vector<uint8_t>> tensors(n_files * 64);
+    // The big file as a pack: image i's tensors read by one preadv of 64 iovecs (one thread).
+    auto stream_pack = [&] {
+      int fd = open(big.c_str(), O_RDONLY);
+      posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+      std::vector<uint8_t> h(head);
+      for (size_t i = 0; i < n_files; ++i) {
+        ReadAll(fd, h.data(), head, static_cast<off_t>(i * fbytes));
+        std::vector<iovec> iov(64);
+        for (size_t k = 0; k < 64; ++k) iov[k] = {tensors[i * 64 + k].data(), tensor};
+        size_t want = 64 * tensor, got = 0;
+        off_t off = static_cast<off_t>(i * fbytes + head);
+        size_t first = 0;
+        while (got < want) {  // preadv may return short: advance the iovecs
+          ssize_t r = preadv(fd, iov.data() + first, static_cast<int>(64 - first), off + static_cast<off_t>(got));
+          if (r <= 0) Die("preadv", big);
+          got += r;
+          while (r > 0 && first < 64) {
+            if (static_cast<size_t>(r) >= iov[first].iov_len) {
+              r -= iov[first].iov_len;
+              ++first;
+            } else {
+              iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + r;
+              iov[first].iov_len -= r;
+              r = 0;
+            }
+          }
+        }
+      }
+      close(fd);
+    };
+    for (int round = 0; round < 2; ++round) {
+      run("big file: one read, 1 thread (llama-server)", [&] {
+        int fd = open(big.c_str(), O_RDONLY);
+        ReadAll(fd, final_buf, n_files * fbytes);
+        close(fd);
+      });
+      for (auto& t : tensors) t.assign(tensor, 1);
+      run("pack: 1 thread, preadv per image into pre-faulted tensors", stream_pack);
+      run("pack: 16 thr allocate+zero tensors, then 1 thread streams", [&] {
+        for (auto& t : tensors) std::vector<uint8_t>().swap(t);
+        ParallelFor(tensors.size(), 16, [&](size_t k) { tensors[k].resize(tensor); });
+        stream_pack();
+      });
+      for (int t : {1, 2, 4, 8}) {
+        run(("blocks: " + std::to_string(t) + " thr, whole files").c_str(), [&] {
+          ParallelFor(n_files, t, [&](size_t i) {
+            int fd = open(files[i].c_str(), O_RDONLY);
+            ReadAll(fd, final_buf + i * fbytes, fbytes);
+            close(fd);
+          });
+        });
+      }
+      const size_t per_file = (fbytes + chunk - 1) / chunk;
+      for (int t : {2, 4, 8, 16, 32}) {
+        run(("blocks: " + std::to_string(t) + " thr, chunks of 1/8 file").c_str(), [&] {
+          ParallelFor(n_files * per_file, t, [&](size_t item) {
+            const size_t i = item / per_file, off = item % per_file * chunk;
+            int fd = open(files[i].c_str(), O_RDONLY);
+            ReadAll(fd, final_buf + i * fbytes + off, std::min(chunk, fbytes - off), static_cast<off_t>(off));
+            close(fd);
+          });
+        });
+      }
+      for (int t : {4, 32}) {
+        for (bool zero : {true, false}) {
+          run(("blocks: " + std::to_string(t) + " thr, chunks into fresh 147 KB" + (zero ? " zeroed" : "")).c_str(), [&] {
+            ParallelFor(n_files * per_file, t, [&](size_t item) {
+              const size_t i = item / per_file, off = item % per_file * chunk;
+              int fd = open(files[i].c_str(), O_RDONLY);
+              fresh_read(fd, off, std::min(chunk, fbytes - off), zero);
+              close(fd);
+            });
+          });
+        }
+      }
+    }
+    cleanup();
+    return 0;
+  }
   if (modes == "short") {
     for (int round = 0; round < 2; ++round) {
       run("big file: one read, 1 thread (llama-server)", [&] {
