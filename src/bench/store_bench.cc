@@ -132,9 +132,9 @@ StoreBenchInput SyntheticInput(int n_tokens, uint64_t seed, uint32_t n_layers, u
         t.first_pos = block.first_pos();
         t.n_rows = block.n_tokens;
         t.data.resize(static_cast<size_t>(t.n_rows) * row_bytes);
-        for (size_t i = 0; i + 8 <= t.data.size(); i += 8) {
+        for (size_t i = 0; i < t.data.size(); i += 8) {
           const uint64_t r = rng();
-          std::memcpy(t.data.data() + i, &r, 8);
+          std::memcpy(t.data.data() + i, &r, std::min<size_t>(8, t.data.size() - i));
         }
         block.tensors.push_back(std::move(t));
       }

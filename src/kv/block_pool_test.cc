@@ -19,7 +19,7 @@ std::shared_ptr<const KvBlock> MakeBlock(uint32_t index, uint8_t fill, size_t pa
   b->index = index;
   b->n_tokens = kBlockTokens;
   b->tensors.push_back({"c0.l0.k", static_cast<uint32_t>(payload), index * kBlockTokens, 1,
-                        std::vector<uint8_t>(payload, fill)});
+                        KvBytes(payload, fill)});
   return b;
 }
 
