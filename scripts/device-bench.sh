@@ -7,10 +7,11 @@
 #   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset
 #   scripts/device-bench.sh vs-env VAR=VALUE PRESET CTXS  vs-llama-server without and with VAR=VALUE in the
 #                                            environment of both servers, alternating, ROUNDS (2) rounds
-#   scripts/device-bench.sh vs-ab PATCH PRESET CTXS  CUDA build of this tree (A) and of it with PATCH reversed (B,
-#                                            same build dir; PATCH e.g. `git diff REF -- src` made here), then vs-llama-server with A, B, A, B... (ROUNDS, 2)
-#                                            and bench store (2048 tokens, 8B layout) with each; fits one call
-#                                            at 2048 tokens (LAST_ROUND_BY_S: no round starts after that many s)
+#   scripts/device-bench.sh vs-ab PATCH PRESET CTXS  CUDA build of this tree (A) and of it with PATCH reversed
+#                                            (B, same build dir; PATCH made here, e.g. `git diff REF -- src
+#                                            > .device/ab.patch`), then vs-llama-server and bench store (2048
+#                                            tokens, 8B layout) with A, B, A, B (ROUNDS, 2; LAST_ROUND_BY_S: no
+#                                            round starts after that many s); 2048 tokens fit one call
 #   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
 #   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
 #                                            model, bench restore on it with --overlap-import off and on
@@ -166,7 +167,8 @@ case "${1:-}" in
       for v in A B; do
         timeout $T /usr/bin/env python3 bench/run.py --bin /tmp/agentkv-$v --llama-server $B/bin/llama-server \
           --threads 16 vs-llama-server --model "$(model_path $p)" --contexts "$4" --reps $REPS \
-          --out $out/r$round-$v 2>&1 | grep -E '^\| [0-9]'
+          --out $out/r$round-$v > /dev/null 2>&1
+        echo "$v: $(grep '^| [0-9]' $out/r$round-$v/vs-llama-server/vs-llama-server.md)"
         timeout 120 /tmp/agentkv-$v bench store --cache-dir "$PWD/bench/out/store-cache" --tokens 2048 \
           --layout 32x576 --reps $REPS --json $out/r$round-$v/store.json 2>&1 | grep 'store load'
         rm -rf "$PWD/bench/out/store-cache"
