@@ -48,11 +48,29 @@ Sampler::~Sampler() {
 }
 
 int32_t Sampler::Greedy(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  // Two passes the compiler vectorizes: the top value (kLanes independent
+  // running maxima), then the first id holding it. The one-pass argmax it
+  // replaces cannot be vectorized and cost 116 us per token at a 32K vocab
+  // (6-7% of the bundled model's decode step on 2 cores), 460 us at 128K;
+  // this takes 15 and 103 us (SSE2 only; bench, 2-core VM). Same pick: NaN
+  // never wins (a NaN at id 0 makes the pick 0, as before), ties go to the
+  // lowest id, and -0.0 == 0.0.
+  const size_t n = logits.size();
+  if (n == 0) return 0;
+  constexpr size_t kLanes = 16;
+  float lane_max[kLanes];
+  for (float& m : lane_max) m = logits[0];
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lane_max[j] = logits[i + j] > lane_max[j] ? logits[i + j] : lane_max[j];
   }
-  return best;
+  float top = lane_max[0];
+  for (float m : lane_max) top = m > top ? m : top;
+  for (; i < n; ++i) top = logits[i] > top ? logits[i] : top;
+  for (size_t k = 0; k < n; ++k) {
+    if (logits[k] == top) return static_cast<int32_t>(k);
+  }
+  return 0;  // top is NaN: only when logits[0] is
 }
 
 int32_t Sampler::Sample(std::span<const float> logits) {
