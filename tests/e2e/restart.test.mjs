@@ -1,7 +1,7 @@
 // 3. Restart: after SIGTERM, and separately after kill -9 once a turn has
 // completed and been saved, the next turn is `warm`, prefills only the new
 // text and gives the same greedy output as a cold agent.
-import { test, before, after } from 'node:test';
+import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { Server, makeTemp, rmTemp, chatReq, rawRequest, waitForDisk, waitForManifest, LONG_SYSTEM, MAX_NEW_TURN_TOKENS } from './lib/server.mjs';
 
@@ -11,8 +11,12 @@ before(async () => {
   dir = await makeTemp('restart');
   cacheDir = `${dir}/cache`;
 });
+// The tests share one cache dir: a test that fails with its server still up
+// must not leave the dir locked for the next one.
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.kill('SIGKILL').catch(() => {});
+});
 after(async () => {
-  for (const s of servers) await s.kill('SIGKILL').catch(() => {});
   await rmTemp(dir);
 });
 

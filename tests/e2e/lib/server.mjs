@@ -231,7 +231,13 @@ export async function snapshotTree(root) {
     try { ents = await fsp.readdir(dir, { withFileTypes: true }); } catch { return; }
     for (const e of ents) {
       const p = path.join(dir, e.name);
-      const st = await fsp.lstat(p);
+      let st;
+      try {
+        st = await fsp.lstat(p);
+      } catch (err) {
+        if (err.code === 'ENOENT') continue;  // gone since readdir (a temp file renamed by a running server)
+        throw err;
+      }
       out.push({
         rel: path.relative(root, p),
         type: st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other',
