@@ -518,6 +518,18 @@ class Agentkv(Proc):
         st, j, _ = http_json(self.port, "GET", "/v1/agents/" + agent)
         return j if st == 200 else None
 
+    def wait_saved(self, agent, timeout_s=10.0):
+        """Wait until the agent's last turn is on disk. A response is sent before its turn is committed (RAM
+        pool, then a queued save), so the pool's state right after a response may not include it yet; its
+        save landing implies its commit did. True if it landed within timeout_s."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            a = self.agent(agent) or {}
+            if a.get("disk_bytes"):
+                return True
+            time.sleep(0.01)
+        return False
+
     def agents(self):
         st, j, _ = http_json(self.port, "GET", "/v1/agents")
         return (j or {}).get("data", []) if st == 200 else []

@@ -416,6 +416,7 @@ def bench_capacity(args):
             limit = int(vbudget / (n * spec)) + 3
             for i in range(limit):
                 r = srv.complete("cap-%d" % i, corpus.slice(2000 + i * (n + 300), n), 1)
+                srv.wait_saved("cap-%d" % i)  # its commit landed: the pool's numbers below include it
                 if i > 0:  # the previous agent has left the slot: its pool bytes are its RAM footprint
                     a = srv.agent("cap-%d" % (i - 1)) or {}
                     if a.get("tier") == "hot" and a.get("tokens"):
