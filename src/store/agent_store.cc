@@ -3,6 +3,7 @@
 #include "store/agent_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <thread>
 
@@ -191,7 +192,11 @@ BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<uint64_t>& file_by
 Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string_view agent_id,
                                            uint32_t first_block) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  const Clock::time_point start = Clock::now();
   std::lock_guard<std::mutex> l(mu_);
+  const double lock_ms = ms_since(start);
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
   const std::string id(agent_id);
@@ -206,6 +211,9 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   const uint32_t first = std::min<uint32_t>(first_block, static_cast<uint32_t>(indexed.size()));
   std::vector<std::optional<Result<DecodedBlock>>> ahead(indexed.size());
   std::thread reader;
+  BlockReadOptions read_options;
+  uint64_t read_bytes = 0;
+  double reader_ms = 0;  // the block files' read, on the reader thread
   if (fs_->ConcurrentReads() && first < indexed.size()) {
     std::vector<std::string> paths;
     for (uint32_t b = first; b < indexed.size(); ++b) paths.push_back(BlockPath(*ns, indexed[b].id));
@@ -214,14 +222,20 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     // than reads (a short agent of small files needs few).
     std::vector<uint64_t> file_bytes;
     for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
-    const BlockReadOptions read_options = ReadOptionsFor(file_bytes);
-    reader = std::thread([this, &ahead, first, read_options, paths = std::move(paths)] {
+    for (uint64_t b : file_bytes) read_bytes += b;
+    read_options = ReadOptionsFor(file_bytes);
+    reader = std::thread([this, &ahead, &reader_ms, &ms_since, first, read_options, paths = std::move(paths)] {
+      const Clock::time_point reader_start = Clock::now();
       std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
       for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);
+      reader_ms = ms_since(reader_start);
     });
   }
+  const Clock::time_point manifest_start = Clock::now();
   auto rec_or = ReadRecordLocked(ns, id);
+  const double manifest_ms = ms_since(manifest_start);
   if (reader.joinable()) reader.join();
+  const Clock::time_point checks_start = Clock::now();
   AGENTKV_RETURN_IF_ERROR(rec_or.status());
   AgentRecord rec = std::move(rec_or).value();
   LoadedAgent out;
@@ -242,6 +256,12 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   auto it = ns->agents.find(id);
   if (it != ns->agents.end()) it->second.last_used_ms = std::max(it->second.last_used_ms, NowMs());
   out.record = std::move(rec);
+  // Where a load's time went (AGENTKV_LOG=debug): the in-server read of a
+  // fresh process against `bench store`'s (bench/RESULTS.md, stop 11).
+  AKV_LOG_DEBUG("store: loaded %s/%s: %zu blocks (%.1f MB of block files, %d readers, %.2f MB reads) in %.2f ms: "
+                "lock %.2f, manifest %.2f (beside the block files), block files %.2f, checks %.2f",
+                std::string(ns_name).c_str(), id.c_str(), out.blocks.size(), read_bytes / 1e6, read_options.n_threads,
+                read_options.chunk_bytes / 1e6, ms_since(start), lock_ms, manifest_ms, reader_ms, ms_since(checks_start));
   return out;
 }
 
