@@ -7,15 +7,20 @@ what the tmpfs holds and a small RAM pool, so agents keep coming back from disk.
 
   fill     --agents agents x 2 turns: the disk fills; saves that do not fit evict the least recently used
            agents (agentkv_disk_evictions_total{reason="no_space"}) and land
-  foreign  another program keeps taking every free byte (it grows a file whenever room appears): the
-           store evicts its own agents for room, then saves fail (agentkv_save_failures_total), the turns
-           stay in RAM, requests are still served
+  foreign  another program keeps taking every free byte (it grows a file whenever room appears): the disk
+           refuses saves (agentkv_disk_out_of_space_total), the store evicts its own agents for room and
+           retries; a save whose retries the other program keeps beating fails
+           (agentkv_save_failures_total) and its turn stays in RAM; requests are still served
   freed    the file is deleted: saves land again
   restart  SIGTERM, `agentkv cache verify` (0 bad), restart, every agent's next turn
 
 Every answer, in every phase, is compared with a cold oracle (a second server with its cache on the normal
 disk; a fresh agent id per check: greedy), so a corrupt cache that were loaded would show as a mismatch.
-Exit status 0 iff every request was answered 200, mismatches == 0 and verify found 0 bad agents.
+Exit status 0 iff every request was answered 200, mismatches == 0, verify found 0 bad agents, the disk
+refused writes during "foreign" (out-of-space attempts > 0), some agent was evicted for room, and nothing
+was left unsaved after "freed". Whether a save also failed in "foreign" depends on who wins each race for
+freed bytes (our retry or the other program's next write): it is reported (foreign_save_failures), not
+required; scheduler_io_test's AFullDiskLosesNoTurn covers a failed save deterministically.
 
   sudo python3 bench/disk_full.py --json bench/results/disk_full_cpu.json
   python3 bench/disk_full.py --quick     # scripts/test.sh
@@ -170,8 +175,10 @@ def run(args, srv, oracle, mnt):
     no_space = max(m["freed"]["metrics"].get('agentkv_disk_evictions_total{reason="no_space"}', 0), 0) + \
         m["restart"]["metrics"].get('agentkv_disk_evictions_total{reason="no_space"}', 0)
     res["no_space_evictions"] = no_space
+    res["foreign_out_of_space"] = m["foreign"]["metrics"].get("agentkv_disk_out_of_space_total", 0)
+    res["foreign_save_failures"] = m["foreign"]["metrics"].get("agentkv_save_failures_total", 0)
     res["passed"] = (res["non_200"] == 0 and res["mismatches"] == 0 and not bad and no_space > 0
-                     and m["foreign"]["metrics"].get("agentkv_save_failures_total", 0) > 0
+                     and res["foreign_out_of_space"] > 0
                      and m["freed"]["metrics"].get("agentkv_unsaved_agents", 1) == 0)
     res["meta"] = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "git": lib.git_info(),
                    "machine": lib.machine_info(), "argv": sys.argv, "agents": args.agents,
