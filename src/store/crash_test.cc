@@ -31,6 +31,9 @@ struct World {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store = std::move(s).value();
   }
+  // Open, agents "a" (V1) and "b" (Other) saved, the fault's op count reset:
+  // where the update, delete and I/O-error tests start.
+  void OpenWithAAndB();
   // Crash: the store dies, unsynced state is dropped, a new store opens.
   void CrashAndReopen() {
     store.reset();
@@ -76,6 +79,13 @@ const std::vector<int32_t>& Other() {  // shares blocks 0 and 1 with V1
   return *v;
 }
 
+void World::OpenWithAAndB() {
+  Open();
+  ASSERT_TRUE(Save(store.get(), "ns", "a", V1()).ok());
+  ASSERT_TRUE(Save(store.get(), "ns", "b", Other()).ok());
+  fault.Reset();
+}
+
 // Old or new, complete; returns true if new.
 bool ExpectOldOrNew(AgentStore* store, const std::vector<int32_t>* old_tokens, const std::vector<int32_t>& new_tokens,
                     uint64_t n) {
@@ -93,10 +103,8 @@ TEST(CrashTest, CrashAtEveryStepOfAnUpdate) {
   uint64_t n = 1;
   for (; n < kMaxOps; ++n) {
     World w;
-    w.Open();
-    ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
-    ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
-    w.fault.Reset();
+    w.OpenWithAAndB();
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
     w.fault.CrashAtOp(n);
     Status st = Save(w.store.get(), "ns", "a", V2());
     bool crashed = w.fault.crashed();
@@ -134,10 +142,8 @@ TEST(CrashTest, CrashAtEveryStepOfADelete) {
   uint64_t n = 1;
   for (; n < kMaxOps; ++n) {
     World w;
-    w.Open();
-    ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
-    ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
-    w.fault.Reset();
+    w.OpenWithAAndB();
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
     w.fault.CrashAtOp(n);
     Status st = w.store->DeleteAgent("ns", "a");
     bool crashed = w.fault.crashed();
@@ -158,10 +164,8 @@ TEST(CrashTest, IoErrorAtEveryStepThenRetry) {
   uint64_t n = 1;
   for (; n < kMaxOps; ++n) {
     World w;
-    w.Open();
-    ASSERT_TRUE(Save(w.store.get(), "ns", "a", V1()).ok());
-    ASSERT_TRUE(Save(w.store.get(), "ns", "b", Other()).ok());
-    w.fault.Reset();
+    w.OpenWithAAndB();
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
     w.fault.FailOpAt(n);
     Status st = Save(w.store.get(), "ns", "a", V2());
     bool failed_op_reached = w.fault.op_count() >= n;
