@@ -55,8 +55,8 @@ pack() {  # pack DIR NAME: whatever the step wrote, minus caches and models
 }
 
 build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and build into build-cuda/
-  # ccache outside .device: a carried .device replaces the device's copy, and with it the cache;
-  # outside, a later call on the same warm machine recompiles from the cache (~1 min, not ~5).
+  # ccache outside .device: a carried .device replaces the device's copy, and with it the cache
+  # (the H200 machines had no ccache on 2026-12-01, and are given back after 30 s idle).
   export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=${DEVICE_CCACHE_DIR:-$HOME/.cache/agentkv-device-ccache}
   scripts/fetch-llama.sh
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
