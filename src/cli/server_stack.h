@@ -52,6 +52,7 @@ struct ServerConfig {
   std::vector<std::string> model_aliases;  // --alias: more names /v1/models lists (and accepts)
   bool warmup = true;                      // --no-warmup: skip the throw-away decode at start (engine/context.h)
   bool strict_model_name = false;          // --strict-model-name: refuse other "model" values (404)
+  std::optional<bool> read_landing;        // --read-landing on|off; unset (auto): SchedulerOptions' default
 };
 
 // $AGENTKV_CACHE_DIR, else $XDG_CACHE_HOME/agentkv/kv, else ~/.cache/agentkv/kv.

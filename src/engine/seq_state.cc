@@ -466,7 +466,7 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const StateSh
 
 Result<BlocksStateWriter> BlocksStateWriter::Start(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
                                                    uint32_t n_tokens, uint32_t n_stream, std::span<uint8_t> dst) {
-  const StateShape& shape = layout.slot;  // what is written; blocks follow layout.rest
+  // layout.slot is what is written; blocks follow layout.rest.
   if (n_tokens == 0) return Status::InvalidArgument("kv state: empty sequence");
   if (Converts(layout)) AGENTKV_RETURN_IF_ERROR(CheckLayout(layout));
   if (dst.size() != StateBytesForBlocks(blocks, layout, n_tokens, n_stream)) {
@@ -475,6 +475,27 @@ Result<BlocksStateWriter> BlocksStateWriter::Start(const std::vector<const KvBlo
   if (RestorablePrefix(blocks, layout.rest, n_tokens) < n_tokens) {
     return Status::InvalidArgument("kv state: blocks do not cover " + std::to_string(n_tokens) + " positions");
   }
+  return WriteHeaders(blocks, layout, n_tokens, n_stream, dst);
+}
+
+Result<BlocksStateWriter> BlocksStateWriter::StartWithoutBlocks(const KvLayout& layout, uint32_t n_tokens,
+                                                                uint32_t n_stream, std::span<uint8_t> dst) {
+  static const std::vector<const KvBlock*> kNoBlocks;
+  if (n_tokens == 0) return Status::InvalidArgument("kv state: empty sequence");
+  for (const SectionShape& s : layout.rest.sections) {
+    if (s.swa_window != 0) return Status::Unsupported("kv state: a sliding-window section needs its blocks up front");
+  }
+  if (Converts(layout)) AGENTKV_RETURN_IF_ERROR(CheckLayout(layout));
+  if (dst.size() != StateBytesForBlocks(kNoBlocks, layout, n_tokens, n_stream)) {
+    return Status::InvalidArgument("kv state: destination buffer has the wrong size");
+  }
+  return WriteHeaders(kNoBlocks, layout, n_tokens, n_stream, dst);
+}
+
+Result<BlocksStateWriter> BlocksStateWriter::WriteHeaders(const std::vector<const KvBlock*>& blocks,
+                                                          const KvLayout& layout, uint32_t n_tokens, uint32_t n_stream,
+                                                          std::span<uint8_t> dst) {
+  const StateShape& shape = layout.slot;
   // One pass writes the headers and notes where each layer's rows go; the
   // row copies (nearly all the bytes) come later, one layer's K or V each.
   BlocksStateWriter writer(blocks, layout, dst);
@@ -525,26 +546,50 @@ std::pair<size_t, size_t> BlocksStateWriter::RowBytes(size_t i) const {
 
 void BlocksStateWriter::CopyRows(size_t i) const {
   const RowCopy& c = copies_[i];
+  for (uint32_t p = c.lo; p < c.hi;) {
+    const KvBlock& b = *(*blocks_)[p / kBlockTokens];
+    const KvTensor* t = FindTensor(b, TensorName(c.section, c.layer, c.is_k));  // present: RestorablePrefix checked
+    const uint32_t run_end = std::min(c.hi, t->first_pos + t->n_rows);
+    CopyPositions(c, *t, p, run_end);
+    p = run_end;
+  }
+}
+
+Status BlocksStateWriter::CopyBlock(const KvBlock& b) const {
+  const uint32_t lo = b.first_pos();
+  for (const RowCopy& c : copies_) {
+    const uint32_t hi = std::min(c.hi, lo + b.n_tokens);
+    if (lo >= hi) continue;
+    const KvTensor* t = FindTensor(b, TensorName(c.section, c.layer, c.is_k));
+    const SectionShape& rest = layout_.rest.sections[c.section];
+    const uint64_t rest_rb = c.is_k ? rest.k_row_bytes[c.layer] : rest.v_row_bytes[c.layer];
+    if (t == nullptr || t->row_bytes != rest_rb || t->data.size() != uint64_t{t->n_rows} * rest_rb ||
+        t->first_pos > lo || t->first_pos + t->n_rows < hi) {
+      return Status::InvalidArgument("kv state: block " + std::to_string(b.index) + " lacks rows of " +
+                                     TensorName(c.section, c.layer, c.is_k));
+    }
+  }
+  for (const RowCopy& c : copies_) {
+    const uint32_t hi = std::min(c.hi, lo + b.n_tokens);
+    if (lo < hi) CopyPositions(c, *FindTensor(b, TensorName(c.section, c.layer, c.is_k)), lo, hi);
+  }
+  return Status::OK();
+}
+
+// Positions [lo, hi) of copy c from tensor t (which holds them).
+void BlocksStateWriter::CopyPositions(const RowCopy& c, const KvTensor& t, uint32_t lo, uint32_t hi) const {
   const SectionShape& s = layout_.slot.sections[c.section];
   const SectionShape& rest = layout_.rest.sections[c.section];
   const uint64_t rb = RowBytesPerPosition(c);
   const uint64_t rest_rb = c.is_k ? rest.k_row_bytes[c.layer] : rest.v_row_bytes[c.layer];
   const int32_t type = c.is_k ? s.k_type[c.layer] : s.v_type[c.layer];
   const int32_t rest_type = c.is_k ? rest.k_type[c.layer] : rest.v_type[c.layer];
-  const std::string name = TensorName(c.section, c.layer, c.is_k);
-  uint8_t* out = dst_.data() + c.offset;
-  for (uint32_t p = c.lo; p < c.hi;) {
-    const KvBlock& b = *(*blocks_)[p / kBlockTokens];
-    const KvTensor* t = FindTensor(b, name);  // present: RestorablePrefix checked
-    const uint32_t run_end = std::min(c.hi, t->first_pos + t->n_rows);
-    const uint8_t* from = t->data.data() + (p - t->first_pos) * rest_rb;
-    if (type == rest_type) {
-      std::memcpy(out, from, (run_end - p) * rb);
-    } else {
-      ConvertKvRows(rest_type, rest_rb, type, from, out, run_end - p);
-    }
-    out += (run_end - p) * rb;
-    p = run_end;
+  const uint8_t* from = t.data.data() + (lo - t.first_pos) * rest_rb;
+  uint8_t* out = dst_.data() + c.offset + (lo - c.lo) * rb;
+  if (type == rest_type) {
+    std::memcpy(out, from, (hi - lo) * rb);
+  } else {
+    ConvertKvRows(rest_type, rest_rb, type, from, out, hi - lo);
   }
 }
 

@@ -159,10 +159,26 @@ class BlocksStateWriter {
   static Result<BlocksStateWriter> Start(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
                                          uint32_t n_tokens, uint32_t n_stream, std::span<uint8_t> dst);
 
+  // For a state whose blocks are not all at hand yet (a disk read lands each
+  // block as its file comes in, sched/read_landing.h): writes every byte of
+  // dst but the rows, for positions [0, n_tokens), from the layout alone;
+  // then CopyBlock writes each block's rows as it comes. CopyRows must not be
+  // called. Unsupported when a section has a sliding window (which positions
+  // it holds depends on the blocks). REQUIRES dst.size() ==
+  // StateBytesForBlocks({}, layout, n_tokens, n_stream). The shapes `layout`
+  // refers to, and dst, must outlive the writer.
+  static Result<BlocksStateWriter> StartWithoutBlocks(const KvLayout& layout, uint32_t n_tokens, uint32_t n_stream,
+                                                      std::span<uint8_t> dst);
+
   size_t n_row_copies() const { return copies_.size(); }
   // Byte range [first, second) of dst that CopyRows(i) writes.
   std::pair<size_t, size_t> RowBytes(size_t i) const;
   void CopyRows(size_t i) const;
+  // Writes the rows of block b (layout.rest) for its positions below
+  // n_tokens, converted to layout.slot's types. InvalidArgument, nothing
+  // written, unless b holds every layer's rows for all of those positions.
+  // Thread-safe for distinct blocks. After StartWithoutBlocks only.
+  Status CopyBlock(const KvBlock& b) const;
 
  private:
   struct RowCopy {
@@ -174,6 +190,11 @@ class BlocksStateWriter {
   };
   BlocksStateWriter(const std::vector<const KvBlock*>& blocks, const KvLayout& layout, std::span<uint8_t> dst)
       : blocks_(&blocks), layout_(layout), dst_(dst) {}
+  // Headers for positions [0, n_tokens) of `blocks` (which decide the
+  // windowed sections' ranges), noting each row copy; no row written.
+  static Result<BlocksStateWriter> WriteHeaders(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
+                                                uint32_t n_tokens, uint32_t n_stream, std::span<uint8_t> dst);
+  void CopyPositions(const RowCopy& c, const KvTensor& t, uint32_t lo, uint32_t hi) const;
   uint64_t RowBytesPerPosition(const RowCopy& c) const;
 
   const std::vector<const KvBlock*>* blocks_;

@@ -201,6 +201,12 @@ TEST(SeqStateHybridTest, F16SlotRowsBecomeQ4BlocksAndComeBackDequantized) {
   std::vector<uint8_t> par(restored->size());
   ASSERT_TRUE(WriteBlocksState(ptrs, layout, n, 3, par, 4).ok());  // threads: same bytes
   EXPECT_EQ(par, *restored);
+  // Landed block by block (sched/read_landing.h): the same converted bytes.
+  std::vector<uint8_t> landed(restored->size());
+  auto writer = BlocksStateWriter::StartWithoutBlocks(layout, n, 3, landed);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  for (size_t b : {2, 0, 1}) ASSERT_TRUE(writer->CopyBlock((*blocks)[b]).ok());
+  EXPECT_EQ(landed, *restored);
 
   // A restored slot re-exports the very same blocks: q4_0 -> f16 -> q4_0 is
   // exact with ggml's reference quantizer (the largest value maps to -8 x d).

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 
 namespace agentkv::engine {
 namespace {
@@ -164,6 +165,79 @@ TEST(RowCopyPipelineTest, EveryWaitedRangeHoldsItsFinalBytes) {
   // Start refuses what WriteBlocksState refuses.
   std::vector<uint8_t> small(expected->size() - 1);
   EXPECT_FALSE(BlocksStateWriter::Start(ptrs, layout, n, 2, small).ok());
+}
+
+// Landing (sched/read_landing.h): headers written before any block is at
+// hand, then each block's rows as it comes, in any order, from any thread,
+// give WriteBlocksState's bytes; for MLA (no V) too.
+TEST(BlocksStateWriterTest, BlocksCopiedAsTheyComeGiveTheSameState) {
+  for (bool has_v : {true, false}) {
+    SCOPED_TRACE(has_v ? "dense" : "mla");
+    const std::vector<FakeLayer> layers = {{2, has_v ? 2 : 0, 18 * 4, has_v ? 18u * 4 : 0u},
+                                           {2, has_v ? 8 : 0, 18 * 4, has_v ? 34u * 4 : 0u}};
+    const uint32_t n = 3 * kBlockTokens + 17;
+    std::vector<uint8_t> state;
+    WriteHeader(&state);
+    WriteSection(&state, /*n_stream=*/3, /*stream=*/1, Shuffled(0, n, 5), layers, has_v);
+    auto shape = InferStateShape(state);
+    ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+    auto blocks = StateToBlocks(state, *shape, n);
+    ASSERT_TRUE(blocks.ok());
+    auto expected = BlocksToState(Ptrs(*blocks), *shape, n, 3);
+    ASSERT_TRUE(expected.ok());
+
+    const KvLayout layout = KvLayout::Same(*shape);
+    ASSERT_EQ(StateBytesForBlocks({}, layout, n, 3), expected->size());
+    std::vector<uint8_t> dst(expected->size(), 0xEE);
+    auto writer = BlocksStateWriter::StartWithoutBlocks(layout, n, 3, dst);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    EXPECT_NE(dst, *expected);  // the rows are still to come
+    std::vector<std::thread> threads;
+    for (size_t b : {3, 0, 2, 1}) {
+      threads.emplace_back([&, b] { EXPECT_TRUE(writer->CopyBlock((*blocks)[b]).ok()); });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(dst, *expected);
+  }
+}
+
+TEST(BlocksStateWriterTest, WithoutBlocksRefusesWindowsBadSizesAndIncompleteBlocks) {
+  const std::vector<FakeLayer> layers = {{1, 1, 64, 64}, {1, 1, 64, 64}};
+  const uint32_t n = kBlockTokens + 10;
+  std::vector<uint8_t> state;
+  WriteHeader(&state);
+  WriteSection(&state, 1, 0, Shuffled(0, n, 6), layers, true);
+  auto shape = InferStateShape(state);
+  ASSERT_TRUE(shape.ok());
+  auto blocks = StateToBlocks(state, *shape, n);
+  ASSERT_TRUE(blocks.ok());
+  const KvLayout layout = KvLayout::Same(*shape);
+  const uint64_t bytes = StateBytesForBlocks({}, layout, n, 1);
+
+  std::vector<uint8_t> wrong(bytes + 1);
+  EXPECT_EQ(BlocksStateWriter::StartWithoutBlocks(layout, n, 1, wrong).status().code(), StatusCode::kInvalidArgument);
+  std::vector<uint8_t> dst(bytes);
+  EXPECT_EQ(BlocksStateWriter::StartWithoutBlocks(layout, 0, 1, dst).status().code(), StatusCode::kInvalidArgument);
+
+  // A block that lacks a layer's rows, or holds fewer than its positions,
+  // is refused and writes nothing.
+  auto writer = BlocksStateWriter::StartWithoutBlocks(layout, n, 1, dst);
+  ASSERT_TRUE(writer.ok());
+  const std::vector<uint8_t> headers_only = dst;
+  KvBlock missing = (*blocks)[0];
+  missing.tensors.pop_back();
+  EXPECT_EQ(writer->CopyBlock(missing).code(), StatusCode::kInvalidArgument);
+  KvBlock short_rows = (*blocks)[1];
+  short_rows.tensors[0].n_rows -= 1;
+  short_rows.tensors[0].data.resize(short_rows.tensors[0].data.size() - 64);
+  EXPECT_EQ(writer->CopyBlock(short_rows).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dst, headers_only);
+
+  // A sliding-window section: which positions it holds depends on the blocks.
+  StateShape windowed = *shape;
+  windowed.sections[0].swa_window = 128;
+  EXPECT_EQ(BlocksStateWriter::StartWithoutBlocks(KvLayout::Same(windowed), n, 1, dst).status().code(),
+            StatusCode::kUnsupported);
 }
 
 TEST(SeqStateTest, MlaWithoutVIsInferred) {

@@ -110,6 +110,11 @@ void SchedulerMetrics::CountReadFailure() {
   ++read_failures_;
 }
 
+void SchedulerMetrics::CountLandedRestore() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++landed_restores_;
+}
+
 std::string SchedulerMetrics::Render(const Gauges& g) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
@@ -139,6 +144,9 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_read_failures_total", "counter",
          "Reads of an agent from disk that the OS refused (EIO): served from what was read, the files kept.",
          double(read_failures_));
+  scalar("agentkv_restores_landed_total", "counter",
+         "Warm restores whose state was written while the disk read ran (the read landing), not after it.",
+         double(landed_restores_));
   scalar("agentkv_save_failures_total", "counter", "Saves of a turn to disk that failed (the turn stays in RAM).",
          double(save_failures_));
   out += "# HELP agentkv_batch_tokens Tokens per forward pass.\n# TYPE agentkv_batch_tokens histogram\n";

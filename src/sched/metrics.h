@@ -42,6 +42,7 @@ class SchedulerMetrics {
   // A prompt tokenized: `reused` of its `tokens` came from the agent's previous prompt.
   void AddTokenized(uint64_t tokens, uint64_t reused);
   void CountReadFailure();  // a disk read refused by the OS (EIO), not corruption
+  void CountLandedRestore();  // a warm restore imported from the read landing (sched/read_landing.h)
   // Gauges supplied at render time.
   struct Gauges {
     uint64_t queue_length = 0;
@@ -62,6 +63,7 @@ class SchedulerMetrics {
   std::map<std::string, uint64_t> requests_, matches_, evictions_;
   std::map<std::string, Histogram> ttft_;
   uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0, save_failures_ = 0, read_failures_ = 0;
+  uint64_t landed_restores_ = 0;
   uint64_t tokenized_ = 0, tokenized_reused_ = 0;
   Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_, remote_fetch_ms_, remote_push_ms_;
 };

@@ -20,7 +20,15 @@ Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool
       pool_(pool), store_(store), options_(std::move(options)), prompt_tokens_(options_.prompt_token_cache_bytes),
       tokenize_pieces_(std::clamp(ctx.n_threads(), 1, 8)),
       remote_(store != nullptr ? options_.remote : nullptr),
-      slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {}
+      slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {
+  if (store_ != nullptr && options_.read_landing.value_or(ctx.staging_pinned())) {
+    const auto n_stream = static_cast<uint32_t>(ctx.options().n_slots);
+    landing_ = std::make_unique<ReadLanding>(
+        ctx.spec().layout(), n_stream,
+        engine::MaxStateBytes(ctx.spec().slot_shape, static_cast<uint32_t>(ctx.options().slot_ctx), n_stream),
+        ctx.staging_pinned());
+  }
+}
 
 Scheduler::~Scheduler() { Stop(); }
 

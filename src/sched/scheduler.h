@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -55,6 +56,7 @@
 #include "sched/io_executor.h"
 #include "sched/metrics.h"
 #include "sched/prompt_token_cache.h"
+#include "sched/read_landing.h"
 #include "sched/turn_plan.h"
 #include "remote/remote_tier.h"
 #include "store/agent_store.h"
@@ -85,6 +87,13 @@ struct SchedulerOptions {
   // Jinja chat template used instead of the model's (--chat-template-file);
   // empty: the model's. Check it with engine::ChatFormat::CheckTemplate.
   std::string chat_template;
+  // A disk read of an agent lands its blocks' rows in llama.cpp's state
+  // layout while it reads (sched/read_landing.h), at the cost of a second
+  // slot-sized state buffer (page-locked on a GPU: e.g. 1.2 GB for an
+  // 8B-shape slot of 32K tokens). Unset: on when the context's staging
+  // buffer is page-locked (a model on a GPU), where the restore's host-side
+  // copy is what the inference thread would otherwise add after the read.
+  std::optional<bool> read_landing;
 };
 
 class Scheduler : public api::Backend {
@@ -150,6 +159,10 @@ class Scheduler : public api::Backend {
   // read from disk (a read is posted); the request keeps waiting.
   bool FindRestoreSource(Agent& agent, RestoreSource* source);
   Status Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source);
+  // Restores positions [0, n_keep) of `blocks` into `slot` (cleared first):
+  // from `landing`'s state when the blocks all landed there, else from the blocks.
+  Status ImportRestored(int slot, const std::vector<PoolBlock>& blocks, uint32_t n_keep,
+                        const ReadLanding::Ticket* landing);
   int AcquireSlot(const Agent& for_agent);                    // -1 if none free/evictable
   Status Step();                                              // one batch
   void OnTokenSampled(Active& a, int32_t token);
@@ -181,7 +194,8 @@ class Scheduler : public api::Backend {
   struct AgentRead;
   void PostAgentRead(const AgentKey& key);                    // REQUIRES mu_ held
   void PostNamespaceRead(const std::string& ns);              // REQUIRES mu_ held
-  AgentRead ReadAgent(const AgentKey& key);                   // read executor
+  // `landing` (may be null) lands a disk read's blocks as they come.
+  AgentRead ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing);  // read executor
   void ReadNamespaceIndex(const std::string& ns);             // read executor or HTTP thread
   void WakeLoopForRead();                                      // a read completed: admission may proceed
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
@@ -279,6 +293,7 @@ class Scheduler : public api::Backend {
   std::deque<std::unique_ptr<Waiting>> waiting_;
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free
+  std::unique_ptr<ReadLanding> landing_;              // null: off (SchedulerOptions::read_landing)
   uint64_t next_auto_id_ = 0;
 
   // Last: destroyed first, so no job outlives the state it uses.

@@ -14,8 +14,9 @@ namespace agentkv::sched {
 void Scheduler::PostAgentRead(const AgentKey& key) {
   if (store_ == nullptr || agent_reads_.count(key)) return;
   agent_reads_[key] = AgentRead{};  // in flight
-  reads_.Post([this, key] {
-    AgentRead read = ReadAgent(key);
+  std::shared_ptr<ReadLanding::Ticket> landing = landing_ != nullptr ? landing_->Reserve() : nullptr;
+  reads_.Post([this, key, landing = std::move(landing)] {
+    AgentRead read = ReadAgent(key, landing);
     read.done = true;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -27,7 +28,7 @@ void Scheduler::PostAgentRead(const AgentKey& key) {
   });
 }
 
-Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
+Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing) {
   AgentRead read;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -58,7 +59,7 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
     }
     if (summary.ok() && summary->usable && remote_read(std::max<uint64_t>(summary->version, 1))) return read;
   }
-  auto loaded = store_->LoadBlocks(key.ns, key.agent_id);
+  auto loaded = store_->LoadBlocks(key.ns, key.agent_id, 0, landing.get());
   if (!loaded.ok()) {
     if (loaded.status().code() == StatusCode::kNotFound && remote_ != nullptr) {
       remote_read(0);  // erased here between the summary and the load
@@ -89,6 +90,7 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key) {
   }
   read.record = std::move(loaded->record);
   read.from_disk = true;
+  read.landing = landing;
   read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   metrics_.ObserveDiskWait(read.read_ms);
   return read;

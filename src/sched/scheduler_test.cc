@@ -170,6 +170,45 @@ TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
   EXPECT_EQ(a3->text(), cold->text());
 }
 
+// The read landing (sched/read_landing.h): after a restart, a warm restore
+// whose state the read threads wrote while the files were read gives what a
+// cold prefill gives; with the landing off, the same turn restores from the
+// blocks (nothing landed) with the same text.
+TEST_F(SchedulerTest, AWarmRestoreFromTheReadLandingMatchesAColdPrefill) {
+  const std::string a = engine::testing::SampleText(4000).substr(0, 2800);  // two blocks and a part
+  SchedulerOptions landing;
+  landing.read_landing = true;
+  Boot(1, 64u << 20, landing);
+  auto a1 = Run("a", a, 10);
+  ASSERT_GT(a1->usage().prompt_tokens, 2 * 256);
+  sched_->FlushSaves();
+
+  const std::string a_next = a + a1->text() + " And";
+  Boot(1, 64u << 20, landing);  // restart: only the disk remains
+  auto a2 = Run("a", a_next, 10);
+  EXPECT_EQ(a2->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_GT(a2->usage().cached_tokens, a1->usage().prompt_tokens - 1);
+  EXPECT_EQ(Metric("agentkv_restores_landed_total"), 1);
+  auto cold = Run("cold", a_next, 10);
+  EXPECT_EQ(a2->text(), cold->text());
+  // A DIVERGE restores a prefix of what landed (cut after the import).
+  Boot(1, 64u << 20, landing);
+  auto diverged = Run("a", a.substr(0, a.size() * 9 / 10) + " Instead", 10);
+  EXPECT_EQ(diverged->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_EQ(diverged->usage().match, api::MatchType::kDiverge);
+  EXPECT_EQ(Metric("agentkv_restores_landed_total"), 1);
+  auto diverged_cold = Run("cold2", a.substr(0, a.size() * 9 / 10) + " Instead", 10);
+  EXPECT_EQ(diverged->text(), diverged_cold->text());
+
+  SchedulerOptions off;
+  off.read_landing = false;
+  Boot(1, 64u << 20, off);
+  auto a3 = Run("cold", a_next, 10);  // saved by the cold run above, restored from its blocks
+  EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_EQ(Metric("agentkv_restores_landed_total"), 0);
+  EXPECT_EQ(a3->text(), cold->text());
+}
+
 // Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0
 // (at-rest bytes), the slot f16 (resident bytes); hot and warm restores
 // dequantize; a restart with q4_0 slots (a GPU server) restores the same

@@ -359,6 +359,7 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
                   : it->second.from_disk  ? api::CacheState::kWarm
                                           : api::CacheState::kHot;
   source->blocks = it->second.blocks;  // shared blocks: no copy of the KV
+  source->landing = it->second.landing;
   source->read_ms = it->second.read_ms;
   // Left in agent_reads_ until the turn gets a slot (TryAdmit): a request that
   // waits for one meanwhile must not read (or fetch) the agent again.
@@ -395,9 +396,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
       restored = ctx_.TruncateSlot(slot, static_cast<int32_t>(plan.n_keep));
     } else {
       const auto t_restore = Clock::now();
-      std::vector<const KvBlock*> ptrs;
-      for (const auto& b : blocks) ptrs.push_back(b.block.get());
-      restored = ctx_.ImportSlotBlocks(slot, ptrs, plan.n_keep);
+      restored = ImportRestored(slot, blocks, plan.n_keep, source.landing.get());
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
       if (restored.ok()) a->restored_blocks = blocks;
       if (restored.ok() && (state == api::CacheState::kWarm || state == api::CacheState::kRemote) &&
@@ -449,6 +448,21 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   metrics_.CountMatch(api::MatchTypeName(a->usage.match));
   metrics_.AddTokens(a->pending.size(), plan.n_keep, 0);
   return Status::OK();
+}
+
+Status Scheduler::ImportRestored(int slot, const std::vector<PoolBlock>& blocks, uint32_t n_keep,
+                                 const ReadLanding::Ticket* landing) {
+  if (landing != nullptr && n_keep <= landing->n_tokens()) {
+    if (std::span<const uint8_t> state = landing->StateFor(blocks); !state.empty()) {
+      AGENTKV_RETURN_IF_ERROR(ctx_.ImportSlotState(slot, state));
+      metrics_.CountLandedRestore();
+      // The landing holds every position of the blocks; the turn keeps n_keep.
+      return n_keep < landing->n_tokens() ? ctx_.TruncateSlot(slot, static_cast<int32_t>(n_keep)) : Status::OK();
+    }
+  }
+  std::vector<const KvBlock*> ptrs;
+  for (const auto& b : blocks) ptrs.push_back(b.block.get());
+  return ctx_.ImportSlotBlocks(slot, ptrs, n_keep);
 }
 
 void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored) {

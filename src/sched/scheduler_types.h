@@ -47,6 +47,7 @@ struct Scheduler::AgentRead {
   bool from_remote = false;             // some blocks came from the remote tier (and were written through)
   bool remote_manifest = false;         // the record is the remote tier's (newer than the local disk's)
   double read_ms = 0.0;                 // how long the read took
+  std::shared_ptr<ReadLanding::Ticket> landing;  // from_disk: where its blocks landed, if they did
 };
 
 // A committed turn whose save has not landed yet (or failed): the newest
@@ -66,6 +67,7 @@ struct Scheduler::RestoreSource {
   std::vector<PoolBlock> blocks;  // hot / warm
   double read_ms = 0.0;           // warm: the disk read's duration
   std::optional<AgentKey> read_key;  // its blocks are agent_reads_'s entry of this key (erased once admitted)
+  std::shared_ptr<ReadLanding::Ticket> landing;  // warm: the read's landed state (ReadLanding::Ticket::StateFor)
 };
 
 struct Scheduler::Waiting {

@@ -190,7 +190,7 @@ BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<uint64_t>& file_by
 }
 
 Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string_view agent_id,
-                                           uint32_t first_block) {
+                                           uint32_t first_block, LoadObserver* observer) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
   using Clock = std::chrono::steady_clock;
   const auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
@@ -224,6 +224,12 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
     for (uint64_t b : file_bytes) read_bytes += b;
     read_options = ReadOptionsFor(file_bytes);
+    if (observer != nullptr) {
+      observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
+      read_options.on_file_read = [observer, first](size_t k, const DecodedBlock& dec) {
+        observer->OnBlockRead(first + static_cast<uint32_t>(k), dec.block);
+      };
+    }
     reader = std::thread([this, &ahead, &reader_ms, &ms_since, first, read_options, paths = std::move(paths)] {
       const Clock::time_point reader_start = Clock::now();
       std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);

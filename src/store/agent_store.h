@@ -45,6 +45,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,6 +121,23 @@ struct LoadedAgent {
   uint32_t valid_tokens = 0;
   bool complete = false;        // every block loaded
   Status stop_reason;           // why loading stopped early; OK if complete
+};
+
+// Watches an AgentStore::LoadBlocks while it runs, on its threads: e.g. the
+// scheduler copies each block's rows into a restore buffer while the other
+// block files are still being read (sched/read_landing.h).
+class LoadObserver {
+ public:
+  virtual ~LoadObserver() = default;
+  // Once, before any block file is read: the blocks the load will read ahead
+  // (the store's index of the agent), blocks[k] being block first + k. The
+  // manifest, read meanwhile, decides which of them the result keeps.
+  virtual void OnPlan(uint32_t first, std::span<const BlockRef> blocks) = 0;
+  // Block `index` of the plan was read in full and its checksum verified. It
+  // is not yet checked against the manifest: only the blocks of the result
+  // are good. Concurrent calls for different indexes, on reader threads;
+  // none after LoadBlocks returns.
+  virtual void OnBlockRead(uint32_t index, const KvBlock& block) = 0;
 };
 
 struct VerifyReport {
@@ -209,8 +227,10 @@ class AgentStore {
   // missing or bad one: a bad block file is quarantined and counted. NotFound
   // if the agent is absent, FailedPrecondition if its kv types differ,
   // Corruption if its manifest no longer verifies; a bad block is not an
-  // error (see LoadedAgent).
-  Result<LoadedAgent> LoadBlocks(std::string_view ns, std::string_view agent_id, uint32_t first_block = 0);
+  // error (see LoadedAgent). `observer` (may be null) sees the read as it
+  // goes; it is told nothing when the file system cannot read concurrently.
+  Result<LoadedAgent> LoadBlocks(std::string_view ns, std::string_view agent_id, uint32_t first_block = 0,
+                                 LoadObserver* observer = nullptr);
 
   // The blocks of `rec` (agent `rec.agent_id` of `ns` as another tier,
   // e.g. the remote, holds it) that this store holds a file of, by block id:

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "store/block_read.h"
@@ -427,7 +428,25 @@ TEST(AgentStorePosixTest, ReadAheadKeepsOrderAndStopsAtCorruption) {
     ASSERT_TRUE((*f)->Append(*bytes).ok());
     ASSERT_TRUE((*f)->Close().ok());
   }
-  auto r = (*store)->LoadBlocks("ns", "a");
+  // An observer is told the plan (the indexed blocks), then each block file
+  // that read and verified, the ones after the bad block included.
+  struct Recorder : LoadObserver {
+    std::mutex mu;
+    std::vector<BlockRef> plan;
+    std::vector<int> read_count;
+    void OnPlan(uint32_t first, std::span<const BlockRef> blocks) override {
+      EXPECT_EQ(first, 0u);
+      plan.assign(blocks.begin(), blocks.end());
+      read_count.assign(blocks.size(), 0);
+    }
+    void OnBlockRead(uint32_t index, const KvBlock& block) override {
+      std::lock_guard<std::mutex> l(mu);
+      ASSERT_LT(index, read_count.size());
+      ++read_count[index];
+      EXPECT_EQ(block.index, index);
+    }
+  } recorder;
+  auto r = (*store)->LoadBlocks("ns", "a", 0, &recorder);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->complete);
   EXPECT_EQ(r->stop_reason.code(), StatusCode::kCorruption);
@@ -435,6 +454,12 @@ TEST(AgentStorePosixTest, ReadAheadKeepsOrderAndStopsAtCorruption) {
   for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(r->blocks[i], MakeBlock(tokens, i));
   EXPECT_EQ(r->valid_tokens, 6 * kBlockTokens);
   EXPECT_FALSE(fs.Exists(bad));  // quarantined
+  const auto ids = ComputeBlockIds(kFp, tokens);
+  ASSERT_EQ(recorder.plan.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(recorder.plan[i].id, ids[i]);
+    EXPECT_EQ(recorder.read_count[i], i == 6 ? 0 : 1) << "block " << i;
+  }
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 

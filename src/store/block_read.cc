@@ -129,6 +129,7 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
       f.result = Named(st, paths[i]);
     } else if (f.rest.empty()) {
       f.result = Finish(&f, {}, paths[i]);
+      if (f.result->ok() && options.on_file_read) options.on_file_read(i, **f.result);
     } else {
       for (uint64_t begin = f.rest_begin.front(); begin < f.file_size;) {
         uint64_t end = f.file_size;
@@ -161,7 +162,10 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
         f.failed.store(true, std::memory_order_relaxed);
       }
     }
-    if (f.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) f.result = Finish(&f, f.chunk_status, path);
+    if (f.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      f.result = Finish(&f, f.chunk_status, path);
+      if (f.result->ok() && options.on_file_read) options.on_file_read(chunk.file, **f.result);
+    }
   };
 
   // Every reader takes a ready chunk if there is one, else the next head, so

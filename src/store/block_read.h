@@ -5,6 +5,7 @@
 // sections split into chunks read in parallel (ReadBlockFiles).
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ struct BlockReadOptions {
   // file offsets that are multiples of it (see BlockReadChunkBytes); 0: one
   // read per data section.
   size_t chunk_bytes = 0;
+  // Called once per file that read and verified in full (what the result
+  // will hold for it), on the thread that verified it, before ReadBlockFiles
+  // returns: so a caller can use a block while other files are still read.
+  // Calls for different files may run concurrently. May be empty.
+  std::function<void(size_t file, const DecodedBlock& block)> on_file_read;
 };
 
 // Reads the block files at `paths`; element i of the result is what

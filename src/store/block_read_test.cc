@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -182,8 +183,18 @@ TEST_P(BlockReadTest, ReadBlockFilesReadsWhatDecodeBlockFileReads) {
   // the others). One thread (in order) and several.
   for (size_t chunk : {size_t{0}, size_t{20000}, kBlockHeadReadBytes, kMinBlockReadChunkBytes}) {
     for (int threads : {1, 4}) {
-      auto got = ReadBlockFiles(fs_.get(), paths, Chunked(threads, chunk));
+      // on_file_read sees each file once, with the block the result holds.
+      std::mutex mu;
+      std::vector<int> seen(paths.size(), 0);
+      BlockReadOptions options = Chunked(threads, chunk);
+      options.on_file_read = [&](size_t file, const DecodedBlock& dec) {
+        std::lock_guard<std::mutex> l(mu);
+        ++seen[file];
+        EXPECT_EQ(dec.block, want[file].block) << "file " << file;
+      };
+      auto got = ReadBlockFiles(fs_.get(), paths, options);
       ASSERT_EQ(got.size(), paths.size());
+      EXPECT_EQ(seen, std::vector<int>(paths.size(), 1));
       for (size_t i = 0; i < paths.size(); ++i) {
         ASSERT_TRUE(got[i].ok()) << "chunk " << chunk << " threads " << threads << ": " << got[i].status().ToString();
         EXPECT_EQ(got[i]->block, want[i].block) << "file " << i << " chunk " << chunk << " threads " << threads;
@@ -220,8 +231,16 @@ TEST_P(BlockReadTest, BadBytesInAnyChunkFailThatFileOnly) {
     const std::string path = Put(bad[k]);
     const std::vector<std::string> paths = {good, path, good};
     for (int threads : {1, 4}) {
-      auto got = ReadBlockFiles(fs_.get(), paths, Chunked(threads, chunk));
+      std::mutex mu;
+      std::vector<int> seen(paths.size(), 0);
+      BlockReadOptions options = Chunked(threads, chunk);
+      options.on_file_read = [&](size_t file, const DecodedBlock&) {
+        std::lock_guard<std::mutex> l(mu);
+        ++seen[file];
+      };
+      auto got = ReadBlockFiles(fs_.get(), paths, options);
       ASSERT_EQ(got.size(), 3u);
+      EXPECT_EQ(seen, (std::vector<int>{1, 0, 1})) << "case " << k << ": a bad file is not handed out";
       ASSERT_FALSE(got[1].ok()) << "case " << k;
       EXPECT_EQ(got[1].status().code(), StatusCode::kCorruption) << "case " << k << ": " << got[1].status().ToString();
       EXPECT_NE(got[1].status().message().find(path), std::string::npos) << got[1].status().ToString();
