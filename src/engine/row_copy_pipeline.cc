@@ -2,25 +2,17 @@
 
 #include <algorithm>
 
-#include "util/cpu_affinity.h"
 
 namespace agentkv::engine {
 
 RowCopyPipeline::RowCopyPipeline(const BlocksStateWriter& writer, int n_threads)
-    : writer_(writer), done_(writer.n_row_copies(), false) {
-  const size_t n = std::min<size_t>(std::max(n_threads, 1), writer.n_row_copies());
-  workers_.reserve(n);
-  for (size_t t = 0; t < n; ++t) {
-    workers_.emplace_back([this] {
-      RunOnAnyProcessCpu();  // not the inference thread's one CPU
-      Work();
-    });
-  }
+    : writer_(writer), done_(writer.n_row_copies(), false), work_([this](size_t) { Work(); }),
+      team_(WorkerTeam::ForThisThread()) {
+  // Workers run on any process CPU, not the inference thread's one (WorkerTeam).
+  team_.Launch(std::min<size_t>(std::max(n_threads, 1), writer.n_row_copies()), &work_);
 }
 
-RowCopyPipeline::~RowCopyPipeline() {
-  for (auto& w : workers_) w.join();
-}
+RowCopyPipeline::~RowCopyPipeline() { team_.Wait(); }
 
 void RowCopyPipeline::Work() {
   for (;;) {

@@ -8,15 +8,18 @@
 // them in); WaitReady blocks until every row copy overlapping a byte range has
 // finished. Thread safety: WaitReady may be called from any thread; the
 // destructor waits for every copy, so the writer's buffer is complete (and no
-// worker touches it) once the pipeline is gone.
+// worker touches it) once the pipeline is gone. The workers are the creating
+// thread's WorkerTeam (util/parallel.h): that thread must not call
+// ParallelFor while the pipeline lives.
 
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
-#include <thread>
+#include <functional>
 #include <vector>
 
 #include "engine/seq_state.h"
+#include "util/parallel.h"
 
 namespace agentkv::engine {
 
@@ -43,7 +46,8 @@ class RowCopyPipeline {
   std::vector<bool> done_;       // GUARDED_BY(mu_)
   std::mutex mu_;
   std::condition_variable cv_;  // a row copy finished
-  std::vector<std::thread> workers_;
+  const std::function<void(size_t)> work_;  // what each worker runs: Work()
+  WorkerTeam& team_;
 };
 
 }  // namespace agentkv::engine

@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -51,6 +53,55 @@ TEST(ParallelForTest, WorkersOfABoundCallerRunOnEveryProcessCpu) {
   caller.join();
   ASSERT_FALSE(worker_cpu_counts.empty());
   for (int n : worker_cpu_counts) EXPECT_EQ(n, static_cast<int>(cpus.size()));
+}
+
+// The workers stay between calls: a second call runs on the threads of the
+// first (none started anew), growing the team only when asked for more.
+TEST(WorkerTeamTest, WorkersAreKeptBetweenCallsAndGrowOnDemand) {
+  std::thread caller([] {
+    auto ids_of = [](size_t n, int threads) {
+      std::mutex mu;
+      std::set<std::thread::id> ids;
+      ParallelFor(n, threads, [&](size_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // every thread gets items
+        std::lock_guard<std::mutex> lock(mu);
+        ids.insert(std::this_thread::get_id());
+      });
+      ids.erase(std::this_thread::get_id());
+      return ids;
+    };
+    const auto first = ids_of(32, 4);
+    EXPECT_EQ(first.size(), 3u);
+    EXPECT_EQ(ids_of(32, 4), first);
+    const auto fewer = ids_of(32, 2);
+    EXPECT_EQ(fewer.size(), 1u);
+    EXPECT_TRUE(first.count(*fewer.begin()));
+    const auto more = ids_of(64, 6);
+    EXPECT_EQ(more.size(), 5u);
+    for (auto id : first) EXPECT_TRUE(more.count(id));
+  });
+  caller.join();
+}
+
+// Launch returns at once: the caller works beside the workers (as
+// RowCopyPipeline's caller reads while they write); a worker may itself use
+// ParallelFor (its own team).
+TEST(WorkerTeamTest, LaunchRunsBesideTheCallerAndWorkersMayNest) {
+  WorkerTeam& team = WorkerTeam::ForThisThread();
+  std::atomic<bool> caller_ran{false};
+  std::vector<std::atomic<int>> hits(3 * 100);
+  const std::function<void(size_t)> job = [&](size_t w) {
+    while (!caller_ran.load()) std::this_thread::yield();  // needs the caller to run meanwhile
+    ParallelFor(100, 3, [&](size_t i) { hits[w * 100 + i].fetch_add(1); });
+  };
+  for (int round = 0; round < 3; ++round) {
+    caller_ran = false;
+    for (auto& h : hits) h = 0;
+    team.Launch(3, &job);
+    caller_ran = true;
+    team.Wait();
+    for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << "round " << round << " item " << i;
+  }
 }
 
 }  // namespace
