@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "sched/scheduler_fixture.h"
@@ -207,6 +208,43 @@ TEST_F(SchedulerTest, AWarmRestoreFromTheReadLandingMatchesAColdPrefill) {
   EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
   EXPECT_EQ(Metric("agentkv_restores_landed_total"), 0);
   EXPECT_EQ(a3->text(), cold->text());
+}
+
+// A bad block file under the read landing: the load keeps the good prefix,
+// nothing is imported from the landing (the blocks are not those planned),
+// and the turn restores the prefix from its blocks and answers as a cold
+// prefill does (up to the first near-tie: the prefills' batch shapes differ).
+TEST_F(SchedulerTest, ABadBlockUnderTheReadLandingRestoresTheGoodPrefix) {
+  const std::string a = engine::testing::SampleText(4000).substr(0, 2800);  // two blocks and a part
+  SchedulerOptions landing;
+  landing.read_landing = true;
+  Boot(1, 64u << 20, landing);
+  auto a1 = Run("a", a, 10);
+  ASSERT_GT(a1->usage().prompt_tokens, 2 * 256);
+  ASSERT_TRUE(sched_->ListAgents("default").ok());  // runs after the turn's commit: its save is posted
+  sched_->FlushSaves();
+  // The partial last block's file is the smallest block file: flip a byte in its data.
+  std::filesystem::path last;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (e.path().extension() != ".safetensors" || e.path().string().find("/blocks/") == std::string::npos) continue;
+    if (last.empty() || e.file_size() < std::filesystem::file_size(last)) last = e.path();
+  }
+  ASSERT_FALSE(last.empty());
+  {
+    std::fstream f(last, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-7, std::ios::end);
+    f.put('\x5a');
+  }
+
+  const std::string a_next = a + a1->text() + " And";
+  Boot(1, 64u << 20, landing);
+  auto a2 = Run("a", a_next, 10);
+  EXPECT_EQ(a2->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_EQ(a2->usage().cached_tokens, 2 * 256);
+  EXPECT_EQ(Metric("agentkv_restores_landed_total"), 0);
+  EXPECT_EQ(Metric("agentkv_corruption_events_total"), 1);
+  const SureText sure = GreedyTextBeforeNearTie(a_next, 10, kTie);
+  EXPECT_EQ(a2->text().substr(0, sure.text.size()), sure.text);
 }
 
 // Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0
