@@ -38,6 +38,8 @@ void Scheduler::Start() {
   stopping_ = false;
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
+  // The load threads now, not in the first returning agent's read.
+  if (store_ != nullptr) reads_.Post([this] { store_->StartReadThreads(); });
 }
 
 void Scheduler::Stop() {

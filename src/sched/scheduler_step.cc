@@ -1,11 +1,13 @@
 // Scheduler, inference thread: the loop and one iteration (batch build,
 // decode, sampling, streaming, finishing).
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "sched/scheduler.h"
 #include "sched/scheduler_types.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 namespace agentkv::sched {
 namespace {
@@ -23,6 +25,14 @@ void Scheduler::Loop() {
   // This thread decodes: its compute team gets a CPU per thread before the
   // first decode (engine/compute_team.h says why).
   ctx_.BindComputeThreadsToCpus();
+  {
+    // The bulk-copy workers of restores and exports (util/parallel.h) now,
+    // not in the first restore after a start.
+    const std::function<void(size_t)> nothing = [](size_t) {};
+    WorkerTeam& team = WorkerTeam::ForThisThread();
+    team.Launch(static_cast<size_t>(std::max(1, ctx_.n_threads())), &nothing);
+    team.Wait();
+  }
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);

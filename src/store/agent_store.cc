@@ -14,6 +14,7 @@
 #include "store/manifest.h"
 #include "store/store_ids.h"
 #include "util/log.h"
+#include "util/parallel.h"
 
 namespace agentkv {
 namespace {
@@ -210,7 +211,9 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   if (auto it = ns->agents.find(id); it != ns->agents.end() && it->second.usable) indexed = it->second.blocks;
   const uint32_t first = std::min<uint32_t>(first_block, static_cast<uint32_t>(indexed.size()));
   std::vector<std::optional<Result<DecodedBlock>>> ahead(indexed.size());
-  std::thread reader;
+  // The block files are read by a worker of this thread's WorkerTeam (kept
+  // between loads, as are that worker's own readers: util/parallel.h).
+  std::function<void(size_t)> read_job;
   BlockReadOptions read_options;
   uint64_t read_bytes = 0;
   double reader_ms = 0;  // the block files' read, on the reader thread
@@ -230,17 +233,18 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
         observer->OnBlockRead(first + static_cast<uint32_t>(k), dec.block);
       };
     }
-    reader = std::thread([this, &ahead, &reader_ms, &ms_since, first, read_options, paths = std::move(paths)] {
+    read_job = [this, &ahead, &reader_ms, &ms_since, first, read_options, paths = std::move(paths)](size_t) {
       const Clock::time_point reader_start = Clock::now();
       std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
       for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);
       reader_ms = ms_since(reader_start);
-    });
+    };
+    WorkerTeam::ForThisThread().Launch(1, &read_job);
   }
   const Clock::time_point manifest_start = Clock::now();
   auto rec_or = ReadRecordLocked(ns, id);
   const double manifest_ms = ms_since(manifest_start);
-  if (reader.joinable()) reader.join();
+  if (read_job) WorkerTeam::ForThisThread().Wait();
   const Clock::time_point checks_start = Clock::now();
   AGENTKV_RETURN_IF_ERROR(rec_or.status());
   AgentRecord rec = std::move(rec_or).value();
@@ -269,6 +273,19 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
                 std::string(ns_name).c_str(), id.c_str(), out.blocks.size(), read_bytes / 1e6, read_options.n_threads,
                 read_options.chunk_bytes / 1e6, ms_since(start), lock_ms, manifest_ms, reader_ms, ms_since(checks_start));
   return out;
+}
+
+void AgentStore::StartReadThreads() {
+  if (!fs_->ConcurrentReads()) return;
+  const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
+  // LoadBlocks' read job runs on a worker of this thread's team, its readers
+  // on that worker's team: start both.
+  const std::function<void(size_t)> start_readers = [threads](size_t) {
+    ParallelFor(static_cast<size_t>(threads), threads, [](size_t) {});
+  };
+  WorkerTeam& team = WorkerTeam::ForThisThread();
+  team.Launch(1, &start_readers);
+  team.Wait();
 }
 
 Result<VerifyReport> AgentStore::VerifyAgent(std::string_view ns_name, std::string_view agent_id) {

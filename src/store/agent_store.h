@@ -231,6 +231,10 @@ class AgentStore {
   // goes; it is told nothing when the file system cannot read concurrently.
   Result<LoadedAgent> LoadBlocks(std::string_view ns, std::string_view agent_id, uint32_t first_block = 0,
                                  LoadObserver* observer = nullptr);
+  // Starts the threads LoadBlocks reads with when called on this thread
+  // (they are kept: util/parallel.h's WorkerTeam), so that the first load
+  // after a start does not pay for starting them. Optional.
+  void StartReadThreads();
 
   // The blocks of `rec` (agent `rec.agent_id` of `ns` as another tier,
   // e.g. the remote, holds it) that this store holds a file of, by block id:

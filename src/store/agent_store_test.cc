@@ -1,11 +1,14 @@
 #include "store/agent_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "store/block_read.h"
@@ -459,6 +462,41 @@ TEST(AgentStorePosixTest, ReadAheadKeepsOrderAndStopsAtCorruption) {
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ(recorder.plan[i].id, ids[i]);
     EXPECT_EQ(recorder.read_count[i], i == 6 ? 0 : 1) << "block " << i;
+  }
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
+// The threads a load reads with are kept: after StartReadThreads on a
+// thread, its loads read every block on threads that existed already.
+TEST(AgentStorePosixTest, LoadsAfterStartReadThreadsStartNoThread) {
+  std::string dir = ::testing::TempDir() + "/agentkv_store_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  PosixFileSystem fs;
+  auto tokens = MakeTokens(12 * kBlockTokens + 17, 11);
+  auto store = AgentStore::Open(Options(&fs, dir));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE(Save(store->get(), "ns", "a", tokens).ok());
+  (*store)->StartReadThreads();
+  std::set<long> existing;  // kernel thread ids (not reused soon, unlike pthread handles)
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    existing.insert(std::stol(e.path().filename().string()));
+  }
+  struct ReaderIds : LoadObserver {
+    std::mutex mu;
+    std::set<long> ids;
+    void OnPlan(uint32_t, std::span<const BlockRef>) override {}
+    void OnBlockRead(uint32_t, const KvBlock&) override {
+      std::lock_guard<std::mutex> l(mu);
+      ids.insert(static_cast<long>(::syscall(SYS_gettid)));
+    }
+  };
+  for (int i = 0; i < 3; ++i) {
+    ReaderIds readers;
+    auto r = (*store)->LoadBlocks("ns", "a", 0, &readers);
+    ASSERT_TRUE(r.ok() && r->complete) << r.status().ToString();
+    ASSERT_FALSE(readers.ids.empty());
+    EXPECT_FALSE(readers.ids.count(static_cast<long>(::syscall(SYS_gettid)))) << "read beside the manifest, not on the caller";
+    for (long id : readers.ids) EXPECT_TRUE(existing.count(id)) << "load " << i << " read on a new thread " << id;
   }
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
