@@ -171,18 +171,34 @@ TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
   EXPECT_EQ(a3->text(), cold->text());
 }
 
+// The read landing's scheduler tests: one slot, agent "a" saved to disk.
+class ReadLandingSchedulerTest : public SchedulerTest {
+ protected:
+  static SchedulerOptions Landing(bool on) {
+    SchedulerOptions o;
+    o.read_landing = on;
+    return o;
+  }
+  // Boots with the landing on and runs agent "a" on a prompt of two blocks
+  // and a part; returns once its turn is saved.
+  std::shared_ptr<RecordingSink> BootAndSaveAgentA(const std::string& a) {
+    Boot(1, 64u << 20, Landing(true));
+    auto a1 = Run("a", a, 10);
+    EXPECT_GT(a1->usage().prompt_tokens, 2 * 256);
+    EXPECT_TRUE(sched_->ListAgents("default").ok());  // runs after the turn's commit: its save is posted
+    sched_->FlushSaves();
+    return a1;
+  }
+  const std::string a = engine::testing::SampleText(4000).substr(0, 2800);
+};
+
 // The read landing (sched/read_landing.h): after a restart, a warm restore
 // whose state the read threads wrote while the files were read gives what a
 // cold prefill gives; with the landing off, the same turn restores from the
 // blocks (nothing landed) with the same text.
-TEST_F(SchedulerTest, AWarmRestoreFromTheReadLandingMatchesAColdPrefill) {
-  const std::string a = engine::testing::SampleText(4000).substr(0, 2800);  // two blocks and a part
-  SchedulerOptions landing;
-  landing.read_landing = true;
-  Boot(1, 64u << 20, landing);
-  auto a1 = Run("a", a, 10);
-  ASSERT_GT(a1->usage().prompt_tokens, 2 * 256);
-  sched_->FlushSaves();
+TEST_F(ReadLandingSchedulerTest, AWarmRestoreFromTheLandingMatchesAColdPrefill) {
+  const SchedulerOptions landing = Landing(true);
+  auto a1 = BootAndSaveAgentA(a);
 
   const std::string a_next = a + a1->text() + " And";
   Boot(1, 64u << 20, landing);  // restart: only the disk remains
@@ -201,9 +217,7 @@ TEST_F(SchedulerTest, AWarmRestoreFromTheReadLandingMatchesAColdPrefill) {
   auto diverged_cold = Run("cold2", a.substr(0, a.size() * 9 / 10) + " Instead", 10);
   EXPECT_EQ(diverged->text(), diverged_cold->text());
 
-  SchedulerOptions off;
-  off.read_landing = false;
-  Boot(1, 64u << 20, off);
+  Boot(1, 64u << 20, Landing(false));
   auto a3 = Run("cold", a_next, 10);  // saved by the cold run above, restored from its blocks
   EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
   EXPECT_EQ(Metric("agentkv_restores_landed_total"), 0);
@@ -214,15 +228,8 @@ TEST_F(SchedulerTest, AWarmRestoreFromTheReadLandingMatchesAColdPrefill) {
 // nothing is imported from the landing (the blocks are not those planned),
 // and the turn restores the prefix from its blocks and answers as a cold
 // prefill does (up to the first near-tie: the prefills' batch shapes differ).
-TEST_F(SchedulerTest, ABadBlockUnderTheReadLandingRestoresTheGoodPrefix) {
-  const std::string a = engine::testing::SampleText(4000).substr(0, 2800);  // two blocks and a part
-  SchedulerOptions landing;
-  landing.read_landing = true;
-  Boot(1, 64u << 20, landing);
-  auto a1 = Run("a", a, 10);
-  ASSERT_GT(a1->usage().prompt_tokens, 2 * 256);
-  ASSERT_TRUE(sched_->ListAgents("default").ok());  // runs after the turn's commit: its save is posted
-  sched_->FlushSaves();
+TEST_F(ReadLandingSchedulerTest, ABadBlockRestoresTheGoodPrefixFromItsBlocks) {
+  auto a1 = BootAndSaveAgentA(a);
   // The partial last block's file is the smallest block file: flip a byte in its data.
   std::filesystem::path last;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
@@ -237,7 +244,7 @@ TEST_F(SchedulerTest, ABadBlockUnderTheReadLandingRestoresTheGoodPrefix) {
   }
 
   const std::string a_next = a + a1->text() + " And";
-  Boot(1, 64u << 20, landing);
+  Boot(1, 64u << 20, Landing(true));
   auto a2 = Run("a", a_next, 10);
   EXPECT_EQ(a2->usage().cache_state, api::CacheState::kWarm);
   EXPECT_EQ(a2->usage().cached_tokens, 2 * 256);
