@@ -454,10 +454,14 @@ Status Scheduler::ImportRestored(int slot, const std::vector<PoolBlock>& blocks,
                                  const ReadLanding::Ticket* landing) {
   if (landing != nullptr && n_keep <= landing->n_tokens()) {
     if (std::span<const uint8_t> state = landing->StateFor(blocks); !state.empty()) {
-      AGENTKV_RETURN_IF_ERROR(ctx_.ImportSlotState(slot, state));
-      metrics_.CountLandedRestore();
+      Status s = ctx_.ImportSlotState(slot, state);
       // The landing holds every position of the blocks; the turn keeps n_keep.
-      return n_keep < landing->n_tokens() ? ctx_.TruncateSlot(slot, static_cast<int32_t>(n_keep)) : Status::OK();
+      if (s.ok() && n_keep < landing->n_tokens()) s = ctx_.TruncateSlot(slot, static_cast<int32_t>(n_keep));
+      if (s.ok()) {
+        metrics_.CountLandedRestore();
+        return s;
+      }
+      AKV_LOG_WARN("restore from the read landing failed (%s); restoring from the blocks", s.ToString().c_str());
     }
   }
   std::vector<const KvBlock*> ptrs;
