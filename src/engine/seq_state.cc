@@ -486,7 +486,7 @@ Result<BlocksStateWriter> BlocksStateWriter::StartWithoutBlocks(const KvLayout& 
     if (s.swa_window != 0) return Status::Unsupported("kv state: a sliding-window section needs its blocks up front");
   }
   if (Converts(layout)) AGENTKV_RETURN_IF_ERROR(CheckLayout(layout));
-  if (dst.size() != StateBytesForBlocks(kNoBlocks, layout, n_tokens, n_stream)) {
+  if (dst.size() != MaxStateBytes(layout.slot, n_tokens, n_stream)) {
     return Status::InvalidArgument("kv state: destination buffer has the wrong size");
   }
   return WriteHeaders(kNoBlocks, layout, n_tokens, n_stream, dst);

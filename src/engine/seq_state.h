@@ -165,7 +165,7 @@ class BlocksStateWriter {
   // then CopyBlock writes each block's rows as it comes. CopyRows must not be
   // called. Unsupported when a section has a sliding window (which positions
   // it holds depends on the blocks). REQUIRES dst.size() ==
-  // StateBytesForBlocks({}, layout, n_tokens, n_stream). The shapes `layout`
+  // MaxStateBytes(layout.slot, n_tokens, n_stream) (exact without windows). The shapes `layout`
   // refers to, and dst, must outlive the writer.
   static Result<BlocksStateWriter> StartWithoutBlocks(const KvLayout& layout, uint32_t n_tokens, uint32_t n_stream,
                                                       std::span<uint8_t> dst);

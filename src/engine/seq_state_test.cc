@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -69,6 +70,28 @@ void WriteSection(std::vector<uint8_t>* out, uint32_t n_stream, uint32_t stream,
 using testing::Ptrs;
 using testing::Shuffled;
 
+// A synthetic state of positions [0, n) (cells shuffled by `seed`) in stream
+// `stream` of n_stream, with its inferred shape and its blocks; nullopt if
+// either step fails.
+struct Synthetic {
+  std::vector<uint8_t> state;
+  StateShape shape;
+  std::vector<KvBlock> blocks;
+};
+std::optional<Synthetic> MakeSynthetic(const std::vector<FakeLayer>& layers, uint32_t n, uint32_t n_stream,
+                                       uint32_t stream, unsigned seed, bool has_v) {
+  Synthetic out;
+  WriteHeader(&out.state);
+  WriteSection(&out.state, n_stream, stream, Shuffled(0, n, seed), layers, has_v);
+  auto shape = InferStateShape(out.state);
+  if (!shape.ok()) return std::nullopt;
+  out.shape = std::move(shape).value();
+  auto blocks = StateToBlocks(out.state, out.shape, n);
+  if (!blocks.ok()) return std::nullopt;
+  out.blocks = std::move(blocks).value();
+  return out;
+}
+
 TEST(SeqStateTest, DenseRoundTripIsBitExact) {
   const std::vector<FakeLayer> layers = {{2, 2, 18 * 4, 18 * 4}, {2, 8, 18 * 4, 34 * 4}};
   const uint32_t n = 3 * kBlockTokens + 17;
@@ -126,14 +149,10 @@ TEST(RowCopyPipelineTest, EveryWaitedRangeHoldsItsFinalBytes) {
   std::vector<FakeLayer> layers;
   for (int l = 0; l < 8; ++l) layers.push_back({2, 2, 18 * 4, 18 * 4});
   const uint32_t n = 3 * kBlockTokens + 17;
-  std::vector<uint8_t> state;
-  WriteHeader(&state);
-  WriteSection(&state, /*n_stream=*/2, /*stream=*/0, Shuffled(0, n, 2), layers, true);
-  auto shape = InferStateShape(state);
-  ASSERT_TRUE(shape.ok()) << shape.status().ToString();
-  auto blocks = StateToBlocks(state, *shape, n);
-  ASSERT_TRUE(blocks.ok());
-  const auto ptrs = Ptrs(*blocks);
+  auto synthetic = MakeSynthetic(layers, n, /*n_stream=*/2, /*stream=*/0, 2, true);
+  ASSERT_TRUE(synthetic);
+  const StateShape* shape = &synthetic->shape;
+  const auto ptrs = Ptrs(synthetic->blocks);
   auto expected = BlocksToState(ptrs, *shape, n, 2);
   ASSERT_TRUE(expected.ok());
 
@@ -176,18 +195,15 @@ TEST(BlocksStateWriterTest, BlocksCopiedAsTheyComeGiveTheSameState) {
     const std::vector<FakeLayer> layers = {{2, has_v ? 2 : 0, 18 * 4, has_v ? 18u * 4 : 0u},
                                            {2, has_v ? 8 : 0, 18 * 4, has_v ? 34u * 4 : 0u}};
     const uint32_t n = 3 * kBlockTokens + 17;
-    std::vector<uint8_t> state;
-    WriteHeader(&state);
-    WriteSection(&state, /*n_stream=*/3, /*stream=*/1, Shuffled(0, n, 5), layers, has_v);
-    auto shape = InferStateShape(state);
-    ASSERT_TRUE(shape.ok()) << shape.status().ToString();
-    auto blocks = StateToBlocks(state, *shape, n);
-    ASSERT_TRUE(blocks.ok());
+    auto synthetic = MakeSynthetic(layers, n, /*n_stream=*/3, /*stream=*/1, 5, has_v);
+    ASSERT_TRUE(synthetic);
+    const StateShape* shape = &synthetic->shape;
+    const std::vector<KvBlock>* blocks = &synthetic->blocks;
     auto expected = BlocksToState(Ptrs(*blocks), *shape, n, 3);
     ASSERT_TRUE(expected.ok());
 
     const KvLayout layout = KvLayout::Same(*shape);
-    ASSERT_EQ(StateBytesForBlocks({}, layout, n, 3), expected->size());
+    ASSERT_EQ(MaxStateBytes(*shape, n, 3), expected->size());
     std::vector<uint8_t> dst(expected->size(), 0xEE);
     auto writer = BlocksStateWriter::StartWithoutBlocks(layout, n, 3, dst);
     ASSERT_TRUE(writer.ok()) << writer.status().ToString();
@@ -212,7 +228,7 @@ TEST(BlocksStateWriterTest, WithoutBlocksRefusesWindowsBadSizesAndIncompleteBloc
   auto blocks = StateToBlocks(state, *shape, n);
   ASSERT_TRUE(blocks.ok());
   const KvLayout layout = KvLayout::Same(*shape);
-  const uint64_t bytes = StateBytesForBlocks({}, layout, n, 1);
+  const uint64_t bytes = MaxStateBytes(*shape, n, 1);
 
   std::vector<uint8_t> wrong(bytes + 1);
   EXPECT_EQ(BlocksStateWriter::StartWithoutBlocks(layout, n, 1, wrong).status().code(), StatusCode::kInvalidArgument);

@@ -27,9 +27,7 @@ void ReadLanding::Ticket::OnPlan(uint32_t first, std::span<const BlockRef> block
   for (const BlockRef& b : blocks) n_tokens += b.n_tokens;
   if (n_tokens == 0 || n_tokens > UINT32_MAX) return;
   const engine::KvLayout& layout = buffer_->layout;
-  static const std::vector<const KvBlock*> kNoBlocks;
-  const uint64_t bytes = engine::StateBytesForBlocks(kNoBlocks, layout, static_cast<uint32_t>(n_tokens),
-                                                     buffer_->n_stream);
+  const uint64_t bytes = engine::MaxStateBytes(layout.slot, static_cast<uint32_t>(n_tokens), buffer_->n_stream);
   if (bytes > buffer_->capacity) return;
   std::span<uint8_t> state = buffer_->staging.Get(bytes);  // within capacity: no allocation
   auto writer = engine::BlocksStateWriter::StartWithoutBlocks(layout, static_cast<uint32_t>(n_tokens),
