@@ -3,9 +3,12 @@
 #include "store/agent_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <thread>
+
+#include <sys/resource.h>
 
 #include "store/block_belongs.h"
 #include "store/block_file.h"
@@ -30,6 +33,22 @@ int ReadThreads() {
   static const int n = std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 8, 32);
   return n;
 }
+
+// What the whole process used meanwhile (every thread: the readers' page
+// faults and system time show here), for a load's debug line.
+struct ProcessUsage {
+  long minor_faults = 0;
+  double user_ms = 0, sys_ms = 0;
+  static ProcessUsage Now() {
+    rusage r{};
+    ::getrusage(RUSAGE_SELF, &r);
+    const auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+    return {r.ru_minflt, ms(r.ru_utime), ms(r.ru_stime)};
+  }
+  ProcessUsage Since(const ProcessUsage& before) const {
+    return {minor_faults - before.minor_faults, user_ms - before.user_ms, sys_ms - before.sys_ms};
+  }
+};
 
 // Tokens block i of the record covers (the last block may be partial).
 uint32_t BlockTokensAt(const AgentRecord& rec, uint32_t i) {
@@ -217,6 +236,10 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   BlockReadOptions read_options;
   uint64_t read_bytes = 0;
   double reader_ms = 0;  // the block files' read, on the reader thread
+  // When the first and the last file finished (ms into the read): how much
+  // of the read a restore in pieces could overlap (debug line).
+  std::atomic<double> first_file_ms{-1}, last_file_ms{0};
+  ProcessUsage usage;
   if (fs_->ConcurrentReads() && first < indexed.size()) {
     std::vector<std::string> paths;
     for (uint32_t b = first; b < indexed.size(); ++b) paths.push_back(BlockPath(*ns, indexed[b].id));
@@ -227,15 +250,21 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
     for (uint64_t b : file_bytes) read_bytes += b;
     read_options = ReadOptionsFor(file_bytes);
-    if (observer != nullptr) {
-      observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
-      read_options.on_file_read = [observer, first](size_t k, const DecodedBlock& dec) {
-        observer->OnBlockRead(first + static_cast<uint32_t>(k), dec.block);
-      };
-    }
-    read_job = [this, &ahead, &reader_ms, &ms_since, first, read_options, paths = std::move(paths)](size_t) {
+    if (observer != nullptr) observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
+    read_job = [this, &ahead, &reader_ms, &ms_since, &first_file_ms, &last_file_ms, &usage, observer, first, read_options,
+                paths = std::move(paths)](size_t) mutable {
       const Clock::time_point reader_start = Clock::now();
+      read_options.on_file_read = [&](size_t k, const DecodedBlock& dec) {
+        if (observer != nullptr) observer->OnBlockRead(first + static_cast<uint32_t>(k), dec.block);
+        const double at = ms_since(reader_start);
+        double none = -1;
+        first_file_ms.compare_exchange_strong(none, at);
+        for (double last = last_file_ms.load(); at > last && !last_file_ms.compare_exchange_weak(last, at);) {
+        }
+      };
+      const ProcessUsage usage_start = ProcessUsage::Now();
       std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
+      usage = ProcessUsage::Now().Since(usage_start);
       for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);
       reader_ms = ms_since(reader_start);
     };
@@ -269,9 +298,11 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   // Where a load's time went (AGENTKV_LOG=debug): the in-server read of a
   // fresh process against `bench store`'s (bench/RESULTS.md, stop 11).
   AKV_LOG_DEBUG("store: loaded %s/%s: %zu blocks (%.1f MB of block files, %d readers, %.2f MB reads) in %.2f ms: "
-                "lock %.2f, manifest %.2f (beside the block files), block files %.2f, checks %.2f",
+                "lock %.2f, manifest %.2f (beside the block files), block files %.2f (files done from %.2f to %.2f; "
+                "process meanwhile: %ld minor faults, user %.1f ms, sys %.1f ms), checks %.2f",
                 std::string(ns_name).c_str(), id.c_str(), out.blocks.size(), read_bytes / 1e6, read_options.n_threads,
-                read_options.chunk_bytes / 1e6, ms_since(start), lock_ms, manifest_ms, reader_ms, ms_since(checks_start));
+                read_options.chunk_bytes / 1e6, ms_since(start), lock_ms, manifest_ms, reader_ms, first_file_ms.load(),
+                last_file_ms.load(), usage.minor_faults, usage.user_ms, usage.sys_ms, ms_since(checks_start));
   return out;
 }
 
