@@ -187,6 +187,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   opt.chat_template = config.chat_template;
   opt.reasoning_format = config.reasoning_format;
   opt.read_landing = config.read_landing;
+  opt.read_reserve = config.read_reserve;
   opt.prefill_chunk = config.prefill_chunk;
   if (config.agent_table_bytes > 0) opt.agent_table_bytes = config.agent_table_bytes;
   if (!config.remote_url.empty()) {

@@ -53,6 +53,7 @@ struct ServerConfig {
   bool warmup = true;                      // --no-warmup: skip the throw-away decode at start (engine/context.h)
   bool strict_model_name = false;          // --strict-model-name: refuse other "model" values (404)
   std::optional<bool> read_landing;        // --read-landing on|off; unset (auto): SchedulerOptions' default
+  std::optional<bool> read_reserve;        // --read-reserve on|off; unset (auto): SchedulerOptions' default
 };
 
 // $AGENTKV_CACHE_DIR, else $XDG_CACHE_HOME/agentkv/kv, else ~/.cache/agentkv/kv.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "engine/kv_row_convert.h"
@@ -434,6 +435,20 @@ uint64_t MaxStateBytes(const StateShape& shape, uint32_t n_tokens, uint32_t n_st
     }
   }
   return size;
+}
+
+std::vector<std::pair<size_t, size_t>> BlockTensorSizes(const StateShape& shape, uint32_t n_tokens) {
+  const size_t n_blocks = (size_t{n_tokens} + kBlockTokens - 1) / kBlockTokens;
+  std::map<size_t, size_t> count;  // bytes -> tensors
+  for (const SectionShape& s : shape.sections) {
+    const size_t blocks =
+        s.swa_window == 0 ? n_blocks : std::min(n_blocks, (size_t{s.swa_window} + kBlockTokens - 1) / kBlockTokens + 1);
+    for (uint32_t l = 0; l < s.n_layer; ++l) {
+      count[s.k_row_bytes[l] * kBlockTokens] += blocks;
+      if (s.has_v) count[s.v_row_bytes[l] * kBlockTokens] += blocks;
+    }
+  }
+  return {count.begin(), count.end()};
 }
 
 uint64_t StateBytesForBlocks(const std::vector<const KvBlock*>& blocks, const StateShape& shape, uint32_t n_tokens,

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "store/kv_block.h"
@@ -129,6 +130,13 @@ uint32_t RestorablePrefix(const std::vector<const KvBlock*>& blocks, const State
 // positions (and of an export of a slot that long): every section holding
 // every position. For allocating a staging buffer once, up front.
 uint64_t MaxStateBytes(const StateShape& shape, uint32_t n_tokens, uint32_t n_stream);
+
+// The tensor payloads of the blocks an agent of n_tokens positions has in
+// `shape` (at rest), counting its last block as full: (bytes, count) pairs,
+// one per distinct size. A windowed section's tensors are counted for the
+// blocks its window can reach (ceil(window / 256) + 1). What a read of such
+// an agent allocates (util/warm_memory.h's targets).
+std::vector<std::pair<size_t, size_t>> BlockTensorSizes(const StateShape& shape, uint32_t n_tokens);
 
 // Exact size of the state WriteBlocksState writes for these blocks.
 // With a KvLayout: blocks in layout.rest, state in layout.slot.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -335,6 +336,42 @@ TEST(SeqStateTest, MissingBlockLimitsRestorablePrefix) {
   (*blocks)[0].tensors[0].data.pop_back();  // malformed tensor
   EXPECT_EQ(RestorablePrefix(Ptrs(*blocks), *shape, n), 0u);
   EXPECT_FALSE(BlocksToState(Ptrs(*blocks), *shape, n, 1).ok());
+}
+
+}  // namespace
+}  // namespace agentkv::engine
+
+namespace agentkv::engine {
+namespace {
+
+// BlockTensorSizes counts what the blocks of an agent of n positions hold
+// (its last block counted as full): compared with real blocks of 4 full
+// blocks; a windowed section is counted only for the blocks its window reaches.
+TEST(BlockTensorSizesTest, CountsTheTensorsOfAnAgentsBlocksBySize) {
+  const std::vector<FakeLayer> layers = {{2, 2, 18 * 4, 18 * 4}, {2, 8, 18 * 4, 34 * 4}};
+  const uint32_t n = 4 * kBlockTokens;
+  auto synthetic = MakeSynthetic(layers, n, 1, 0, 9, true);
+  ASSERT_TRUE(synthetic);
+  std::map<size_t, size_t> held;
+  for (const KvBlock& b : synthetic->blocks) {
+    for (const KvTensor& t : b.tensors) ++held[t.data.size()];
+  }
+  const auto sizes = BlockTensorSizes(synthetic->shape, n);
+  EXPECT_EQ((std::map<size_t, size_t>(sizes.begin(), sizes.end())), held);
+  // A partial last block counts as a full one.
+  EXPECT_EQ(BlockTensorSizes(synthetic->shape, n - 100), sizes);
+
+  // A second section with a window of 300 positions: 3 blocks of it at most.
+  StateShape windowed = synthetic->shape;
+  SectionShape swa = windowed.sections[0];
+  swa.swa_window = 300;
+  swa.k_row_bytes = {1000, 1000};
+  swa.v_row_bytes = {1000, 1000};
+  windowed.sections.push_back(swa);
+  auto with_window = BlockTensorSizes(windowed, 40 * kBlockTokens);
+  std::map<size_t, size_t> got(with_window.begin(), with_window.end());
+  EXPECT_EQ(got[1000 * kBlockTokens], 4u * 3);  // 2 layers x K,V x 3 blocks
+  EXPECT_EQ(got[18 * 4 * kBlockTokens], 3u * 40);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "store/manifest.h"
 #include "store/store_ids.h"
 #include "util/log.h"
+#include "util/warm_memory.h"
 
 namespace agentkv::sched {
 
@@ -33,13 +34,30 @@ Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool
 Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (thread_.joinable()) return;
-  stopping_ = false;
-  running_ = true;
-  thread_ = std::thread([this] { Loop(); });
-  // The load threads now, not in the first returning agent's read.
-  if (store_ != nullptr) reads_.Post([this] { store_->StartReadThreads(); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (thread_.joinable()) return;
+    stopping_ = false;
+    running_ = true;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  if (store_ == nullptr) return;
+  // The load threads now, not in the first returning agent's read; and the
+  // reserve their reads' tensors come from, faulted in before the first
+  // request (which would otherwise queue behind it on reads_).
+  std::vector<std::pair<size_t, size_t>> reserve;
+  if (options_.read_reserve.value_or(true)) {
+    reserve = engine::BlockTensorSizes(ctx_.spec().shape, static_cast<uint32_t>(ctx_.options().slot_ctx));
+  }
+  std::promise<void> started;
+  reads_.Post([this, &reserve, &started] {
+    WarmMemory::Get().SetTargets(reserve);  // off: holds nothing
+    store_->StartReadThreads([&reserve](size_t reader, size_t n_readers) {
+      if (!reserve.empty()) WarmMemory::Get().FillShare(reader, n_readers);
+    });
+    started.set_value();
+  });
+  started.get_future().wait();
 }
 
 void Scheduler::Stop() {

@@ -94,6 +94,13 @@ struct SchedulerOptions {
   // buffer is page-locked (a model on a GPU), where the restore's host-side
   // copy is what the inference thread would otherwise add after the read.
   std::optional<bool> read_landing;
+  // Start() faults in one slot's worth of block tensors (the sizes of
+  // engine::BlockTensorSizes at slot_ctx positions) on the read threads, held
+  // in the process's WarmMemory reserve (util/warm_memory.h) and refilled by
+  // freed blocks: a disk read's tensors then do not fault page by page inside
+  // the read. Costs that memory while idle (8B shape: 302 MB at an 8K slot,
+  // 1.2 GB at 32K) and the start-up time to fault it in. Unset: on.
+  std::optional<bool> read_reserve;
 };
 
 class Scheduler : public api::Backend {

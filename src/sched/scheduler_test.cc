@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "sched/scheduler_fixture.h"
+#include "util/warm_memory.h"
 
 namespace agentkv::sched {
 namespace {
@@ -169,6 +170,43 @@ TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
   EXPECT_LT(a3->usage().tokens_prefilled, 8);
   auto cold = Run("cold", a_last, 10);
   EXPECT_EQ(a3->text(), cold->text());
+}
+
+// The read reserve (SchedulerOptions::read_reserve): Start faults in one
+// slot's worth of block tensors before it returns, and a returning agent's
+// disk read takes its full blocks' tensors from it (memory another agent's
+// blocks may have used: every byte is overwritten, so the turn still equals
+// a cold prefill of the same text).
+TEST_F(SchedulerTest, AReturningAgentsReadTakesItsTensorsFromTheReadReserve) {
+  Boot(1);
+  const std::string a = engine::testing::SampleText(4000).substr(0, 2800);
+  auto a1 = Run("a", a, 10);
+  ASSERT_GT(a1->usage().prompt_tokens, 2 * 256);
+  sched_->FlushSaves();
+
+  Boot(1);  // restart: only the disk remains
+  WarmMemory& reserve = WarmMemory::Get();
+  size_t target = 0, full_block = 0;
+  for (const auto& [bytes, count] : engine::BlockTensorSizes(ctx_->spec().shape, 1024)) {
+    target += bytes * count;
+    full_block += bytes * count / 4;  // 1024 positions: 4 blocks
+  }
+  ASSERT_GT(target, 0u);
+  EXPECT_EQ(reserve.TargetBytes(), target);
+  EXPECT_EQ(reserve.HeldBytes(), target);  // filled before Start returned
+
+  const std::string a_next = a + a1->text() + " And";
+  auto a2 = Run("a", a_next, 10);
+  EXPECT_EQ(a2->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_LE(reserve.HeldBytes(), target - 2 * full_block);  // its two full blocks came from the reserve
+  auto cold = Run("cold", a_next, 10);
+  EXPECT_EQ(a2->text(), cold->text());
+
+  SchedulerOptions off;
+  off.read_reserve = false;
+  Boot(1, 64u << 20, off);
+  EXPECT_EQ(reserve.TargetBytes(), 0u);  // off: the reserve holds nothing
+  EXPECT_EQ(reserve.HeldBytes(), 0u);
 }
 
 // The read landing's scheduler tests: one slot, agent "a" saved to disk.

@@ -306,13 +306,18 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   return out;
 }
 
-void AgentStore::StartReadThreads() {
-  if (!fs_->ConcurrentReads()) return;
+void AgentStore::StartReadThreads(const std::function<void(size_t reader, size_t n_readers)>& on_each_reader) {
+  if (!fs_->ConcurrentReads()) {  // LoadBlocks reads on its caller's thread
+    if (on_each_reader) on_each_reader(0, 1);
+    return;
+  }
   const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
   // LoadBlocks' read job runs on a worker of this thread's team, its readers
   // on that worker's team: start both.
-  const std::function<void(size_t)> start_readers = [threads](size_t) {
-    ParallelFor(static_cast<size_t>(threads), threads, [](size_t) {});
+  const std::function<void(size_t)> start_readers = [threads, &on_each_reader](size_t) {
+    ParallelFor(static_cast<size_t>(threads), threads, [&](size_t i) {
+      if (on_each_reader) on_each_reader(i, static_cast<size_t>(threads));
+    });
   };
   WorkerTeam& team = WorkerTeam::ForThisThread();
   team.Launch(1, &start_readers);

@@ -233,8 +233,13 @@ class AgentStore {
                                  LoadObserver* observer = nullptr);
   // Starts the threads LoadBlocks reads with when called on this thread
   // (they are kept: util/parallel.h's WorkerTeam), so that the first load
-  // after a start does not pay for starting them. Optional.
-  void StartReadThreads();
+  // after a start does not pay for starting them. Optional. Then, unless
+  // empty, runs on_each_reader(i, n) on each of the n reader threads (the
+  // caller's thread when the file system reads on one) and returns when all
+  // have: e.g. the scheduler fills
+  // its WarmMemory reserve there (the pages then belong to the readers'
+  // memory nodes and arenas).
+  void StartReadThreads(const std::function<void(size_t reader, size_t n_readers)>& on_each_reader = {});
 
   // The blocks of `rec` (agent `rec.agent_id` of `ns` as another tier,
   // e.g. the remote, holds it) that this store holds a file of, by block id:

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/warm_memory.h"
+
 namespace agentkv {
 
 // std::allocator, except that value-initialization (vector(n), resize(n))
@@ -23,6 +25,10 @@ namespace agentkv {
 // (A block read sizes a file's 64 tensors, 9.4 MB for the 8B shape, on the
 // thread that read its header, before any of its data reads can start.)
 // Explicit values (vector(n, v), resize(n, v), assign, insert) are written.
+// Large buffers come from, and go back to, the process's WarmMemory reserve
+// when it holds their size (util/warm_memory.h: pages already faulted in,
+// so a disk read into them does not fault on every page), else from and to
+// ::operator new / delete as std::allocator's.
 template <typename T>
 struct DefaultInitAllocator : std::allocator<T> {
   template <typename U>
@@ -30,6 +36,13 @@ struct DefaultInitAllocator : std::allocator<T> {
     using other = DefaultInitAllocator<U>;
   };
   using std::allocator<T>::allocator;
+  T* allocate(size_t n) {
+    if (void* p = WarmMemory::Get().Take(n * sizeof(T))) return static_cast<T*>(p);
+    return std::allocator<T>::allocate(n);
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (!WarmMemory::Get().Give(p, n * sizeof(T))) std::allocator<T>::deallocate(p, n);
+  }
   template <typename U>
   void construct(U* p) noexcept(noexcept(::new (static_cast<void*>(p)) U)) {
     ::new (static_cast<void*>(p)) U;

@@ -1,0 +1,119 @@
+#include "util/warm_memory.h"
+
+#include <algorithm>
+#include <new>
+
+#include <unistd.h>
+
+namespace agentkv {
+namespace {
+
+// One write per page maps it (the kernel zero-fills it on the fault); volatile
+// so that the compiler keeps writes whose values nobody reads.
+void FaultIn(void* p, size_t bytes) {
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  volatile unsigned char* bytes_p = static_cast<unsigned char*>(p);
+  for (size_t at = 0; at < bytes; at += page) bytes_p[at] = 0;
+  bytes_p[bytes - 1] = 0;
+}
+
+}  // namespace
+
+WarmMemory& WarmMemory::Get() {
+  static WarmMemory* const memory = new WarmMemory;  // never destroyed (see header)
+  return *memory;
+}
+
+void WarmMemory::SetTargets(const std::vector<std::pair<size_t, size_t>>& targets) {
+  std::vector<std::pair<void*, size_t>> to_free;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [bytes, c] : classes_) c.target = 0;
+    for (const auto& [bytes, count] : targets) {
+      if (bytes >= kMinBytes) classes_[bytes].target += count;
+    }
+    for (auto& [bytes, c] : classes_) {
+      while (c.held.size() > c.target) {
+        to_free.emplace_back(c.held.back(), bytes);
+        c.held.pop_back();
+        held_bytes_ -= bytes;
+      }
+    }
+  }
+  for (const auto& [p, bytes] : to_free) ::operator delete(p, bytes);
+}
+
+void WarmMemory::FillShare(size_t share, size_t n_shares) {
+  if (n_shares == 0 || share >= n_shares) return;
+  std::vector<std::pair<size_t, size_t>> plan;  // (bytes, buffers this share fills)
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [bytes, c] : classes_) {
+      const size_t quota = c.target * (share + 1) / n_shares - c.target * share / n_shares;
+      const size_t lack = c.target - std::min(c.target, c.held.size() + c.filling);
+      const size_t n = std::min(quota, lack);
+      if (n == 0) continue;
+      c.filling += n;
+      plan.emplace_back(bytes, n);
+    }
+  }
+  for (const auto& [bytes, n] : plan) {
+    std::vector<void*> made;
+    made.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      void* p = ::operator new(bytes);
+      FaultIn(p, bytes);
+      made.push_back(p);
+    }
+    std::vector<void*> extra;  // the target shrank meanwhile
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      SizeClass& c = classes_[bytes];
+      c.filling -= n;
+      for (void* p : made) {
+        if (c.held.size() < c.target) {
+          c.held.push_back(p);
+          held_bytes_ += bytes;
+        } else {
+          extra.push_back(p);
+        }
+      }
+    }
+    for (void* p : extra) ::operator delete(p, bytes);
+  }
+}
+
+void* WarmMemory::Take(size_t bytes) {
+  if (bytes < kMinBytes) return nullptr;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = classes_.find(bytes);
+  if (it == classes_.end() || it->second.held.empty()) return nullptr;
+  void* p = it->second.held.back();
+  it->second.held.pop_back();
+  held_bytes_ -= bytes;
+  return p;
+}
+
+bool WarmMemory::Give(void* p, size_t bytes) {
+  if (bytes < kMinBytes) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = classes_.find(bytes);
+  if (it == classes_.end() || it->second.held.size() >= it->second.target) return false;
+  it->second.held.push_back(p);
+  held_bytes_ += bytes;
+  return true;
+}
+
+size_t WarmMemory::HeldBytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return held_bytes_;
+}
+
+size_t WarmMemory::TargetBytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  size_t total = 0;
+  for (const auto& [bytes, c] : classes_) total += bytes * c.target;
+  return total;
+}
+
+}  // namespace agentkv
