@@ -25,6 +25,9 @@
 #                                            (--read-chunk-kib 0, as before issue 11.2) vs the store's chunked reads
 #                                            (default), interleaved, 2 rounds; fixed chunk sizes at the first TOKENS;
 #                                            read_probe's chunk modes (8 files); the disk's queue settings
+#   scripts/device-bench.sh read-modes [TOKENS]  CUDA build (agentkv) + bench store's cold load (llama-3.1-8b layout,
+#                                            default 2048 tokens) read five ways (32 readers in chunks, a reader per
+#                                            file, 4 MiB reads, one sequential stream, 8 readers), ROUNDS (4) rounds
 #   scripts/device-bench.sh remote CTXS FETCH_CTXS  CUDA build (agentkv) + the llama-3.1-8b model +
 #                                            bench/remote_ttft.py on it (Redis on the same host, loopback)
 #   scripts/device-bench.sh prepare          (here, not on the device) copies this machine's hiredis
@@ -216,6 +219,29 @@ case "${1:-}" in
       timeout 120 /tmp/read_probe "$PWD/bench/out/probe" 8 9445376 5 chunks | tee $out/read_probe_8files.txt
     rm -rf "$PWD/bench/out/probe"
     pack $out store-chunks
+    ;;
+  read-modes)  # read-modes [TOKENS]: bench store's cold load of one agent (8B layout) read five ways, interleaved
+    build_cuda agentkv
+    out=/tmp/read-modes
+    mkdir -p $out
+    cache="$PWD/bench/out/store-cache"
+    t=${2:-2048}
+    for round in $(seq "${ROUNDS:-4}"); do
+      for mode in auto whole chunk4m seq1 whole8; do
+        case $mode in
+          auto) flags=() ;;                                            # 32 readers, ~2 reads each
+          whole) flags=(--read-chunk-kib 0) ;;                         # a reader per file
+          chunk4m) flags=(--read-chunk-kib 4096) ;;                    # reads of max_sectors_kb
+          seq1) flags=(--read-threads 1 --read-chunk-kib 0) ;;         # one stream, file after file
+          whole8) flags=(--read-threads 8 --read-chunk-kib 0) ;;
+        esac
+        timeout 120 $B/agentkv bench store --cache-dir "$cache" --tokens $t --layout 32x576 --reps $REPS "${flags[@]}" \
+          --json $out/${mode}_r$round.json > $out/${mode}_r$round.md 2> $out/${mode}_r$round.log
+        echo "r$round $mode: $(grep -E '^\| (store load|plain read) \(cold\)' $out/${mode}_r$round.md | tr '\n' ' ')"
+        rm -rf "$cache"
+      done
+    done
+    pack $out read-modes
     ;;
   remote)  # remote CTXS FETCH_CTXS: returning agent from Redis vs local disk vs cold, 8B shape
     build_cuda agentkv

@@ -27,7 +27,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "slot-kv", "cache-dir",
                                     "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name",
-                                    "no-warmup", "chat-template-file", "reasoning-format", "read-landing", "read-reserve"};
+                                    "no-warmup", "chat-template-file", "reasoning-format", "read-landing", "read-reserve", "read-threads", "read-chunk-kib"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
     *error = "unknown flag --" + unknown[0];
@@ -126,6 +126,21 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
       return false;
     }
     config->read_reserve = *r == "on";
+  }
+  long long read_threads = 0, read_chunk_kib = 0;
+  if (!flags.GetInt("read-threads", "", 0, &read_threads, error)) return false;
+  if (read_threads < 0 || read_threads > 256) {
+    *error = "--read-threads: expected 0 (the default) to 256";
+    return false;
+  }
+  config->read_threads = static_cast<int>(read_threads);
+  if (flags.Get("read-chunk-kib")) {
+    if (!flags.GetInt("read-chunk-kib", "", 0, &read_chunk_kib, error)) return false;
+    if (read_chunk_kib < 0 || read_chunk_kib > (1 << 20)) {
+      *error = "--read-chunk-kib: expected 0 (a read per file) to 1048576";
+      return false;
+    }
+    config->read_chunk_bytes = static_cast<size_t>(read_chunk_kib) << 10;
   }
   long long tenant_requests;
   if (!flags.GetInt("tenant-requests", "", -1, &tenant_requests, error)) return false;

@@ -168,6 +168,8 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   so.fingerprint = spec.fingerprint;
   so.kv_types = spec.KvTypesString();
   so.disk_budget_bytes = config.cache_disk_bytes;
+  so.read_threads = config.read_threads;
+  so.read_chunk_bytes = config.read_chunk_bytes;
   AGENTKV_ASSIGN_OR_RETURN(stack->store_, AgentStore::Open(so));
 
   BlockPoolOptions po;
