@@ -25,7 +25,7 @@ WarmMemory& WarmMemory::Get() {
 }
 
 void WarmMemory::SetTargets(const std::vector<std::pair<size_t, size_t>>& targets) {
-  std::vector<std::pair<void*, size_t>> to_free;
+  std::vector<void*> to_free;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& [bytes, c] : classes_) c.target = 0;
@@ -34,13 +34,13 @@ void WarmMemory::SetTargets(const std::vector<std::pair<size_t, size_t>>& target
     }
     for (auto& [bytes, c] : classes_) {
       while (c.held.size() > c.target) {
-        to_free.emplace_back(c.held.back(), bytes);
+        to_free.push_back(c.held.back());
         c.held.pop_back();
         held_bytes_ -= bytes;
       }
     }
   }
-  for (const auto& [p, bytes] : to_free) ::operator delete(p, bytes);
+  for (void* p : to_free) ::operator delete(p);
 }
 
 void WarmMemory::FillShare(size_t share, size_t n_shares) {
@@ -79,7 +79,7 @@ void WarmMemory::FillShare(size_t share, size_t n_shares) {
         }
       }
     }
-    for (void* p : extra) ::operator delete(p, bytes);
+    for (void* p : extra) ::operator delete(p);
   }
 }
 

@@ -63,7 +63,7 @@ TEST_F(WarmMemoryTest, HoldsOnlyWhatTheTargetsAskAndHandsOutExactSizes) {
   void* fresh = ::operator new(kBig);
   for (void* p : taken) EXPECT_TRUE(m.Give(p, kBig));
   EXPECT_FALSE(m.Give(fresh, kBig));
-  ::operator delete(fresh, kBig);
+  ::operator delete(fresh);
   unsigned char small[16];
   EXPECT_FALSE(m.Give(small, 1024));  // below kMinBytes: never held
   EXPECT_EQ(m.HeldBytes(), 3 * kBig + kOther);
@@ -105,7 +105,7 @@ TEST_F(WarmMemoryTest, ConcurrentTakeAndGiveKeepTheCount) {
       void* p = m.Take(kOther);
       if (p == nullptr) p = ::operator new(kOther);
       static_cast<unsigned char*>(p)[0] = 1;
-      if (!m.Give(p, kOther)) ::operator delete(p, kOther);
+      if (!m.Give(p, kOther)) ::operator delete(p);
     }
   });
   EXPECT_EQ(m.HeldBytes(), 8 * kOther);
