@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <random>
 
 #include "bench/raw_io.h"
@@ -12,6 +13,7 @@
 #include "engine/seq_state.h"
 #include "store/agent_store.h"
 #include "store/store_ids.h"
+#include "util/warm_memory.h"
 
 namespace agentkv::bench {
 namespace {
@@ -166,6 +168,15 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchInput& input, const Store
     return input.blocks[index];
   };
 
+  // The reserve a server would hold for this agent: its blocks' tensor sizes.
+  std::map<size_t, size_t> reserve;
+  if (o.read_reserve) {
+    for (const auto& b : input.blocks) {
+      for (const auto& t : b.tensors) ++reserve[t.data.size()];
+    }
+  }
+  WarmMemory::Get().SetTargets({reserve.begin(), reserve.end()});
+
   std::vector<uint8_t> plain_bytes;
   for (int rep = 0; rep < o.reps; ++rep) {
     StoreBenchRep r;
@@ -202,6 +213,7 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchInput& input, const Store
       }
     }
 
+    if (o.read_reserve) WarmMemory::Get().FillShare(0, 1);  // what the last repetition's loads took
     AGENTKV_ASSIGN_OR_RETURN(r.store_resident_after_drop, DropAll(files, &result));
     t0 = std::chrono::steady_clock::now();
     AGENTKV_ASSIGN_OR_RETURN(LoadedAgent cold, store->LoadBlocks(o.ns, record.agent_id));

@@ -8,7 +8,8 @@
 //      is written again;
 //   2. save:       AgentStore::SaveAgent of a fresh agent id (temp files,
 //                  fsyncs, renames, manifest: the whole commit);
-//   3. load cold:  drop the namespace's files from the page cache (fdatasync +
+//   3. load cold:  fill the read reserve (options.read_reserve, untimed), drop
+//                  the namespace's files from the page cache (fdatasync +
 //                  POSIX_FADV_DONTNEED; the resident fraction is measured with
 //                  mincore afterwards), then LoadBlocks (reads, checksums,
 //                  parses every block);
@@ -61,6 +62,12 @@ struct StoreBenchOptions {
   // (read_chunk_bytes 0: one read per block file).
   std::optional<int> read_threads;
   std::optional<size_t> read_chunk_bytes;
+  // As a server's read reserve (sched::SchedulerOptions::read_reserve): before
+  // each cold load, untimed, the process's WarmMemory holds the agent's
+  // blocks' tensor sizes faulted in (the previous repetition's blocks came
+  // back to it). false: the loads' tensors are fresh memory or whatever malloc
+  // reuses, and the reserve is emptied.
+  bool read_reserve = true;
 };
 
 struct StoreBenchRep {

@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: agentkv bench store --cache-dir DIR [--tokens 4096] [-m MODEL] [--reps 5]\n"
     "                           [-t THREADS] [--seed 1] [--layout LAYERSxROW_BYTES] [--json OUT|-]\n"
-    "                           [--read-threads N] [--read-chunk-kib N]\n"
+    "                           [--read-threads N] [--read-chunk-kib N] [--read-reserve 1|0]\n"
     "Saves one agent of --tokens tokens to an AgentStore under DIR (namespace\n"
     "agentkv-bench, removed afterwards) --reps times, and loads it back with the page\n"
     "cache dropped (posix_fadvise DONTNEED; residency checked) and warm; compares with\n"
@@ -29,7 +29,9 @@ constexpr const char* kUsage =
     "q4_0 K and V rows). MB = 10^6 bytes.\n"
     "--read-threads / --read-chunk-kib: the store's reads in flight during a load (default:\n"
     "twice the cores, 8 to 32) and the size of each data read (default: about two reads per\n"
-    "thread, at least 1 MiB; 0 = one read per block file, as before chunked reads).\n";
+    "thread, at least 1 MiB; 0 = one read per block file, as before chunked reads).\n"
+    "--read-reserve: 1 (default) fills the process's read reserve with the agent's tensor sizes\n"
+    "before each cold load, untimed, as a server does at start (--read-reserve); 0 = fresh memory.\n";
 
 struct Row {
   const char* name;
@@ -54,7 +56,7 @@ int CmdBenchStore(int argc, char** argv) {
   if (cmd.Help()) return 0;
   const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"cache-dir", "tokens", "m", "model", "reps", "t", "threads", "seed", "json", "layout",
-                                "read-threads", "read-chunk-kib"});
+                                "read-threads", "read-chunk-kib", "read-reserve"});
   const auto cache_dir = flags.Get("cache-dir");
   const auto model_path = flags.Get("model", "m");
   long long n_tokens = 0, reps = 0, threads = 0, seed = 0;
@@ -74,6 +76,11 @@ int CmdBenchStore(int argc, char** argv) {
   if (err.empty() && flags.Get("read-chunk-kib") && flags.GetInt("read-chunk-kib", "", 0, &read_chunk_kib, &err) &&
       (read_chunk_kib < 0 || read_chunk_kib > (1 << 20))) {
     err = "need 0 <= --read-chunk-kib <= 1048576";
+  }
+  long long read_reserve = 1;
+  if (err.empty() && flags.GetInt("read-reserve", "", 1, &read_reserve, &err) && read_reserve != 0 &&
+      read_reserve != 1) {
+    err = "--read-reserve must be 1 or 0";
   }
   unsigned layout_layers = 8, layout_row_bytes = 72;
   if (auto layout = flags.Get("layout"); err.empty() && layout) {
@@ -113,6 +120,7 @@ int CmdBenchStore(int argc, char** argv) {
   options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (flags.Get("read-threads")) options.read_threads = static_cast<int>(read_threads);
   if (flags.Get("read-chunk-kib")) options.read_chunk_bytes = static_cast<size_t>(read_chunk_kib) << 10;
+  options.read_reserve = read_reserve == 1;
   auto result = bench::RunStoreBench(input, options);
   if (!result.ok()) return cmd.Fail(result.status());
   const auto& r = *result;
@@ -136,11 +144,12 @@ int CmdBenchStore(int argc, char** argv) {
   std::printf("agent: %u tokens, %u blocks, KV payload %.3f MB, block files %.3f MB, manifest %.1f KB\n",
               r.n_tokens, r.n_blocks, r.payload_bytes / 1e6, r.block_file_bytes / 1e6, r.manifest_bytes / 1e3);
   std::printf("%s\n", cache_state.c_str());
-  std::printf("loads: %s read threads, data reads of %s\n\n",
+  std::printf("loads: %s read threads, data reads of %s, read reserve %s\n\n",
               options.read_threads ? std::to_string(*options.read_threads).c_str() : "default",
               !options.read_chunk_bytes        ? "the store's choice"
               : *options.read_chunk_bytes == 0 ? "whole files"
-                                               : bench::Format("%zu KiB", *options.read_chunk_bytes >> 10).c_str());
+                                               : bench::Format("%zu KiB", *options.read_chunk_bytes >> 10).c_str(),
+              options.read_reserve ? "on (filled before each cold load, untimed)" : "off");
 
   const double mb = r.block_file_bytes / 1e6;
   std::vector<std::vector<std::string>> rows;
@@ -172,6 +181,7 @@ int CmdBenchStore(int argc, char** argv) {
                         {"read_threads", options.read_threads.value_or(0)},  // 0: the store's default
                         {"read_chunk_bytes", options.read_chunk_bytes ? nlohmann::json(*options.read_chunk_bytes)
                                                                       : nlohmann::json("auto")},
+                        {"read_reserve", options.read_reserve},
                         {"page_cache_dropped", dropped},
                         {"page_cache_state", cache_state},
                         {"store_resident_after_drop", store_resident},
