@@ -180,6 +180,11 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_agent_table_budget_bytes", "gauge", "Bound of the agent table (--agent-table-ram).",
          double(g.agent_table_budget_bytes));
   scalar("agentkv_hot_budget_bytes", "gauge", "RAM block pool budget.", double(g.hot_budget_bytes));
+  scalar("agentkv_read_reserve_bytes", "gauge",
+         "Block memory faulted in and held for disk reads, not counted in the tiers (--read-reserve).",
+         double(g.read_reserve_bytes));
+  scalar("agentkv_read_reserve_target_bytes", "gauge", "What the read reserve is refilled up to (one slot's blocks).",
+         double(g.read_reserve_target_bytes));
   scalar("agentkv_disk_out_of_space_total", "counter",
          "Save attempts the disk refused for lack of room (ENOSPC, EDQUOT); each is retried after an eviction.",
          double(g.disk_out_of_space));

@@ -55,6 +55,7 @@ class SchedulerMetrics {
     uint64_t disk_out_of_space = 0;        // the store's counters (StoreStats)
     uint64_t disk_evictions_budget = 0, disk_evictions_no_space = 0;
     uint64_t agent_table_agents = 0, agent_table_bytes = 0, agent_table_budget_bytes = 0;
+    uint64_t read_reserve_bytes = 0, read_reserve_target_bytes = 0;  // util/warm_memory.h (--read-reserve)
   };
   std::string Render(const Gauges& g) const;
 

@@ -376,6 +376,8 @@ std::string Scheduler::MetricsText() const {
   g.agent_table_agents = table_agents_gauge_.load();
   g.agent_table_bytes = table_bytes_gauge_.load();
   g.agent_table_budget_bytes = options_.agent_table_bytes;
+  g.read_reserve_bytes = WarmMemory::Get().HeldBytes();
+  g.read_reserve_target_bytes = WarmMemory::Get().TargetBytes();
   g.resident_agents = resident_agents_.load();
   g.resident_bytes = resident_tokens_.load() * ctx_.spec().SlotBytesPerToken();  // slot types (f16 in hybrid slots)
   if (store_ != nullptr) {

@@ -194,6 +194,8 @@ TEST_F(SchedulerTest, AReturningAgentsReadTakesItsTensorsFromTheReadReserve) {
   ASSERT_GT(target, 0u);
   EXPECT_EQ(reserve.TargetBytes(), target);
   EXPECT_EQ(reserve.HeldBytes(), target);  // filled before Start returned
+  EXPECT_EQ(Metric("agentkv_read_reserve_bytes"), static_cast<double>(target));
+  EXPECT_EQ(Metric("agentkv_read_reserve_target_bytes"), static_cast<double>(target));
 
   const std::string a_next = a + a1->text() + " And";
   auto a2 = Run("a", a_next, 10);
