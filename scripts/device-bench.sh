@@ -25,6 +25,9 @@
 #                                            (--read-chunk-kib 0, as before issue 11.2) vs the store's chunked reads
 #                                            (default), interleaved, 2 rounds; fixed chunk sizes at the first TOKENS;
 #                                            read_probe's chunk modes (8 files); the disk's queue settings
+#   scripts/device-bench.sh disk-probe         no build (~3 min): bench/tools/layout_probe.py (filefrag of a save's 9
+#                                            block files, read one after another / in parallel vs one file of the
+#                                            same bytes) and read_probe's agent mode, on the device's disk
 #   scripts/device-bench.sh read-modes [TOKENS]  CUDA build (agentkv) + bench store's cold load (llama-3.1-8b layout,
 #                                            default 2048 tokens) read five ways (32 readers in chunks, a reader per
 #                                            file, 4 MiB reads, one sequential stream, 8 readers), ROUNDS (4) rounds
@@ -219,6 +222,14 @@ case "${1:-}" in
       timeout 120 /tmp/read_probe "$PWD/bench/out/probe" 8 9445376 5 chunks | tee $out/read_probe_8files.txt
     rm -rf "$PWD/bench/out/probe"
     pack $out store-chunks
+    ;;
+  disk-probe)  # no build: where a save's files lie and what reading them costs (layout_probe, read_probe agent)
+    out=/tmp/disk-probe
+    mkdir -p $out
+    timeout 200 python3 bench/tools/layout_probe.py /tmp/lp 9 9445376 7 32 | tee $out/layout_probe.txt
+    g++ -O2 -std=c++17 -pthread bench/tools/read_probe.cc -o /tmp/read_probe &&
+      timeout 240 /tmp/read_probe /tmp/rpd 9 9445376 5 agent | tee $out/read_probe_agent.txt
+    pack $out disk-probe
     ;;
   read-modes)  # read-modes [TOKENS]: bench store's cold load of one agent (8B layout) read five ways, interleaved
     build_cuda agentkv
