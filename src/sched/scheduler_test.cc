@@ -173,10 +173,10 @@ TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
 }
 
 // The read reserve (SchedulerOptions::read_reserve): Start faults in one
-// slot's worth of block tensors before it returns, and a returning agent's
-// disk read takes its full blocks' tensors from it (memory another agent's
-// blocks may have used: every byte is overwritten, so the turn still equals
-// a cold prefill of the same text).
+// slot's worth of block tensors before it returns, a returning agent's disk
+// read takes its full blocks' tensors from it (memory another agent's blocks
+// may have used: every byte is overwritten, so the turn still equals a cold
+// prefill of the same text), and the read posts a refill beside the saves.
 TEST_F(SchedulerTest, AReturningAgentsReadTakesItsTensorsFromTheReadReserve) {
   Boot(1);
   const std::string a = engine::testing::SampleText(4000).substr(0, 2800);
@@ -198,9 +198,12 @@ TEST_F(SchedulerTest, AReturningAgentsReadTakesItsTensorsFromTheReadReserve) {
   EXPECT_EQ(Metric("agentkv_read_reserve_target_bytes"), static_cast<double>(target));
 
   const std::string a_next = a + a1->text() + " And";
+  const uint64_t taken_before = reserve.TakenBytes();
   auto a2 = Run("a", a_next, 10);
   EXPECT_EQ(a2->usage().cache_state, api::CacheState::kWarm);
-  EXPECT_LE(reserve.HeldBytes(), target - 2 * full_block);  // its two full blocks came from the reserve
+  EXPECT_GE(reserve.TakenBytes() - taken_before, 2 * full_block);  // its two full blocks came from the reserve
+  sched_->FlushSaves();  // the refill the read posted beside the saves
+  EXPECT_EQ(reserve.HeldBytes(), target);
   auto cold = Run("cold", a_next, 10);
   EXPECT_EQ(a2->text(), cold->text());
 

@@ -91,6 +91,7 @@ void* WarmMemory::Take(size_t bytes) {
   void* p = it->second.held.back();
   it->second.held.pop_back();
   held_bytes_ -= bytes;
+  taken_bytes_ += bytes;
   return p;
 }
 
@@ -107,6 +108,11 @@ bool WarmMemory::Give(void* p, size_t bytes) {
 size_t WarmMemory::HeldBytes() const {
   std::lock_guard<std::mutex> l(mu_);
   return held_bytes_;
+}
+
+uint64_t WarmMemory::TakenBytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return taken_bytes_;
 }
 
 size_t WarmMemory::TargetBytes() const {

@@ -23,6 +23,7 @@
 // Thread safety: every method may be called from any thread.
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -57,6 +58,8 @@ class WarmMemory {
   // Bytes held now (idle) and the targets' total.
   size_t HeldBytes() const;
   size_t TargetBytes() const;
+  // Bytes Take has handed out since the process started (monotonic).
+  uint64_t TakenBytes() const;
 
  private:
   WarmMemory() = default;
@@ -68,6 +71,7 @@ class WarmMemory {
   mutable std::mutex mu_;
   std::unordered_map<size_t, SizeClass> classes_;  // GUARDED_BY(mu_), by buffer bytes
   size_t held_bytes_ = 0;                          // GUARDED_BY(mu_)
+  uint64_t taken_bytes_ = 0;                       // GUARDED_BY(mu_)
 };
 
 }  // namespace agentkv

@@ -47,6 +47,7 @@ TEST_F(WarmMemoryTest, HoldsOnlyWhatTheTargetsAskAndHandsOutExactSizes) {
   m.FillShare(0, 1);
   EXPECT_EQ(m.HeldBytes(), 3 * kBig + kOther);
 
+  const uint64_t taken_before = m.TakenBytes();
   EXPECT_EQ(m.Take(kBig + 1), nullptr);  // no such size held
   EXPECT_EQ(m.Take(1024), nullptr);
   std::set<void*> taken;
@@ -58,6 +59,7 @@ TEST_F(WarmMemoryTest, HoldsOnlyWhatTheTargetsAskAndHandsOutExactSizes) {
   EXPECT_EQ(taken.size(), 3u);
   EXPECT_EQ(m.Take(kBig), nullptr);  // all three handed out
   EXPECT_EQ(m.HeldBytes(), kOther);
+  EXPECT_EQ(m.TakenBytes() - taken_before, 3 * kBig);
 
   // Given back up to the target; the fourth is the caller's to free.
   void* fresh = ::operator new(kBig);
