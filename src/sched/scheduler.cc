@@ -67,6 +67,16 @@ void Scheduler::Start() {
   started.get_future().wait();
 }
 
+void Scheduler::RefillReadReserveWhenIdle() {
+  WarmMemory& reserve = WarmMemory::Get();
+  if (store_ == nullptr || reserve.HeldBytes() >= reserve.TargetBytes()) return;
+  if (reserve_refill_posted_.exchange(true)) return;
+  saves_.Post([this] {
+    WarmMemory::Get().FillShare(0, 1);
+    reserve_refill_posted_ = false;
+  });
+}
+
 void Scheduler::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);

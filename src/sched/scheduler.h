@@ -196,6 +196,12 @@ class Scheduler : public api::Backend {
   // Drops least recently used disk-only agents while the table is above
   // options_.agent_table_bytes (after each loop iteration).
   void TrimAgentTable();
+  // Inference thread, when it has nothing to run: if disk reads (or exports)
+  // took block memory from the read reserve (util/warm_memory.h), refill it
+  // on the niced save thread, so that the next returning agent's read finds
+  // faulted-in memory too. Not during a turn: on a small CPU the fill would
+  // compete with that turn's restore and decode.
+  void RefillReadReserveWhenIdle();
 
   // Disk side (scheduler_io.cc): never on the inference thread.
   struct AgentRead;
@@ -301,6 +307,7 @@ class Scheduler : public api::Backend {
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free
   std::unique_ptr<ReadLanding> landing_;              // null: off (SchedulerOptions::read_landing)
+  std::atomic<bool> reserve_refill_posted_{false};    // a RefillReadReserveWhenIdle job is queued
   uint64_t next_auto_id_ = 0;
 
   // Last: destroyed first, so no job outlives the state it uses.

@@ -8,7 +8,6 @@
 #include "sched/scheduler.h"
 #include "sched/scheduler_types.h"
 #include "util/log.h"
-#include "util/warm_memory.h"
 
 namespace agentkv::sched {
 
@@ -92,12 +91,6 @@ Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key, const std::shared
   read.record = std::move(loaded->record);
   read.from_disk = true;
   read.landing = landing;
-  // This read took block memory from the read reserve: refill it in the
-  // background (niced, beside the saves), so that the next agent's read after
-  // a restart finds faulted-in memory too, not only the first one's.
-  if (WarmMemory::Get().HeldBytes() < WarmMemory::Get().TargetBytes()) {
-    saves_.Post([] { WarmMemory::Get().FillShare(0, 1); });
-  }
   read.read_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   metrics_.ObserveDiskWait(read.read_ms);
   return read;

@@ -60,6 +60,7 @@ void Scheduler::Loop() {
     active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& a) { return a->done; }),
                   active_.end());
     n_active_ = active_.size();
+    if (active_.empty() && waiting_.empty()) RefillReadReserveWhenIdle();
     TrimAgentTable();
     uint64_t agents = 0, tokens = 0;
     for (const Agent* owner : slot_owner_) {
