@@ -54,9 +54,8 @@ void Scheduler::Start() {
   reads_.Post([this, &reserve, &started] {
     const auto fill_start = std::chrono::steady_clock::now();
     WarmMemory::Get().SetTargets(reserve);  // off: holds nothing
-    store_->StartReadThreads([&reserve](size_t reader, size_t n_readers) {
-      if (!reserve.empty()) WarmMemory::Get().FillShare(reader, n_readers);
-    });
+    store_->StartReadThreads(
+        [](size_t reader, size_t n_readers) { WarmMemory::Get().FillShare(reader, n_readers); });
     if (!reserve.empty()) {
       AKV_LOG_INFO("read reserve: %.1f MB of block memory faulted in (%.0f ms at start; --read-reserve)",
                    WarmMemory::Get().HeldBytes() / 1e6,

@@ -262,9 +262,11 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
         for (double last = last_file_ms.load(); at > last && !last_file_ms.compare_exchange_weak(last, at);) {
         }
       };
-      const ProcessUsage usage_start = ProcessUsage::Now();
+      // Two getrusage calls per load, only for the debug line.
+      const bool debug = LogEnabled(LogLevel::kDebug);
+      const ProcessUsage usage_start = debug ? ProcessUsage::Now() : ProcessUsage{};
       std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
-      usage = ProcessUsage::Now().Since(usage_start);
+      if (debug) usage = ProcessUsage::Now().Since(usage_start);
       for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);
       reader_ms = ms_since(reader_start);
     };

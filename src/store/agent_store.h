@@ -236,9 +236,7 @@ class AgentStore {
   // after a start does not pay for starting them. Optional. Then, unless
   // empty, runs on_each_reader(i, n) on each of the n reader threads (the
   // caller's thread when the file system reads on one) and returns when all
-  // have: e.g. the scheduler fills
-  // its WarmMemory reserve there (the pages then belong to the readers'
-  // memory nodes and arenas).
+  // have: e.g. the scheduler fills its WarmMemory reserve there.
   void StartReadThreads(const std::function<void(size_t reader, size_t n_readers)>& on_each_reader = {});
 
   // The blocks of `rec` (agent `rec.agent_id` of `ns` as another tier,
