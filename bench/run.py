@@ -295,19 +295,9 @@ def bench_vs_llama(args):
                 ours.erase(aid)
         for i in range(reps):  # same prompt again: the agent is resident
             add("agentkv", "hit", n, i, ours.complete("c%d-%d" % (n, reps - 1), prompts[n], 1))
-    for i in range(reps):  # restart -> warm (page cache dropped) -> first token
-        for n in contexts:
-            # A restart per measured request, as llama-server's (one process per context): a second
-            # request in the same process would also pay for the first one's write-behind save.
-            ours.stop()
-            ours.start()
-            pc = lib.drop_page_cache(lib.files_under(ours.cache_dir), args.drop)
-            r = ours.complete("c%d-%d" % (n, reps - 1), prompts[n], 1)
-            r["page_cache"] = pc["label"]
-            r["startup_ms"] = ours.startup_ms
-            add("agentkv", "restart", n, i, r)
     ours.stop()
     # ---- llama-server: one process per context (its slot size = that context)
+    saves = {}
     for n in contexts:
         log("vs-llama-server: llama-server, context %d" % n)
         ls = lib.LlamaServer(args, wd, slot_ctx, kv=args.ls_kv or args.kv)
@@ -322,18 +312,42 @@ def bench_vs_llama(args):
         j, wall = ls.slot("save", fname)
         save = {"save_ms": (j.get("timings") or {}).get("save_ms"), "save_wall_ms": wall,
                 "file_bytes": os.path.getsize(os.path.join(ls.slot_dir, fname))}
-        for i in range(reps):
-            ls.stop()
-            ls.start()
-            pc = lib.drop_page_cache([os.path.join(ls.slot_dir, fname)], args.drop)
-            j, wall = ls.slot("restore", fname)
-            r = ls.complete(prompts[n], 1)
-            r.update({"restore_ms": (j.get("timings") or {}).get("restore_ms"), "restore_wall_ms": wall,
-                      "client_ttft_ms": wall + (r["client_ttft_ms"] or 0), "page_cache": pc["label"],
-                      "startup_ms": ls.startup_ms, "n_restored": j.get("n_restored")})
-            r.update(save)
-            add("llama-server", "restart", n, i, r)
+        saves[n] = save
         ls.stop()
+    # ---- after a restart, page cache dropped: the two servers' requests interleaved, rep by rep (which one
+    # goes first alternates), so that a slow spell of the disk (a shared virtual disk's neighbours) falls on
+    # both; a restart per measured request on both sides (a second request in the same agentkv process would
+    # also pay for the first one's write-behind save; llama-server runs one process per context)
+    ls = lib.LlamaServer(args, wd, slot_ctx, kv=args.ls_kv or args.kv)
+
+    def ours_restart(n, i):
+        ours.start()
+        pc = lib.drop_page_cache(lib.files_under(ours.cache_dir), args.drop)
+        r = ours.complete("c%d-%d" % (n, reps - 1), prompts[n], 1)
+        ours.stop()
+        r["page_cache"] = pc["label"]
+        r["startup_ms"] = ours.startup_ms
+        add("agentkv", "restart", n, i, r)
+
+    def ls_restart(n, i):
+        fname = "ctx%d.bin" % n
+        ls.start()
+        pc = lib.drop_page_cache([os.path.join(ls.slot_dir, fname)], args.drop)
+        j, wall = ls.slot("restore", fname)
+        r = ls.complete(prompts[n], 1)
+        ls.stop()
+        r.update({"restore_ms": (j.get("timings") or {}).get("restore_ms"), "restore_wall_ms": wall,
+                  "client_ttft_ms": wall + (r["client_ttft_ms"] or 0), "page_cache": pc["label"],
+                  "startup_ms": ls.startup_ms, "n_restored": j.get("n_restored")})
+        r.update(saves[n])
+        add("llama-server", "restart", n, i, r)
+
+    log("vs-llama-server: restarts, both servers interleaved")
+    for i in range(reps):
+        for n in contexts:
+            pair = (ours_restart, ls_restart) if i % 2 == 0 else (ls_restart, ours_restart)
+            for run in pair:
+                run(n, i)
     summary = []
     for n in contexts:
         row = {"context": n}
@@ -349,12 +363,20 @@ def bench_vs_llama(args):
         for what in ("cold", "hit", "restart"):
             row["ratio_%s" % what] = ratio(row["ls_%s_ms" % what], row["ak_%s_ms" % what])
         ls_r = [s for s in samples if s["system"] == "llama-server" and s["what"] == "restart" and s["context"] == n]
+        ak_r = {s["rep"]: s for s in samples if s["system"] == "agentkv" and s["what"] == "restart" and s["context"] == n}
+        for key, ss in (("ak", list(ak_r.values())), ("ls", ls_r)):
+            times = [s["client_ttft_ms"] for s in ss if s.get("client_ttft_ms") is not None]
+            row["%s_restart_min_ms" % key] = min(times) if times else None
+            row["%s_restart_max_ms" % key] = max(times) if times else None
+        # The restarts ran in pairs (interleaved): llama-server / agentkv per pair, then the median.
+        row["ratio_restart_paired"] = med([ratio(s["client_ttft_ms"], ak_r[s["rep"]]["client_ttft_ms"])
+                                           for s in ls_r if s["rep"] in ak_r])
         row["ls_slot_file_bytes"] = med([s.get("file_bytes") for s in ls_r])
         row["ls_restore_only_ms"] = med([s.get("restore_wall_ms") for s in ls_r])
         row["page_cache"] = ls_r[0]["page_cache"] if ls_r else None
         summary.append(row)
     cols = ["context", "ak_tokens", "ls_tokens", "ak_cold_ms", "ls_cold_ms", "ratio_cold", "ak_hit_ms", "ls_hit_ms",
-            "ratio_hit", "ak_restart_ms", "ls_restart_ms", "ratio_restart", "ls_restore_only_ms", "ls_slot_file_bytes",
+            "ratio_hit", "ak_restart_ms", "ls_restart_ms", "ratio_restart", "ratio_restart_paired", "ls_restore_only_ms", "ls_slot_file_bytes",
             "ak_restart_states", "page_cache"]
     notes = [ctx_note(args, max(contexts) if contexts else 0),
              "all times: client-measured, POST -> first streamed token over loopback, median of %d; ratio = "
@@ -364,7 +386,8 @@ def bench_vs_llama(args):
              "restart: llama-server: slot save -> process restart -> POST /slots/0?action=restore + completion "
              "(time = restore wall + completion TTFT; startup excluded); agentkv: SIGTERM -> restart -> request "
              "(warm from disk; startup excluded; one restart per measured request, as llama-server's one process per "
-             "context)",
+             "context); the two servers' restarts interleaved rep by rep (who goes first alternates); "
+             "ratio_restart_paired: the median of the per-pair ratios",
              ("same model file, KV %s both sides" % args.kv if not args.ls_kv or args.ls_kv == args.kv else
               "same model file, KV %s agentkv, %s llama-server" % (args.kv, args.ls_kv)) +
              ", llama-server -fa on -np 1 --cache-ram 0, %d threads" % args.threads]

@@ -145,9 +145,9 @@ case "${1:-}" in
     pack $out ttft-$2
     ;;
   vs)
-    out=/tmp/b/vs-$2
+    out=/tmp/b/vs-$2-${3//,/_}
     timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS --out $out 2>&1 | tail -15
-    pack $out vs-$2
+    pack $out vs-$2-${3//,/_}
     ;;
   vs-env)
     for round in $(seq "${ROUNDS:-2}"); do
