@@ -181,6 +181,11 @@ class BlocksStateWriter {
   size_t n_row_copies() const { return copies_.size(); }
   // Byte range [first, second) of dst that CopyRows(i) writes.
   std::pair<size_t, size_t> RowBytes(size_t i) const;
+  // Which cache section and layer the rows of copy i belong to (every
+  // section's K rows, layer by layer, then its V rows: llama.cpp's order).
+  size_t RowSection(size_t i) const { return copies_[i].section; }
+  uint32_t RowLayer(size_t i) const { return copies_[i].layer; }
+  size_t n_sections() const { return layout_.slot.sections.size(); }
   void CopyRows(size_t i) const;
   // Writes the rows of block b (layout.rest) for its positions below
   // n_tokens, converted to layout.slot's types. InvalidArgument, nothing
