@@ -192,6 +192,13 @@ class BlocksStateWriter {
   // written, unless b holds every layer's rows for all of those positions.
   // Thread-safe for distinct blocks. After StartWithoutBlocks only.
   Status CopyBlock(const KvBlock& b) const;
+  // CopyBlock for one of b's tensors, `t` (b's first_pos and n_tokens
+  // place it): writes its share of row copy i, whose tensor it must be
+  // (RowTensorName(i)). InvalidArgument, nothing written, unless t holds
+  // those rows. Thread-safe for distinct (i, b). After StartWithoutBlocks only.
+  Status CopyBlockTensor(size_t i, const KvBlock& b, const KvTensor& t) const;
+  // The name of the block tensor that row copy i's rows come from.
+  std::string RowTensorName(size_t i) const;
 
  private:
   struct RowCopy {
