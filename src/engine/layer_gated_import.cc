@@ -84,6 +84,21 @@ bool LayerGatedImport::WaitLayer(int il) {
   return rows_in_ >= need;
 }
 
+bool LayerGatedImport::LayerIn(int il) const {
+  if (il < 0 || static_cast<size_t>(il) >= layer_rows_end_.size()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  return rows_in_ >= layer_rows_end_[il];
+}
+
+bool LayerGatedImport::Ended() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_;
+}
+
+void LayerGatedImport::NoteWaited(int il) {
+  if (il >= 0 && static_cast<size_t>(il) < waited_.size()) waited_[il] = true;
+}
+
 bool LayerGatedImport::CoveredAllLayers() const {
   for (size_t l = 0; l < layer_rows_end_.size(); ++l) {
     if (layer_rows_end_[l] != 0 && !waited_[l]) return false;

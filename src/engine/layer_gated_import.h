@@ -59,6 +59,13 @@ class LayerGatedImport final : public LayerGate {
   // LayerGate: returns once every row of layer il is in the cache (at once
   // for a layer without rows), false if the import ended without them.
   bool WaitLayer(int il) override;
+  // Without waiting: whether layer il's rows are all in the cache (true for
+  // a layer without rows), and whether the import call returned (Finish
+  // then does not block). Marks nothing waited for.
+  bool LayerIn(int il) const;
+  bool Ended() const;
+  // Marks layer il waited for (a gate that polls LayerIn instead of WaitLayer).
+  void NoteWaited(int il);
   // Whether every layer with rows was waited for since Start: a gated
   // decode whose graph named each layer (else its rows may have been read
   // before they were imported: the caller must not use that decode).

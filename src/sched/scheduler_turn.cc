@@ -254,9 +254,15 @@ bool Scheduler::TryAdmit(Waiting& w) {
       auto it = agent_reads_.find(key);
       if (it == agent_reads_.end() || !it->second.done) {
         PostAgentRead(key);
-        return false;
-      }
-      if (it->second.record) {
+        // A pipelined restore starts from the manifest, read before the blocks.
+        std::shared_ptr<const AgentRecord> early;
+        if (pipelined_ && it != agent_reads_.end() && it->second.landing != nullptr) {
+          early = it->second.landing->EarlyRecord();
+        }
+        if (early == nullptr) return false;
+        known = agents_.emplace(key, AgentFromDisk(*early)).first->second.get();
+        Reindex(*known);
+      } else if (it->second.record) {
         known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
         Reindex(*known);
       }
@@ -306,7 +312,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   if (!FindRestoreSource(agent, &source)) return false;
   const int slot = AcquireSlot(agent);
   if (slot < 0) return false;  // the read stays for the next attempt
-  if (source.read_key) {
+  if (source.read_key && !source.pipelined) {  // (a pipelined restore takes its read once it completes)
     std::lock_guard<std::mutex> lock(mu_);
     agent_reads_.erase(*source.read_key);  // taken
   }
@@ -347,7 +353,7 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
   auto it = agent_reads_.find(from);
   if (it == agent_reads_.end() || !it->second.done) {
     PostAgentRead(from);  // from disk, or from RAM if its save has not landed
-    return false;
+    return it != agent_reads_.end() && PipelinedSource(from, it->second, agent, source);
   }
   if (it->second.remote_manifest && it->second.record && it->second.record->version > agent.version &&
       !agent.fork_source) {
@@ -382,6 +388,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   std::vector<PoolBlock>& blocks = source.blocks;
   if (state == api::CacheState::kResident) {
     available = static_cast<uint32_t>(ctx_.SlotLength(slot));
+  } else if (source.pipelined) {
+    available = source.landing->n_tokens();  // PipelinedSource checked its blocks' ids
   } else if (!blocks.empty()) {
     blocks.resize(MatchingBlocks(blocks, ComputeBlockIds(spec.fingerprint, agent.seq.tokens)));
     std::vector<const KvBlock*> ptrs;
@@ -394,6 +402,10 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     Status restored;
     if (state == api::CacheState::kResident) {
       restored = ctx_.TruncateSlot(slot, static_cast<int32_t>(plan.n_keep));
+    } else if (source.pipelined) {
+      const auto t_restore = Clock::now();
+      restored = StartPipelinedRestore(*a, slot, plan.n_keep, source);
+      a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
     } else {
       const auto t_restore = Clock::now();
       restored = ImportRestored(slot, blocks, plan.n_keep, source.landing.get());
@@ -545,3 +557,4 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
 }
 
 }  // namespace agentkv::sched
+
