@@ -193,3 +193,4 @@ void Scheduler::RestartCold(Active& a) {
 
 }  // namespace agentkv::sched
 
+
