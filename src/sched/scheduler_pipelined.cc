@@ -35,22 +35,35 @@ class YieldingGate : public engine::LayerGate {
       : import_(import), n_waiting_(n_waiting) {}
   bool WaitLayer(int il) override {
     import_.NoteWaited(il);
+    const auto start = std::chrono::steady_clock::now();
+    bool in = true;
     while (!import_.LayerIn(il)) {
-      if (import_.Ended()) return false;  // the rows never came
-      if (n_waiting_.load() > 0) {
+      if (import_.Ended()) {  // its rows came just now, or never will
+        in = import_.LayerIn(il);
+        break;
+      }
+      if (n_waiting_.load() > 0) {  // a request came: do not hold it up
         yielded_ = true;
-        return false;
+        in = false;
+        break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    return true;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    waited_ms_ += ms;
+    if (ms > 0.1) ++layers_waited_;
+    return in;
   }
   bool yielded() const { return yielded_; }
+  double waited_ms() const { return waited_ms_; }    // for rows, in all
+  int layers_waited() const { return layers_waited_; }  // layers whose rows were not all in yet
 
  private:
   engine::LayerGatedImport& import_;
   const std::atomic<size_t>& n_waiting_;
   bool yielded_ = false;
+  double waited_ms_ = 0;
+  int layers_waited_ = 0;
 };
 
 }  // namespace
@@ -123,7 +136,14 @@ bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
   a.batch_fed = take;
   metrics_.ObserveBatch(0, static_cast<uint32_t>(items.size()));
   YieldingGate gate(*a.gated_import, n_waiting_);
+  const auto start = Clock::now();
   *decoded = ctx_.DecodeGated(items, &gate);
+  // Where a pipelined turn's time went (AGENTKV_LOG=debug; bench/RESULTS.md, stop 14).
+  AKV_LOG_DEBUG("pipelined restore of agent %s: gated decode of %zu tokens %.2f ms, %.2f ms of it waiting for the "
+                "rows of %d layers%s",
+                a.agent->key.agent_id.c_str(), items.size(),
+                std::chrono::duration<double, std::milli>(Clock::now() - start).count(), gate.waited_ms(),
+                gate.layers_waited(), gate.yielded() ? "; yielded to a new request" : "");
   if (gate.yielded()) {
     // A request came: this turn continues the usual way once its import has
     // ended; the chunk's positions hold garbage rows.

@@ -252,13 +252,14 @@ bool Scheduler::TryAdmit(Waiting& w) {
     // Nor can an agent the table dropped (TrimAgentTable) from a merged one.
     if (!ns_merged_.count(key.ns) || (explicit_id && (remote_ != nullptr || ns_trimmed_.count(key.ns)))) {
       auto it = agent_reads_.find(key);
-      if (it == agent_reads_.end() || !it->second.done) {
+      if (it == agent_reads_.end()) {
         PostAgentRead(key);
+        return false;
+      }
+      if (!it->second.done) {
         // A pipelined restore starts from the manifest, read before the blocks.
         std::shared_ptr<const AgentRecord> early;
-        if (pipelined_ && it != agent_reads_.end() && it->second.landing != nullptr) {
-          early = it->second.landing->EarlyRecord();
-        }
+        if (pipelined_ && it->second.landing != nullptr) early = it->second.landing->EarlyRecord();
         if (early == nullptr) return false;
         known = agents_.emplace(key, AgentFromDisk(*early)).first->second.get();
         Reindex(*known);
@@ -351,10 +352,11 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
   if (store_ == nullptr) return true;  // cold
   std::lock_guard<std::mutex> lock(mu_);
   auto it = agent_reads_.find(from);
-  if (it == agent_reads_.end() || !it->second.done) {
+  if (it == agent_reads_.end()) {
     PostAgentRead(from);  // from disk, or from RAM if its save has not landed
-    return it != agent_reads_.end() && PipelinedSource(from, it->second, agent, source);
+    return false;
   }
+  if (!it->second.done) return PipelinedSource(from, it->second, agent, source);  // else: wait for it
   if (it->second.remote_manifest && it->second.record && it->second.record->version > agent.version &&
       !agent.fork_source) {
     // Known here, but another server advanced it since: its newer turn.
@@ -557,4 +559,3 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
 }
 
 }  // namespace agentkv::sched
-
