@@ -38,6 +38,9 @@
 #                                            redis-server / redis-benchmark with their non-libc libraries
 #                                            into .device/redis.tar.xz (wrappers set LD_LIBRARY_PATH for
 #                                            them only), for device machines without them (carry .device)
+# The pipelined restore against the default, interleaved restarts, one call (build ~280 s + ~4 runs of 30 s):
+#   AGENTKV_LOG=debug scripts/device-bench.sh quick-build; ROUNDS=2 STEP_TIMEOUT=90 \
+#     scripts/device-bench.sh vs-env AGENTKV_PIPELINED_RESTORE=on llama-3.1-8b 2048
 # Each device call copies the working tree anew (every source file's mtime changes), so a later call's
 # build_cuda recompiles everything (~5 min): run a build step and the steps that use it in ONE call, e.g.
 #   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768

@@ -27,7 +27,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "slot-kv", "cache-dir",
                                     "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name",
-                                    "no-warmup", "chat-template-file", "reasoning-format", "read-landing", "read-reserve", "read-threads", "read-chunk-kib"};
+                                    "no-warmup", "chat-template-file", "reasoning-format", "read-landing", "read-reserve", "pipelined-restore", "read-threads", "read-chunk-kib"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
     *error = "unknown flag --" + unknown[0];
@@ -119,6 +119,13 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
       return false;
     }
     config->read_landing = *r == "on";
+  }
+  if (auto r = flags.Get("pipelined-restore"); r && *r != "auto") {
+    if (*r != "on" && *r != "off") {
+      *error = "--pipelined-restore: expected auto, on or off";
+      return false;
+    }
+    config->pipelined_restore = *r == "on";
   }
   if (auto r = flags.Get("read-reserve"); r && *r != "auto") {
     if (*r != "on" && *r != "off") {

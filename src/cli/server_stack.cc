@@ -160,6 +160,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   co.n_threads = config.n_threads;
   co.n_batch = std::max(config.prefill_chunk, 64);
   co.warmup = config.warmup;
+  co.layer_gates = config.pipelined_restore.value_or(false);  // DecodeGated, for pipelined restores
   AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
   const engine::ModelCacheSpec& spec = stack->context_->spec();
 
@@ -190,6 +191,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   opt.reasoning_format = config.reasoning_format;
   opt.read_landing = config.read_landing;
   opt.read_reserve = config.read_reserve;
+  opt.pipelined_restore = config.pipelined_restore;
   opt.prefill_chunk = config.prefill_chunk;
   if (config.agent_table_bytes > 0) opt.agent_table_bytes = config.agent_table_bytes;
   if (!config.remote_url.empty()) {

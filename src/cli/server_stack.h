@@ -54,6 +54,7 @@ struct ServerConfig {
   bool strict_model_name = false;          // --strict-model-name: refuse other "model" values (404)
   std::optional<bool> read_landing;        // --read-landing on|off; unset (auto): SchedulerOptions' default
   std::optional<bool> read_reserve;        // --read-reserve on|off; unset (auto): SchedulerOptions' default
+  std::optional<bool> pipelined_restore;   // --pipelined-restore on|off; unset (auto): SchedulerOptions' default
   int read_threads = 0;                    // --read-threads N: a disk load's reads in flight (0: the store's default)
   std::optional<size_t> read_chunk_bytes;  // --read-chunk-kib N: each read's size (0: a file; unset: the store's choice)
 };

@@ -1,6 +1,8 @@
 #include "engine/context.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -73,6 +75,10 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   cp.kv_unified = false;  // one stream per slot: agents never attend to each other's cells
   cp.swa_full = kSwaFull;
   cp.no_perf = true;
+  if (options.layer_gates) {
+    cp.cb_eval = &Context::OnEval;
+    cp.cb_eval_user_data = ctx.get();
+  }
   ctx->ctx_ = llama_init_from_model(model.raw(), cp);
   if (ctx->ctx_ == nullptr) return Status::Internal(op + ": llama.cpp could not create the context");
   // The start-up decodes run on a thread of their own that ends here. With
@@ -143,6 +149,40 @@ bool Context::BindComputeThreadsToCpus() const {
   // On a GPU the CPU team does next to nothing: nothing to gain there.
   if (model_.info().n_gpu_layers > 0) return false;
   return BindComputeTeamToCpus(ComputeThreads(n_threads()));
+}
+
+namespace {
+
+// The layer of a graph node named "attn_norm-<il>" (llama.cpp's graphs name
+// every layer's first node so), else -1.
+int AttnNormLayer(const char* name) {
+  constexpr char kPrefix[] = "attn_norm-";
+  if (std::strncmp(name, kPrefix, sizeof(kPrefix) - 1) != 0) return -1;
+  const char* digits = name + sizeof(kPrefix) - 1;
+  if (*digits < '0' || *digits > '9') return -1;
+  return std::atoi(digits);
+}
+
+}  // namespace
+
+bool Context::OnEval(::ggml_tensor* t, bool ask, void* self) {
+  auto* c = static_cast<Context*>(self);
+  if (c->gate_ == nullptr) return !ask;  // no gate: observe no node (so never asked with ask false)
+  const int il = AttnNormLayer(t->name);
+  if (ask) return il >= 0;
+  if (il < 0 || c->gate_refused_) return true;
+  if (!c->gate_->WaitLayer(il)) c->gate_refused_ = true;
+  return !c->gate_refused_;
+}
+
+Status Context::DecodeGated(std::span<const BatchItem> items, LayerGate* gate) {
+  if (!options_.layer_gates) return Status::FailedPrecondition("decode: context created without layer gates");
+  gate_ = gate;
+  gate_refused_ = false;
+  Status s = Decode(items);
+  gate_ = nullptr;
+  if (s.ok() && gate_refused_) return Status::Cancelled("decode: abandoned before a layer whose rows did not come");
+  return s;
 }
 
 Status Context::Decode(std::span<const BatchItem> items) {

@@ -15,6 +15,7 @@
 
 #include "engine/cache_spec.h"
 #include "engine/kv_type.h"
+#include "engine/layer_gate.h"
 #include "engine/model.h"
 #include "engine/seq_state.h"
 #include "engine/staging_buffer.h"
@@ -22,6 +23,7 @@
 #include "util/status.h"
 
 struct llama_context;
+struct ggml_tensor;
 
 namespace agentkv::engine {
 
@@ -53,6 +55,10 @@ struct ContextOptions {
   // and on 2 CPU cores with f16 slots (8K: 6.4-6.6 -> 5.7-5.8 ms; bench/RESULTS.md).
   // The result is the same either way.
   std::optional<bool> overlap_import;
+  // Lets DecodeGated stop a decode before each layer (llama.cpp's eval
+  // callback, installed only then: it makes every graph go node range by
+  // node range through the callback).
+  bool layer_gates = false;
 };
 
 // One token to evaluate: append `token` at position `pos` of `slot`.
@@ -93,6 +99,12 @@ class Context {
   // every slot valid. Positions must extend each slot contiguously.
   // On failure the slots touched may hold a partial update: callers clear them.
   Status Decode(std::span<const BatchItem> items);
+  // Decode() that calls gate->WaitLayer(il) before computing layer il's
+  // attention (engine/layer_gate.h), for a slot whose rows are still being
+  // imported (engine/layer_gated_import.h). Cancelled when the gate abandoned
+  // the decode: the slots touched then hold the items' positions with
+  // garbage rows (callers truncate them). REQUIRES options().layer_gates.
+  Status DecodeGated(std::span<const BatchItem> items, LayerGate* gate);
   // Logits of items[i] of the last Decode(); REQUIRES items[i].want_logits.
   std::span<const float> Logits(int i) const;
 
@@ -135,9 +147,16 @@ class Context {
   // Corruption (slot cleared) if llama.cpp rejects the state.
   Status SetSlotState(int slot, std::span<const uint8_t> state, void (*wait)(void*, size_t, size_t), void* wait_user);
 
+  // llama.cpp's eval callback (ggml_backend_sched_eval_callback) when
+  // options_.layer_gates: asks to stop after each "attn_norm-<il>" node
+  // while a gate is set, and there calls it.
+  static bool OnEval(::ggml_tensor* t, bool ask, void* self);
+
   const Model& model_;
   ContextOptions options_;
   llama_context* ctx_ = nullptr;
+  LayerGate* gate_ = nullptr;  // during DecodeGated only
+  bool gate_refused_ = false;
   ModelCacheSpec spec_;
   std::vector<int32_t> last_logit_rows_;  // item index -> batch row with logits
   // Reused for every state export/import (engine/staging_buffer.h):

@@ -591,6 +591,27 @@ Status BlocksStateWriter::CopyBlock(const KvBlock& b) const {
   return Status::OK();
 }
 
+Status BlocksStateWriter::CopyBlockTensor(size_t i, const KvBlock& b, const KvTensor& t) const {
+  const RowCopy& c = copies_[i];
+  const uint32_t lo = std::max(c.lo, b.first_pos());
+  const uint32_t hi = std::min(c.hi, b.first_pos() + b.n_tokens);
+  if (lo >= hi) return Status::OK();
+  const SectionShape& rest = layout_.rest.sections[c.section];
+  const uint64_t rest_rb = c.is_k ? rest.k_row_bytes[c.layer] : rest.v_row_bytes[c.layer];
+  if (t.name != TensorName(c.section, c.layer, c.is_k) || t.row_bytes != rest_rb ||
+      t.data.size() != uint64_t{t.n_rows} * rest_rb || t.first_pos > lo || t.first_pos + t.n_rows < hi) {
+    return Status::InvalidArgument("kv state: block " + std::to_string(b.index) + " lacks rows of " +
+                                   TensorName(c.section, c.layer, c.is_k));
+  }
+  CopyPositions(c, t, lo, hi);
+  return Status::OK();
+}
+
+std::string BlocksStateWriter::RowTensorName(size_t i) const {
+  const RowCopy& c = copies_[i];
+  return TensorName(c.section, c.layer, c.is_k);
+}
+
 // Positions [lo, hi) of copy c from tensor t (which holds them).
 void BlocksStateWriter::CopyPositions(const RowCopy& c, const KvTensor& t, uint32_t lo, uint32_t hi) const {
   const SectionShape& s = layout_.slot.sections[c.section];

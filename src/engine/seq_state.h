@@ -181,12 +181,24 @@ class BlocksStateWriter {
   size_t n_row_copies() const { return copies_.size(); }
   // Byte range [first, second) of dst that CopyRows(i) writes.
   std::pair<size_t, size_t> RowBytes(size_t i) const;
+  // Which cache section and layer the rows of copy i belong to (every
+  // section's K rows, layer by layer, then its V rows: llama.cpp's order).
+  size_t RowSection(size_t i) const { return copies_[i].section; }
+  uint32_t RowLayer(size_t i) const { return copies_[i].layer; }
+  size_t n_sections() const { return layout_.slot.sections.size(); }
   void CopyRows(size_t i) const;
   // Writes the rows of block b (layout.rest) for its positions below
   // n_tokens, converted to layout.slot's types. InvalidArgument, nothing
   // written, unless b holds every layer's rows for all of those positions.
   // Thread-safe for distinct blocks. After StartWithoutBlocks only.
   Status CopyBlock(const KvBlock& b) const;
+  // CopyBlock for one of b's tensors, `t` (b's first_pos and n_tokens
+  // place it): writes its share of row copy i, whose tensor it must be
+  // (RowTensorName(i)). InvalidArgument, nothing written, unless t holds
+  // those rows. Thread-safe for distinct (i, b). After StartWithoutBlocks only.
+  Status CopyBlockTensor(size_t i, const KvBlock& b, const KvTensor& t) const;
+  // The name of the block tensor that row copy i's rows come from.
+  std::string RowTensorName(size_t i) const;
 
  private:
   struct RowCopy {

@@ -115,6 +115,11 @@ void SchedulerMetrics::CountLandedRestore() {
   ++landed_restores_;
 }
 
+void SchedulerMetrics::CountPipelinedRestore(bool fell_back) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++(fell_back ? pipelined_fallbacks_ : pipelined_restores_);
+}
+
 std::string SchedulerMetrics::Render(const Gauges& g) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
@@ -147,6 +152,12 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_restores_landed_total", "counter",
          "Warm restores whose state was written while the disk read ran (the read landing), not after it.",
          double(landed_restores_));
+  scalar("agentkv_restores_pipelined_total", "counter",
+         "Warm restores imported, and their first chunk decoded, while the disk read ran (--pipelined-restore).",
+         double(pipelined_restores_));
+  scalar("agentkv_restores_pipelined_fallbacks_total", "counter",
+         "Pipelined restores whose read then failed its checks: the turn started over cold.",
+         double(pipelined_fallbacks_));
   scalar("agentkv_save_failures_total", "counter", "Saves of a turn to disk that failed (the turn stays in RAM).",
          double(save_failures_));
   out += "# HELP agentkv_batch_tokens Tokens per forward pass.\n# TYPE agentkv_batch_tokens histogram\n";

@@ -43,6 +43,9 @@ class SchedulerMetrics {
   void AddTokenized(uint64_t tokens, uint64_t reused);
   void CountReadFailure();  // a disk read refused by the OS (EIO), not corruption
   void CountLandedRestore();  // a warm restore imported from the read landing (sched/read_landing.h)
+  // A warm restore imported, and its first chunk decoded, while the read ran (sched/scheduler_pipelined.cc);
+  // `fell_back`: the read then did not verify what was imported, and the turn started over cold.
+  void CountPipelinedRestore(bool fell_back);
   // Gauges supplied at render time.
   struct Gauges {
     uint64_t queue_length = 0;
@@ -65,6 +68,8 @@ class SchedulerMetrics {
   std::map<std::string, Histogram> ttft_;
   uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0, save_failures_ = 0, read_failures_ = 0;
   uint64_t landed_restores_ = 0;
+  uint64_t pipelined_restores_ = 0;
+  uint64_t pipelined_fallbacks_ = 0;
   uint64_t tokenized_ = 0, tokenized_reused_ = 0;
   Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_, remote_fetch_ms_, remote_push_ms_;
 };

@@ -38,10 +38,104 @@ void ReadLanding::Ticket::OnPlan(uint32_t first, std::span<const BlockRef> block
   n_tokens_ = static_cast<uint32_t>(n_tokens);
   for (const BlockRef& b : blocks) ids_.push_back(b.id);
   landed_ = std::make_unique<std::atomic<bool>[]>(blocks.size());
+  if (on_record_ == nullptr) return;
+  // Streaming: each row copy takes one tensor of every block.
+  const size_t n_copies = writer_->n_row_copies();
+  for (size_t i = 0; i < n_copies; ++i) copy_of_tensor_.emplace_back(writer_->RowTensorName(i), i);
+  std::sort(copy_of_tensor_.begin(), copy_of_tensor_.end());
+  blocks_left_ = std::make_unique<std::atomic<uint32_t>[]>(n_copies);
+  for (size_t i = 0; i < n_copies; ++i) blocks_left_[i].store(static_cast<uint32_t>(blocks.size()));
+  block_bytes_ = std::make_unique<BlockBytes[]>(blocks.size());
+}
+
+void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layout, uint64_t begin, uint64_t end) {
+  if (!Streams() || index >= ids_.size() || layout.decoded.block.index != index) return;
+  const std::vector<KvTensor>& tensors = layout.decoded.block.tensors;
+  BlockBytes& bytes = block_bytes_[index];
+  std::vector<size_t> complete;  // tensors whose last bytes this range brought
+  {
+    std::lock_guard<std::mutex> lock(bytes.mu);
+    if (bytes.left.empty()) {
+      for (size_t k : layout.file_order) bytes.left.push_back(tensors[k].data.size());
+    }
+    uint64_t at = 0;
+    for (size_t j = 0; j < layout.file_order.size() && at < end; ++j) {
+      const uint64_t size = tensors[layout.file_order[j]].data.size();
+      const uint64_t lo = std::max(begin, at), hi = std::min(end, at + size);
+      if (lo < hi && bytes.left[j] >= hi - lo) {
+        bytes.left[j] -= hi - lo;
+        if (bytes.left[j] == 0) complete.push_back(layout.file_order[j]);
+      }
+      at += size;
+    }
+  }
+  for (size_t k : complete) {
+    const KvTensor& t = tensors[k];
+    auto it = std::lower_bound(copy_of_tensor_.begin(), copy_of_tensor_.end(), std::make_pair(t.name, size_t{0}));
+    if (it == copy_of_tensor_.end() || it->first != t.name) continue;  // rows the state does not take
+    if (Status st = writer_->CopyBlockTensor(it->second, layout.decoded.block, t); !st.ok()) {
+      AKV_LOG_DEBUG("read landing: block %u tensor %s not landed: %s", index, t.name.c_str(), st.ToString().c_str());
+      continue;  // its row copy never lands: the state is not used
+    }
+    if (blocks_left_[it->second].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++copies_landed_;
+      }
+      cv_.notify_all();
+    }
+  }
+}
+
+void ReadLanding::Ticket::OnRecord(const AgentRecord& record) {
+  if (on_record_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    record_ = std::make_shared<const AgentRecord>(record);
+  }
+  on_record_();
+}
+
+std::shared_ptr<const AgentRecord> ReadLanding::Ticket::EarlyRecord() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return record_;
+}
+
+void ReadLanding::Ticket::WaitFn(void* self, size_t offset, size_t size) {
+  auto* t = static_cast<Ticket*>(self);
+  if (size == 0 || !t->Streams()) return;
+  const engine::BlocksStateWriter& w = *t->writer_;
+  // The row copies overlapping [offset, offset + size): ranges ascend.
+  const size_t n = w.n_row_copies();
+  size_t first = 0, hi = n;
+  while (first < hi) {
+    const size_t mid = first + (hi - first) / 2;
+    if (w.RowBytes(mid).second <= offset) {
+      first = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  std::unique_lock<std::mutex> lock(t->mu_);
+  for (size_t i = first; i < n && w.RowBytes(i).first < offset + size; ++i) {
+    t->cv_.wait(lock, [&] { return t->abandoned_ || t->blocks_left_[i].load(std::memory_order_acquire) == 0; });
+  }
+}
+
+void ReadLanding::Ticket::Abandon() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abandoned_ = true;
+  }
+  cv_.notify_all();
 }
 
 void ReadLanding::Ticket::OnBlockRead(uint32_t index, const KvBlock& block) {
   if (!writer_ || index >= ids_.size() || block.index != index) return;
+  if (Streams()) {  // its tensors landed as they came in (OnDataRead)
+    landed_[index].store(true, std::memory_order_release);
+    return;
+  }
   if (Status st = writer_->CopyBlock(block); !st.ok()) {
     AKV_LOG_DEBUG("read landing: block %u not landed: %s", index, st.ToString().c_str());
     return;
@@ -53,6 +147,10 @@ std::span<const uint8_t> ReadLanding::Ticket::StateFor(const std::vector<PoolBlo
   if (!writer_ || blocks.size() != ids_.size()) return {};
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i].id != ids_[i] || !landed_[i].load(std::memory_order_acquire)) return {};
+  }
+  if (Streams()) {  // and every row copy got every block's tensor
+    std::lock_guard<std::mutex> lock(mu_);
+    if (copies_landed_ != writer_->n_row_copies()) return {};
   }
   return state_;
 }

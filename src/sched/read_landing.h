@@ -16,13 +16,27 @@
 // manifest that names other blocks, an agent longer than a slot, a shape
 // with a sliding-window section).
 //
+// Streaming (Ticket::Stream, before the read starts): the read hands out its
+// chunks by offset (AgentStore's LoadObserver::Streams), and every block
+// tensor is copied into the state as soon as its bytes are in, before its
+// file's checksum is checked; a row copy of the state (one layer's K or V
+// rows for every position) has landed once every block's tensor for it has.
+// WaitFn lets llama.cpp's import follow the read (engine/layer_gated_import.h):
+// the scheduler may then restore an agent while it is still being read, and
+// uses the result only if the load then verified every planned block
+// (StateFor). OnRecord hands the manifest over as soon as it is read.
+//
 // Threads: Reserve and Ticket::StateFor on the inference thread; a Ticket's
 // LoadObserver calls on the read threads (AgentStore::LoadBlocks). A
 // ticket's bytes are read by StateFor only after the load returned, which
-// the scheduler hands over under its mutex.
+// the scheduler hands over under its mutex; streaming, by WaitFn's caller
+// once WaitFn returned for them.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <span>
@@ -69,6 +83,26 @@ class ReadLanding::Ticket : public LoadObserver {
   // lands nothing.
   void OnPlan(uint32_t first, std::span<const BlockRef> blocks) override;
   void OnBlockRead(uint32_t index, const KvBlock& block) override;
+  bool Streams() const override { return on_record_ != nullptr && writer_.has_value(); }
+  void OnDataRead(uint32_t index, const BlockFileLayout& layout, uint64_t begin, uint64_t end) override;
+  void OnRecord(const AgentRecord& record) override;
+
+  // Before the read starts: stream it; `on_record` is called (on the read
+  // thread) once the manifest is read, when EarlyRecord() has it.
+  void Stream(std::function<void()> on_record) { on_record_ = std::move(on_record); }
+  // Streaming, once on_record ran: the agent's record (else null), the
+  // planned state, its writer (null unless the plan is landing) and the
+  // planned blocks' ids.
+  std::shared_ptr<const AgentRecord> EarlyRecord() const;
+  std::span<const uint8_t> state() const { return state_; }
+  const engine::BlocksStateWriter* writer() const { return writer_ ? &*writer_ : nullptr; }
+  const std::vector<std::string>& planned_ids() const { return ids_; }
+  // llama_state_wait_fn over a Ticket* `self`: returns once state bytes
+  // [offset, offset + size) have landed (at once for headers), or the read
+  // was abandoned (then they may be garbage).
+  static void WaitFn(void* self, size_t offset, size_t size);
+  // Once the load returned: releases every WaitFn (its rows landed or never will).
+  void Abandon();
 
   // After the load returned: the state of positions [0, n_tokens()) when
   // `blocks` (what the turn restores from: the load's result, cut to the
@@ -84,7 +118,26 @@ class ReadLanding::Ticket : public LoadObserver {
   std::span<uint8_t> state_;
   std::vector<std::string> ids_;
   uint32_t n_tokens_ = 0;
-  std::unique_ptr<std::atomic<bool>[]> landed_;  // per planned block
+  std::unique_ptr<std::atomic<bool>[]> landed_;  // per planned block: verified and copied
+
+  // Streaming. Set before the read starts:
+  std::function<void()> on_record_;
+  // Set by OnPlan: per block tensor name, its row copy; per row copy, the
+  // blocks still to land in it.
+  std::vector<std::pair<std::string, size_t>> copy_of_tensor_;  // sorted by name
+  std::unique_ptr<std::atomic<uint32_t>[]> blocks_left_;
+  // Per block: its tensors' bytes still to come, in file order (sized by
+  // the block's first OnDataRead), under that block's mutex.
+  struct BlockBytes {
+    std::mutex mu;
+    std::vector<uint64_t> left;
+  };
+  std::unique_ptr<BlockBytes[]> block_bytes_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;                  // a row copy landed, or abandoned
+  size_t copies_landed_ = 0;                    // GUARDED_BY(mu_) (count; which: blocks_left_)
+  bool abandoned_ = false;                      // GUARDED_BY(mu_)
+  std::shared_ptr<const AgentRecord> record_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace agentkv::sched

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace agentkv::sched {
@@ -112,6 +115,87 @@ TEST(ReadLandingTest, NothingLandsForPartialPlansOversizeOrBadBlocks) {
   bad->OnBlockRead(0, a.blocks[0]);
   bad->OnBlockRead(1, lacking);
   EXPECT_TRUE(bad->StateFor(a.pool).empty());
+}
+
+// What a streaming read hands the ticket: block b's data section (tensors in
+// order), as ReadBlockFiles has read it into `layout`'s tensors.
+BlockFileLayout LayoutOf(const KvBlock& b) {
+  BlockFileLayout l;
+  l.decoded.block = b;
+  for (size_t k = 0; k < b.tensors.size(); ++k) l.file_order.push_back(k);
+  return l;
+}
+
+TEST(ReadLandingTest, AStreamedReadLandsEachRowCopyOnceEveryBlocksTensorForItIsIn) {
+  const engine::StateShape shape = Shape();
+  const auto layout = engine::KvLayout::Same(shape);
+  ReadLanding landing(layout, 2, engine::MaxStateBytes(shape, 1024, 2), /*pinned=*/false);
+  const Agent a = MakeAgent({256, 256, 40});
+  std::vector<const KvBlock*> ptrs;
+  for (const auto& b : a.blocks) ptrs.push_back(&b);
+  auto want = engine::BlocksToState(ptrs, layout, 552, 2);
+  ASSERT_TRUE(want.ok());
+
+  auto ticket = landing.Reserve();
+  std::atomic<int> records{0};
+  ticket->Stream([&] { ++records; });
+  ticket->OnPlan(0, a.refs);
+  ASSERT_TRUE(ticket->Streams());
+  ASSERT_NE(ticket->writer(), nullptr);
+  AgentRecord rec;
+  rec.agent_id = "a";
+  ticket->OnRecord(rec);
+  EXPECT_EQ(records.load(), 1);
+  ASSERT_NE(ticket->EarlyRecord(), nullptr);
+  EXPECT_EQ(ticket->EarlyRecord()->agent_id, "a");
+
+  // Row copy 0 (layer 0's K rows) waits for every block's c0.l0.k.
+  const engine::BlocksStateWriter& w = *ticket->writer();
+  const auto [k0_begin, k0_end] = w.RowBytes(0);
+  ASSERT_EQ(w.RowTensorName(0), "c0.l0.k");
+  std::atomic<bool> k0_ready{false};
+  std::thread waiter([&] {
+    ReadLanding::Ticket::WaitFn(ticket.get(), k0_begin, k0_end - k0_begin);
+    k0_ready = true;
+  });
+  std::vector<BlockFileLayout> layouts;
+  for (const KvBlock& b : a.blocks) layouts.push_back(LayoutOf(b));
+  // Blocks 0 and 1 whole, block 2's first tensor in two ranges but its last byte.
+  for (uint32_t i : {0u, 1u}) ticket->OnDataRead(i, layouts[i], 0, 4 * uint64_t{256} * 72);
+  const uint64_t t2 = uint64_t{40} * 72;
+  ticket->OnDataRead(2, layouts[2], 0, 100);
+  ticket->OnDataRead(2, layouts[2], 100, t2 - 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(k0_ready.load()) << "block 2's c0.l0.k is one byte short";
+  ticket->OnDataRead(2, layouts[2], t2 - 1, 4 * t2);
+  waiter.join();
+  EXPECT_TRUE(k0_ready.load());
+
+  // Rows are used only once every planned block is verified.
+  for (uint32_t i : {0u, 1u}) ticket->OnBlockRead(i, a.blocks[i]);
+  EXPECT_TRUE(ticket->StateFor(a.pool).empty());
+  ticket->OnBlockRead(2, a.blocks[2]);
+  std::span<const uint8_t> got = ticket->StateFor(a.pool);
+  ASSERT_EQ(got.size(), want->size());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want->begin()));
+}
+
+TEST(ReadLandingTest, AbandonReleasesWaitsForRowsThatNeverCome) {
+  const engine::StateShape shape = Shape();
+  const auto layout = engine::KvLayout::Same(shape);
+  ReadLanding landing(layout, 1, engine::MaxStateBytes(shape, 512, 1), /*pinned=*/false);
+  const Agent a = MakeAgent({256, 100});
+  auto ticket = landing.Reserve();
+  ticket->Stream([] {});
+  ticket->OnPlan(0, a.refs);
+  ticket->OnDataRead(0, LayoutOf(a.blocks[0]), 0, 4 * uint64_t{256} * 72);  // block 1 never comes
+  const auto [begin, end] = ticket->writer()->RowBytes(3);
+  std::thread waiter([&] { ReadLanding::Ticket::WaitFn(ticket.get(), begin, end - begin); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ticket->Abandon();
+  waiter.join();  // released
+  ticket->OnBlockRead(0, a.blocks[0]);
+  EXPECT_TRUE(ticket->StateFor(a.pool).empty());
 }
 
 }  // namespace

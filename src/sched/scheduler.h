@@ -101,6 +101,17 @@ struct SchedulerOptions {
   // disk read's tensors then do not fault page by page inside the read. Costs that memory while idle (8B shape: 302 MB at an 8K slot,
   // 1.2 GB at 32K) and the start-up time to fault it in. Unset: on.
   std::optional<bool> read_reserve;
+  // A returning agent's restore and first decode run while its blocks are
+  // still being read (sched/scheduler_pipelined.cc): once its manifest is
+  // in, the agent is admitted, llama.cpp imports the read landing's state as
+  // it fills (engine/layer_gated_import.h) and the first decode computes each
+  // layer as soon as that layer's rows are in; the turn uses the result only
+  // if the read then verified every block, else it prefills cold. Only while
+  // that agent is the only one running (others are never held up by its
+  // read; a request that arrives meanwhile makes it yield and restore the
+  // usual way). Needs a context with layer gates (engine::ContextOptions)
+  // and turns the read landing on. Unset: off.
+  std::optional<bool> pipelined_restore;
 };
 
 class Scheduler : public api::Backend {
@@ -162,6 +173,7 @@ class Scheduler : public api::Backend {
   void Admit();
   bool TryAdmit(Waiting& w);                                  // false: keep waiting
   struct RestoreSource;
+  struct AgentRead;
   // Picks the tier to restore `agent` from. False: its blocks must first be
   // read from disk (a read is posted); the request keeps waiting.
   bool FindRestoreSource(Agent& agent, RestoreSource* source);
@@ -170,8 +182,24 @@ class Scheduler : public api::Backend {
   // from `landing`'s state when the blocks all landed there, else from the blocks.
   Status ImportRestored(int slot, const std::vector<PoolBlock>& blocks, uint32_t n_keep,
                         const ReadLanding::Ticket* landing);
+  // Pipelined restores (scheduler_pipelined.cc), inference thread. A source
+  // for `agent` from its read `read` still in flight (REQUIRES mu_ held);
+  // false if that read cannot be restored while it runs.
+  bool PipelinedSource(const AgentKey& from, const AgentRead& read, const Agent& agent, RestoreSource* source);
+  // Starts importing the source's landing into `slot`, positions [0, n_keep).
+  Status StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, const RestoreSource& source);
+  // Step() for an active whose import still runs: its first chunk decoded
+  // beside the import when it is alone; false when it sat this step out.
+  bool StepPipelined(Active& a, bool alone, Status* decoded);
+  // Once its import ended: whether the read verified what was imported (then
+  // the turn goes on from it), else the turn restarts cold (RestartCold).
+  bool ResolvePipelined(Active& a, bool gated, const Status& decoded);
+  void RestartCold(Active& a);
   int AcquireSlot(const Agent& for_agent);                    // -1 if none free/evictable
   Status Step();                                              // one batch
+  // After a decode that fed a.batch_fed of its pending tokens: records them;
+  // the last one's logits give its first token.
+  void RecordPrefill(Active& a);
   void OnTokenSampled(Active& a, int32_t token);
   void Finish(Active& a, api::FinishReason reason);
   void FailActive(Active& a, const Status& s);
@@ -204,7 +232,6 @@ class Scheduler : public api::Backend {
   void RefillReadReserveWhenIdle();
 
   // Disk side (scheduler_io.cc): never on the inference thread.
-  struct AgentRead;
   void PostAgentRead(const AgentKey& key);                    // REQUIRES mu_ held
   void PostNamespaceRead(const std::string& ns);              // REQUIRES mu_ held
   // `landing` (may be null) lands a disk read's blocks as they come.
@@ -307,6 +334,7 @@ class Scheduler : public api::Backend {
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free
   std::unique_ptr<ReadLanding> landing_;              // null: off (SchedulerOptions::read_landing)
+  bool pipelined_ = false;                            // SchedulerOptions::pipelined_restore, possible here
   std::atomic<bool> reserve_refill_posted_{false};    // a RefillReadReserveWhenIdle job is queued
   uint64_t next_auto_id_ = 0;
 

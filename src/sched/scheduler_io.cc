@@ -13,10 +13,15 @@ namespace agentkv::sched {
 
 void Scheduler::PostAgentRead(const AgentKey& key) {
   if (store_ == nullptr || agent_reads_.count(key)) return;
-  agent_reads_[key] = AgentRead{};  // in flight
   std::shared_ptr<ReadLanding::Ticket> landing = landing_ != nullptr ? landing_->Reserve() : nullptr;
+  // Pipelined restores (scheduler_pipelined.cc) stream the read, and hear
+  // of its manifest as soon as it is read.
+  if (landing != nullptr && pipelined_) landing->Stream([this] { WakeLoopForRead(); });
+  AgentRead& in_flight = agent_reads_[key] = AgentRead{};
+  in_flight.landing = landing;  // the in-flight entry's: a pipelined restore's source
   reads_.Post([this, key, landing = std::move(landing)] {
     AgentRead read = ReadAgent(key, landing);
+    if (landing != nullptr) landing->Abandon();  // a wait for rows that never came ends
     read.done = true;
     {
       std::lock_guard<std::mutex> lock(mu_);

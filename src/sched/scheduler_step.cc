@@ -85,6 +85,22 @@ void Scheduler::Loop() {
 }
 
 Status Scheduler::Step() {
+  // A pipelined restore still importing (scheduler_pipelined.cc): alone, its
+  // first chunk is decoded beside the import; else it sits out.
+  size_t live = 0;
+  Active* piped = nullptr;
+  for (auto& up : active_) {
+    if (up->done) continue;
+    ++live;
+    if (up->gated_import) piped = up.get();
+  }
+  if (piped != nullptr) {
+    Status decoded;
+    if (StepPipelined(*piped, live == 1, &decoded)) {
+      RecordPrefill(*piped);
+      return Status::OK();
+    }
+  }
   std::vector<engine::BatchItem> items;
   const int n_batch = ctx_.options().n_batch;
   std::vector<Active*> decoders, prefillers;
@@ -92,7 +108,7 @@ Status Scheduler::Step() {
     Active& a = *up;
     a.batch_row = -1;
     a.batch_fed = 0;
-    if (a.done || !a.decoding) continue;
+    if (a.done || !a.decoding || a.gated_import) continue;
     a.batch_row = static_cast<int>(items.size());
     items.push_back({a.slot, a.next_token, static_cast<int32_t>(a.agent->seq.tokens.size()), true});
     decoders.push_back(&a);
@@ -104,7 +120,7 @@ Status Scheduler::Step() {
   int budget = std::min(options_.prefill_chunk, n_batch - static_cast<int>(items.size()));
   std::vector<Active*> order;
   for (auto& up : active_) {
-    if (!up->done && !up->decoding) order.push_back(up.get());
+    if (!up->done && !up->decoding && !up->gated_import) order.push_back(up.get());
   }
   std::map<Active*, size_t> grant;
   auto remaining = [](const Active* a) { return a->pending.size() - a->n_fed; };
@@ -152,19 +168,21 @@ Status Scheduler::Step() {
     seq.spans.push_back({begin, static_cast<uint32_t>(seq.text.size())});
     OnTokenSampled(*a, a->sampler->Sample(ctx_.Logits(a->batch_row)));
   }
-  for (Active* a : prefillers) {
-    CachedSequence& seq = a->agent->seq;
-    for (size_t i = 0; i < a->batch_fed; ++i) {
-      seq.tokens.push_back(a->pending[a->n_fed + i]);
-      seq.spans.push_back(a->pending_spans[a->n_fed + i]);
-    }
-    a->n_fed += a->batch_fed;
-    if (a->n_fed == a->pending.size()) {
-      a->decoding = true;
-      OnTokenSampled(*a, a->sampler->Sample(ctx_.Logits(a->batch_row)));
-    }
-  }
+  for (Active* a : prefillers) RecordPrefill(*a);
   return Status::OK();
+}
+
+void Scheduler::RecordPrefill(Active& a) {
+  CachedSequence& seq = a.agent->seq;
+  for (size_t i = 0; i < a.batch_fed; ++i) {
+    seq.tokens.push_back(a.pending[a.n_fed + i]);
+    seq.spans.push_back(a.pending_spans[a.n_fed + i]);
+  }
+  a.n_fed += a.batch_fed;
+  if (a.n_fed == a.pending.size()) {
+    a.decoding = true;
+    OnTokenSampled(a, a.sampler->Sample(ctx_.Logits(a.batch_row)));
+  }
 }
 
 void Scheduler::OnTokenSampled(Active& a, int32_t token) {

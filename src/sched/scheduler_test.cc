@@ -10,6 +10,7 @@
 // near-ties in their first tokens (verified once; a failure there after a
 // llama.cpp upgrade should first be checked for a tie).
 #include "sched/scheduler.h"
+#include "store/hooked_file_system_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -296,6 +297,71 @@ TEST_F(ReadLandingSchedulerTest, ABadBlockRestoresTheGoodPrefixFromItsBlocks) {
   EXPECT_EQ(Metric("agentkv_corruption_events_total"), 1);
   const SureText sure = GreedyTextBeforeNearTie(a_next, 10, kTie);
   EXPECT_EQ(a2->text().substr(0, sure.text.size()), sure.text);
+}
+
+// Pipelined restores (sched/scheduler_pipelined.cc): after a restart the
+// agent is admitted once its manifest is read, its state imported and its
+// first chunk decoded while its block files are read; the turn answers as a
+// cold prefill of the same text does (an EXTEND, and an EXACT repeat), and a
+// bad block makes the turn start over cold, again with a cold agent's text.
+TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
+  layer_gates_ = true;
+  SchedulerOptions piped;
+  piped.pipelined_restore = true;
+  // Block file reads take 25 ms each (the manifest's do not): the read is
+  // still running when the manifest is in, as a disk's is.
+  auto* slow = MakeFileSystem<store_test::HookedFileSystem>(DefaultFileSystem(), /*concurrent=*/true);
+  slow->read_hook = [](const std::string& path, uint64_t, size_t) {
+    if (path.find("/blocks/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    return Status::OK();
+  };
+  Boot(1, 64u << 20, piped, 1024, slow);
+  auto a1 = Run("a", a, 10);
+  EXPECT_TRUE(sched_->ListAgents("default").ok());
+  sched_->FlushSaves();
+
+  const std::string a_next = a + a1->text() + " And";
+  Boot(1, 64u << 20, piped, 1024, slow);  // restart: only the disk remains
+  auto a2 = Run("a", a_next, 10);
+  EXPECT_EQ(a2->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_GT(a2->usage().cached_tokens, a1->usage().prompt_tokens - 1);
+  EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 1);
+  EXPECT_EQ(Metric("agentkv_restores_pipelined_fallbacks_total"), 0);
+  auto cold = Run("cold", a_next, 10);
+  EXPECT_EQ(a2->text(), cold->text());
+  sched_->FlushSaves();
+
+  // The same prompt again: an agent whose turn ended after one token holds
+  // exactly the prompt (EXACT: its last token is evaluated again).
+  auto once = Run("once", a_next, 1);
+  sched_->FlushSaves();
+  Boot(1, 64u << 20, piped, 1024, slow);
+  auto again = Run("once", a_next, 10);
+  EXPECT_EQ(again->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_EQ(again->usage().match, api::MatchType::kExact);
+  EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 1);
+  EXPECT_EQ(again->text(), cold->text());
+  sched_->FlushSaves();
+
+  // A bad byte in every block file's data: the read fails its checksums
+  // after the rows were imported and decoded; the turn starts over cold.
+  int damaged = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (e.path().extension() != ".safetensors" || e.path().string().find("/blocks/") == std::string::npos) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-7, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-7, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+    ++damaged;
+  }
+  ASSERT_GT(damaged, 0);
+  Boot(1, 64u << 20, piped, 1024, slow);
+  auto bad = Run("a", a_next, 10);
+  EXPECT_EQ(Metric("agentkv_restores_pipelined_fallbacks_total"), 1);
+  EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 0);
+  EXPECT_EQ(bad->usage().cache_state, api::CacheState::kCold);
+  EXPECT_EQ(bad->text(), cold->text());
 }
 
 // Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0

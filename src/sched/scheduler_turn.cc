@@ -252,11 +252,18 @@ bool Scheduler::TryAdmit(Waiting& w) {
     // Nor can an agent the table dropped (TrimAgentTable) from a merged one.
     if (!ns_merged_.count(key.ns) || (explicit_id && (remote_ != nullptr || ns_trimmed_.count(key.ns)))) {
       auto it = agent_reads_.find(key);
-      if (it == agent_reads_.end() || !it->second.done) {
+      if (it == agent_reads_.end()) {
         PostAgentRead(key);
         return false;
       }
-      if (it->second.record) {
+      if (!it->second.done) {
+        // A pipelined restore starts from the manifest, read before the blocks.
+        std::shared_ptr<const AgentRecord> early;
+        if (pipelined_ && it->second.landing != nullptr) early = it->second.landing->EarlyRecord();
+        if (early == nullptr) return false;
+        known = agents_.emplace(key, AgentFromDisk(*early)).first->second.get();
+        Reindex(*known);
+      } else if (it->second.record) {
         known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
         Reindex(*known);
       }
@@ -306,7 +313,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   if (!FindRestoreSource(agent, &source)) return false;
   const int slot = AcquireSlot(agent);
   if (slot < 0) return false;  // the read stays for the next attempt
-  if (source.read_key) {
+  if (source.read_key && !source.pipelined) {  // (a pipelined restore takes its read once it completes)
     std::lock_guard<std::mutex> lock(mu_);
     agent_reads_.erase(*source.read_key);  // taken
   }
@@ -345,10 +352,11 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
   if (store_ == nullptr) return true;  // cold
   std::lock_guard<std::mutex> lock(mu_);
   auto it = agent_reads_.find(from);
-  if (it == agent_reads_.end() || !it->second.done) {
+  if (it == agent_reads_.end()) {
     PostAgentRead(from);  // from disk, or from RAM if its save has not landed
     return false;
   }
+  if (!it->second.done) return PipelinedSource(from, it->second, agent, source);  // else: wait for it
   if (it->second.remote_manifest && it->second.record && it->second.record->version > agent.version &&
       !agent.fork_source) {
     // Known here, but another server advanced it since: its newer turn.
@@ -382,6 +390,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   std::vector<PoolBlock>& blocks = source.blocks;
   if (state == api::CacheState::kResident) {
     available = static_cast<uint32_t>(ctx_.SlotLength(slot));
+  } else if (source.pipelined) {
+    available = source.landing->n_tokens();  // PipelinedSource checked its blocks' ids
   } else if (!blocks.empty()) {
     blocks.resize(MatchingBlocks(blocks, ComputeBlockIds(spec.fingerprint, agent.seq.tokens)));
     std::vector<const KvBlock*> ptrs;
@@ -394,6 +404,10 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     Status restored;
     if (state == api::CacheState::kResident) {
       restored = ctx_.TruncateSlot(slot, static_cast<int32_t>(plan.n_keep));
+    } else if (source.pipelined) {
+      const auto t_restore = Clock::now();
+      restored = StartPipelinedRestore(*a, slot, plan.n_keep, source);
+      a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
     } else {
       const auto t_restore = Clock::now();
       restored = ImportRestored(slot, blocks, plan.n_keep, source.landing.get());

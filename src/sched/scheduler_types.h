@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/layer_gated_import.h"
 #include "sched/scheduler.h"
 #include "store/agent_record.h"
 
@@ -68,6 +69,7 @@ struct Scheduler::RestoreSource {
   double read_ms = 0.0;           // warm: the disk read's duration
   std::optional<AgentKey> read_key;  // its blocks are agent_reads_'s entry of this key (erased once admitted)
   std::shared_ptr<ReadLanding::Ticket> landing;  // warm: the read's landed state (ReadLanding::Ticket::StateFor)
+  bool pipelined = false;  // the read of read_key is still running: restore from `landing` as it fills
 };
 
 struct Scheduler::Waiting {
@@ -103,6 +105,11 @@ struct Scheduler::Active {
   bool done = false;
   int batch_row = -1;                        // this iteration: item index with logits
   size_t batch_fed = 0;                      // this iteration: prefill tokens in the batch
+  // A pipelined restore still running (scheduler_pipelined.cc): the import,
+  // the read it follows (agent_reads_'s entry, in flight) and its landing.
+  std::unique_ptr<engine::LayerGatedImport> gated_import;
+  std::optional<AgentKey> pipelined_read;
+  std::shared_ptr<ReadLanding::Ticket> pipelined_landing;
 };
 
 }  // namespace agentkv::sched

@@ -250,7 +250,16 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
     for (uint64_t b : file_bytes) read_bytes += b;
     read_options = ReadOptionsFor(file_bytes);
-    if (observer != nullptr) observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
+    if (observer != nullptr) {
+      observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
+      if (observer->Streams()) {
+        read_options.offset_major = true;
+        read_options.on_data_read = [observer, first](size_t k, const BlockFileLayout& layout, uint64_t begin,
+                                                      uint64_t end) {
+          observer->OnDataRead(first + static_cast<uint32_t>(k), layout, begin, end);
+        };
+      }
+    }
     read_job = [this, &ahead, &reader_ms, &ms_since, &first_file_ms, &last_file_ms, &usage, observer, first, read_options,
                 paths = std::move(paths)](size_t) mutable {
       const Clock::time_point reader_start = Clock::now();
@@ -275,6 +284,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   const Clock::time_point manifest_start = Clock::now();
   auto rec_or = ReadRecordLocked(ns, id);
   const double manifest_ms = ms_since(manifest_start);
+  if (observer != nullptr && rec_or.ok()) observer->OnRecord(*rec_or);
   if (read_job) WorkerTeam::ForThisThread().Wait();
   const Clock::time_point checks_start = Clock::now();
   AGENTKV_RETURN_IF_ERROR(rec_or.status());

@@ -138,6 +138,18 @@ class LoadObserver {
   // are good. Concurrent calls for different indexes, on reader threads;
   // none after LoadBlocks returns.
   virtual void OnBlockRead(uint32_t index, const KvBlock& block) = 0;
+  // Streaming observers (OnPlan decided to stream; e.g. a restore that runs
+  // beside the read): the files' data is handed out by offset (every
+  // block's first bytes, then every block's next: the same layer's rows of
+  // all blocks come in together), and OnDataRead reports each range of
+  // block `index`'s data section [begin, end) as it lands in `layout`'s
+  // tensors, before the file's checksum is checked (OnBlockRead follows
+  // when it passed). Reader threads, concurrently. Default: no streaming.
+  virtual bool Streams() const { return false; }
+  virtual void OnDataRead(uint32_t index, const BlockFileLayout& layout, uint64_t begin, uint64_t end) {}
+  // The manifest, once read (before the block files are all in), when it
+  // read; the result's record is this one.
+  virtual void OnRecord(const AgentRecord& record) {}
 };
 
 struct VerifyReport {

@@ -127,7 +127,15 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
     std::vector<Chunk> chunks;
     if (Status st = ReadHead(fs, paths[i], &f); !st.ok()) {
       f.result = Named(st, paths[i]);
-    } else if (f.rest.empty()) {
+      return chunks;
+    }
+    if (options.on_data_read) {
+      const uint64_t head_data_end = f.rest.empty() ? f.file_size : f.rest_begin.front();
+      if (head_data_end > f.layout->data_offset) {
+        options.on_data_read(i, *f.layout, 0, head_data_end - f.layout->data_offset);
+      }
+    }
+    if (f.rest.empty()) {
       f.result = Finish(&f, {}, paths[i]);
       if (f.result->ok() && options.on_file_read) options.on_file_read(i, **f.result);
     } else {
@@ -160,6 +168,9 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
       if (!st.ok()) {
         st = Named(st, path);
         f.failed.store(true, std::memory_order_relaxed);
+      } else if (options.on_data_read) {
+        options.on_data_read(chunk.file, *f.layout, chunk.begin - f.layout->data_offset,
+                             chunk.end - f.layout->data_offset);
       }
     }
     if (f.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -171,7 +182,8 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
   // Every reader takes a ready chunk if there is one, else the next head, so
   // that data reads start with the first header and a file's buffers are
   // allocated while other files' data is on its way; with one reader that is
-  // file by file, each head before its chunks, in order.
+  // file by file, each head before its chunks, in order. (offset_major: the
+  // heads first, then the chunks by offset.)
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Chunk> ready;   // guarded by mu
@@ -180,7 +192,10 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
   auto reader = [&](size_t) {
     std::unique_lock<std::mutex> l(mu);
     for (;;) {
-      if (!ready.empty()) {
+      // offset_major reads every head first: a file's chunks can only be
+      // ordered among the others' once their heads are read.
+      const bool head_first = options.offset_major && next_head < files.size();
+      if (!ready.empty() && !head_first) {
         const Chunk chunk = ready.front();
         ready.pop_front();
         l.unlock();
@@ -193,7 +208,18 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
         std::vector<Chunk> chunks = read_head(i);
         l.lock();
         --heads_reading;
-        ready.insert(ready.end(), chunks.begin(), chunks.end());
+        if (options.offset_major) {
+          // Each chunk before the first queued one that starts further into its file.
+          for (const Chunk& c : chunks) {
+            const uint64_t at = c.begin - files[c.file].layout->data_offset;
+            auto pos = std::find_if(ready.begin(), ready.end(), [&](const Chunk& q) {
+              return q.begin - files[q.file].layout->data_offset > at;
+            });
+            ready.insert(pos, c);
+          }
+        } else {
+          ready.insert(ready.end(), chunks.begin(), chunks.end());
+        }
         if (!chunks.empty() || heads_reading == 0) cv.notify_all();
       } else if (heads_reading > 0) {
         cv.wait(l);  // for chunks, or for the last head to end the call

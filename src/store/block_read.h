@@ -53,6 +53,19 @@ struct BlockReadOptions {
   // returns: so a caller can use a block while other files are still read.
   // Calls for different files may run concurrently. May be empty.
   std::function<void(size_t file, const DecodedBlock& block)> on_file_read;
+  // Called once a range of a file's data section is in its tensors: data
+  // bytes [begin, end) (offsets from the data section's start), the head
+  // read's share and then each chunk, before the file is verified (its
+  // checksum may still fail: on_file_read says when it passed). `layout` is
+  // the file's: layout.decoded.block's tensors in layout.file_order tile the
+  // data section. On the thread that read the range; calls for one file may
+  // run concurrently (distinct ranges). May be empty.
+  std::function<void(size_t file, const BlockFileLayout& layout, uint64_t begin, uint64_t end)> on_data_read;
+  // Hand out the chunks of all files by their offset in the data section
+  // (every file's first chunk, then every file's second, ...) rather than
+  // file by file: the files fill up evenly, so bytes at the same offset of
+  // every file (the same layer's rows, for block files) come in together.
+  bool offset_major = false;
 };
 
 // Reads the block files at `paths`; element i of the result is what

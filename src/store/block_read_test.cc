@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -204,6 +205,66 @@ TEST_P(BlockReadTest, ReadBlockFilesReadsWhatDecodeBlockFileReads) {
     }
   }
   EXPECT_TRUE(ReadBlockFiles(fs_.get(), {}, Chunked(4, 4096)).empty());
+}
+
+// on_data_read reports each file's data section exactly once, in ranges that
+// tile it, each with its bytes already in the tensors and before the file's
+// on_file_read; offset_major hands out chunks by their offset in the file,
+// every file's first chunk before any file's second.
+TEST_P(BlockReadTest, DataRangesTileEachFileAndComeInOffsetOrderWhenAsked) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < 3; ++i) paths.push_back(Put(Encode(BigBlock(4, 1152))));  // 2.4 MB of data each
+  for (bool offset_major : {false, true}) {
+    for (int threads : {1, 3}) {
+      std::mutex mu;
+      std::vector<std::vector<std::pair<uint64_t, uint64_t>>> ranges(paths.size());
+      std::vector<std::pair<size_t, uint64_t>> order;  // (file, begin) of each range, as reported
+      std::vector<bool> verified(paths.size(), false);
+      BlockReadOptions options = Chunked(threads, kMinBlockReadChunkBytes);
+      options.offset_major = offset_major;
+      options.on_data_read = [&](size_t file, const BlockFileLayout& layout, uint64_t begin, uint64_t end) {
+        // The range's bytes are in the tensors: compare with the block's.
+        const KvBlock want = BigBlock(4, 1152);
+        uint64_t at = 0;
+        for (size_t k : layout.file_order) {
+          const KvTensor& t = layout.decoded.block.tensors[k];
+          const uint64_t lo = std::max(begin, at), hi = std::min(end, at + t.data.size());
+          for (uint64_t x = lo; x < hi; ++x) ASSERT_EQ(t.data[x - at], want.tensors[k].data[x - at]);
+          at += t.data.size();
+        }
+        std::lock_guard<std::mutex> l(mu);
+        EXPECT_FALSE(verified[file]);
+        ranges[file].push_back({begin, end});
+        order.push_back({file, begin});
+      };
+      options.on_file_read = [&](size_t file, const DecodedBlock&) {
+        std::lock_guard<std::mutex> l(mu);
+        verified[file] = true;
+      };
+      auto got = ReadBlockFiles(fs_.get(), paths, options);
+      for (size_t i = 0; i < paths.size(); ++i) {
+        ASSERT_TRUE(got[i].ok()) << got[i].status().ToString();
+        uint64_t data_bytes = 0;
+        for (const KvTensor& t : got[i]->block.tensors) data_bytes += t.data.size();
+        std::sort(ranges[i].begin(), ranges[i].end());
+        uint64_t next = 0;
+        for (auto [b, e] : ranges[i]) {
+          EXPECT_EQ(b, next) << "file " << i;
+          next = e;
+        }
+        EXPECT_EQ(next, data_bytes) << "file " << i;
+        EXPECT_TRUE(verified[i]);
+      }
+      if (offset_major && threads == 1) {
+        // One reader: the heads in order, then the chunks by offset.
+        std::vector<uint64_t> chunk_begins;
+        for (size_t k = paths.size(); k < order.size(); ++k) chunk_begins.push_back(order[k].second);
+        EXPECT_TRUE(std::is_sorted(chunk_begins.begin(), chunk_begins.end()));
+        EXPECT_EQ(order[paths.size()].first, 0u);
+        EXPECT_EQ(order[paths.size() + 1].first, 1u);
+      }
+    }
+  }
 }
 
 // Every damaged file is Corruption naming it, whichever chunk holds the bad

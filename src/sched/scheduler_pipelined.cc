@@ -1,0 +1,216 @@
+// Scheduler, pipelined restores: a returning agent restored, and its first
+// chunk decoded, while its blocks are still being read (SchedulerOptions::
+// pipelined_restore; the why and the measurements: bench/RESULTS.md, stop 14).
+//
+// 1. Its read streams (ReadLanding::Ticket::Stream): chunks by offset, every
+//    block tensor copied into the landing's state as it comes in, and the
+//    manifest handed over as soon as it is read (before the blocks).
+// 2. With the manifest in, the agent is admitted (TryAdmit / FindRestoreSource
+//    -> PipelinedSource) and llama.cpp starts importing the landing's state,
+//    following the read (StartPipelinedRestore: engine::LayerGatedImport).
+// 3. Step() decodes its first chunk beside the import when it is the only
+//    active turn, each layer as soon as that layer's rows are in
+//    (StepPipelined); with other turns running it sits out until its import
+//    ended, so their steps never wait for its read. A request that arrives
+//    while the gated decode waits for rows makes it yield the same way.
+// 4. ResolvePipelined takes the read's result: the turn goes on only if the
+//    read verified every block it imported (checksums, the manifest);
+//    otherwise it starts over cold, as a restore that fails does.
+#include <chrono>
+#include <thread>
+
+#include "sched/scheduler.h"
+#include "sched/scheduler_types.h"
+#include "store/store_ids.h"
+#include "util/log.h"
+
+namespace agentkv::sched {
+namespace {
+
+// The gate of a pipelined first decode: waits for each layer's rows (polling
+// the import) unless a request is waiting, then gives up (yields).
+class YieldingGate : public engine::LayerGate {
+ public:
+  YieldingGate(engine::LayerGatedImport& import, const std::atomic<size_t>& n_waiting)
+      : import_(import), n_waiting_(n_waiting) {}
+  bool WaitLayer(int il) override {
+    import_.NoteWaited(il);
+    const auto start = std::chrono::steady_clock::now();
+    bool in = true;
+    while (!import_.LayerIn(il)) {
+      if (import_.Ended()) {  // its rows came just now, or never will
+        in = import_.LayerIn(il);
+        break;
+      }
+      if (n_waiting_.load() > 0) {  // a request came: do not hold it up
+        yielded_ = true;
+        in = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    waited_ms_ += ms;
+    if (ms > 0.1) ++layers_waited_;
+    return in;
+  }
+  bool yielded() const { return yielded_; }
+  double waited_ms() const { return waited_ms_; }    // for rows, in all
+  int layers_waited() const { return layers_waited_; }  // layers whose rows were not all in yet
+
+ private:
+  engine::LayerGatedImport& import_;
+  const std::atomic<size_t>& n_waiting_;
+  bool yielded_ = false;
+  double waited_ms_ = 0;
+  int layers_waited_ = 0;
+};
+
+}  // namespace
+
+bool Scheduler::PipelinedSource(const AgentKey& from, const AgentRead& read, const Agent& agent,
+                                RestoreSource* source) {
+  if (!pipelined_ || read.done || read.landing == nullptr || remote_ != nullptr || agent.fork_source) return false;
+  const ReadLanding::Ticket& landing = *read.landing;
+  std::shared_ptr<const AgentRecord> rec = landing.EarlyRecord();
+  if (rec == nullptr || landing.writer() == nullptr) return false;
+  // The landing holds the agent's blocks exactly: the manifest's, those of
+  // the agent's tokens, all of them.
+  const std::vector<std::string>& planned = landing.planned_ids();
+  if (rec->tokens != agent.seq.tokens || rec->blocks.size() != planned.size() || planned.empty()) return false;
+  const std::vector<std::string> ids = ComputeBlockIds(ctx_.spec().fingerprint, agent.seq.tokens);
+  if (ids.size() != planned.size()) return false;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    if (rec->blocks[i].id != planned[i] || ids[i] != planned[i]) return false;
+  }
+  if (landing.n_tokens() != agent.seq.tokens.size()) return false;
+  source->state = api::CacheState::kWarm;
+  source->pipelined = true;
+  source->landing = read.landing;
+  source->read_key = from;
+  return true;
+}
+
+Status Scheduler::StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, const RestoreSource& source) {
+  ReadLanding::Ticket& landing = *source.landing;
+  auto import = engine::LayerGatedImport::Start(ctx_, slot, landing.state(), *landing.writer(),
+                                                &ReadLanding::Ticket::WaitFn, &landing);
+  if (!import.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    agent_reads_.erase(*source.read_key);  // its result would restore what just failed
+    return import.status();
+  }
+  // The landing holds every position; the turn keeps n_keep (cells only:
+  // the import thread copies rows).
+  if (n_keep < landing.n_tokens()) {
+    if (Status s = ctx_.TruncateSlot(slot, static_cast<int32_t>(n_keep)); !s.ok()) {
+      (void)(*import)->Finish();
+      ctx_.ClearSlot(slot);
+      std::lock_guard<std::mutex> lock(mu_);
+      agent_reads_.erase(*source.read_key);
+      return s;
+    }
+  }
+  a.gated_import = std::move(import).value();
+  a.pipelined_read = source.read_key;
+  a.pipelined_landing = source.landing;
+  return Status::OK();
+}
+
+bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
+  if (!alone) {
+    if (!a.gated_import->Ended()) return false;  // sits this step out
+    if (!ResolvePipelined(a, /*gated=*/false, Status::OK())) RestartCold(a);
+    return false;  // joins the batch from the next step on
+  }
+  // Its first chunk, alone, each layer as soon as its rows are in.
+  const size_t take = std::min<size_t>({a.pending.size() - a.n_fed, static_cast<size_t>(options_.prefill_chunk),
+                                        static_cast<size_t>(ctx_.options().n_batch)});
+  const int32_t pos0 = static_cast<int32_t>(a.agent->seq.tokens.size());
+  std::vector<engine::BatchItem> items;
+  for (size_t i = 0; i < take; ++i) {
+    const bool last = a.n_fed + i + 1 == a.pending.size();
+    if (last) a.batch_row = static_cast<int>(items.size());
+    items.push_back({a.slot, a.pending[a.n_fed + i], pos0 + static_cast<int32_t>(i), last});
+  }
+  a.batch_fed = take;
+  metrics_.ObserveBatch(0, static_cast<uint32_t>(items.size()));
+  YieldingGate gate(*a.gated_import, n_waiting_);
+  const auto start = Clock::now();
+  *decoded = ctx_.DecodeGated(items, &gate);
+  // Where a pipelined turn's time went (AGENTKV_LOG=debug; bench/RESULTS.md, stop 14).
+  AKV_LOG_DEBUG("pipelined restore of agent %s: gated decode of %zu tokens %.2f ms, %.2f ms of it waiting for the "
+                "rows of %d layers%s",
+                a.agent->key.agent_id.c_str(), items.size(),
+                std::chrono::duration<double, std::milli>(Clock::now() - start).count(), gate.waited_ms(),
+                gate.layers_waited(), gate.yielded() ? "; yielded to a new request" : "");
+  if (gate.yielded()) {
+    // A request came: this turn continues the usual way once its import has
+    // ended; the chunk's positions hold garbage rows.
+    a.batch_fed = 0;
+    a.batch_row = -1;
+    if (Status s = ctx_.TruncateSlot(a.slot, pos0); !s.ok()) {
+      (void)ResolvePipelined(a, /*gated=*/false, s);
+      RestartCold(a);
+    }
+    return false;
+  }
+  if (!ResolvePipelined(a, /*gated=*/true, *decoded)) {
+    RestartCold(a);
+    return false;
+  }
+  return true;  // the chunk is in: the caller records it
+}
+
+bool Scheduler::ResolvePipelined(Active& a, bool gated, const Status& decoded) {
+  const Status imported = a.gated_import->Finish();
+  const bool covered = !gated || a.gated_import->CoveredAllLayers();
+  a.gated_import.reset();
+  // The read's result: its rows are all in by now, what may remain is its
+  // last checksums and the checks against the manifest.
+  AgentRead read;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+      auto it = agent_reads_.find(*a.pipelined_read);
+      return it == agent_reads_.end() || it->second.done;
+    });
+    if (auto it = agent_reads_.find(*a.pipelined_read); it != agent_reads_.end()) {
+      read = std::move(it->second);
+      agent_reads_.erase(it);
+    }
+  }
+  std::shared_ptr<ReadLanding::Ticket> landing = std::move(a.pipelined_landing);
+  a.pipelined_read.reset();
+  a.usage.read_ms = read.read_ms;
+  const bool verified = read.done && read.from_disk && read.record && read.record->tokens == a.committed_seq.tokens &&
+                        read.blocks.size() == landing->planned_ids().size() && !landing->StateFor(read.blocks).empty();
+  if (!imported.ok() || !covered || !decoded.ok() || !verified) {
+    AKV_LOG_WARN("pipelined restore of agent %s not usable (import: %s; every layer gated: %d; decode: %s; read "
+                 "verified: %d); prefilling cold",
+                 a.agent->key.agent_id.c_str(), imported.ToString().c_str(), covered, decoded.ToString().c_str(),
+                 verified);
+    metrics_.CountPipelinedRestore(/*fell_back=*/true);
+    return false;
+  }
+  a.restored_blocks = read.blocks;
+  (void)pool_.Put(a.agent->key, read.blocks, /*dirty=*/false);  // hot next time, if it fits
+  metrics_.CountLandedRestore();
+  metrics_.CountPipelinedRestore(/*fell_back=*/false);
+  return true;
+}
+
+void Scheduler::RestartCold(Active& a) {
+  Agent& agent = *a.agent;
+  agent.seq = a.committed_seq;
+  ctx_.ClearSlot(a.slot);
+  a.n_fed = 0;
+  a.batch_fed = 0;
+  a.batch_row = -1;
+  a.decoding = false;
+  if (Status s = Prepare(*a.w, agent, a.slot, &a, RestoreSource{}); !s.ok()) FailActive(a, s);
+}
+
+}  // namespace agentkv::sched
+
+
