@@ -57,36 +57,48 @@ Agent MakeAgent(std::vector<uint32_t> sizes) {
   return a;
 }
 
-TEST(ReadLandingTest, ALandedReadGivesTheStateOfItsBlocks) {
-  const engine::StateShape shape = Shape();
-  const auto layout = engine::KvLayout::Same(shape);
-  ReadLanding landing(layout, 2, engine::MaxStateBytes(shape, 1024, 2), /*pinned=*/false);
-  const Agent a = MakeAgent({256, 256, 40});
+// What a restore from a's blocks imports: the state every landing must equal.
+Result<std::vector<uint8_t>> StateOf(const Agent& a, const engine::KvLayout& layout, uint32_t n_tokens,
+                                     uint32_t n_stream) {
   std::vector<const KvBlock*> ptrs;
   for (const auto& b : a.blocks) ptrs.push_back(&b);
-  auto want = engine::BlocksToState(ptrs, layout, 552, 2);
-  ASSERT_TRUE(want.ok());
+  return engine::BlocksToState(ptrs, layout, n_tokens, n_stream);
+}
 
-  auto ticket = landing.Reserve();
+// A landing of two streams and an agent of 552 positions (blocks of 256,
+// 256, 40) with the state its restore imports.
+struct ThreeBlocks {
+  const engine::StateShape shape = Shape();
+  const engine::KvLayout layout = engine::KvLayout::Same(shape);
+  ReadLanding landing{layout, 2, engine::MaxStateBytes(shape, 1024, 2), /*pinned=*/false};
+  const Agent a = MakeAgent({256, 256, 40});
+  Result<std::vector<uint8_t>> want = StateOf(a, layout, 552, 2);
+};
+
+TEST(ReadLandingTest, ALandedReadGivesTheStateOfItsBlocks) {
+  ThreeBlocks t;
+  ASSERT_TRUE(t.want.ok());
+
+  auto ticket = t.landing.Reserve();
   ASSERT_NE(ticket, nullptr);
-  EXPECT_EQ(landing.Reserve(), nullptr) << "one read at a time";
-  ticket->OnPlan(0, a.refs);
+  EXPECT_EQ(t.landing.Reserve(), nullptr) << "one read at a time";
+  ticket->OnPlan(0, t.a.refs);
   EXPECT_EQ(ticket->n_tokens(), 552u);
-  for (uint32_t i : {2, 0}) ticket->OnBlockRead(i, a.blocks[i]);
-  EXPECT_TRUE(ticket->StateFor(a.pool).empty()) << "block 1 has not landed";
-  ticket->OnBlockRead(1, a.blocks[1]);
-  std::span<const uint8_t> got = ticket->StateFor(a.pool);
-  ASSERT_EQ(got.size(), want->size());
-  EXPECT_TRUE(std::equal(got.begin(), got.end(), want->begin()));
+  for (uint32_t i : {2, 0}) ticket->OnBlockRead(i, t.a.blocks[i]);
+  EXPECT_TRUE(ticket->StateFor(t.a.pool).empty()) << "block 1 has not landed";
+  ticket->OnBlockRead(1, t.a.blocks[1]);
+  std::span<const uint8_t> got = ticket->StateFor(t.a.pool);
+  ASSERT_EQ(got.size(), t.want->size());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), t.want->begin()));
 
   // Not those blocks: fewer (a manifest that names fewer, a cut), or another id.
-  EXPECT_TRUE(ticket->StateFor({a.pool[0], a.pool[1]}).empty());
-  std::vector<PoolBlock> other = a.pool;
+  EXPECT_TRUE(ticket->StateFor({t.a.pool[0], t.a.pool[1]}).empty());
+  std::vector<PoolBlock> other = t.a.pool;
   other[1].id = "other";
   EXPECT_TRUE(ticket->StateFor(other).empty());
 
   ticket.reset();
-  EXPECT_NE(landing.Reserve(), nullptr) << "free again once the ticket is gone";
+  EXPECT_NE(t.landing.Reserve(), nullptr) << "free again once the ticket is gone";
 }
 
 TEST(ReadLandingTest, NothingLandsForPartialPlansOversizeOrBadBlocks) {
@@ -127,19 +139,13 @@ BlockFileLayout LayoutOf(const KvBlock& b) {
 }
 
 TEST(ReadLandingTest, AStreamedReadLandsEachRowCopyOnceEveryBlocksTensorForItIsIn) {
-  const engine::StateShape shape = Shape();
-  const auto layout = engine::KvLayout::Same(shape);
-  ReadLanding landing(layout, 2, engine::MaxStateBytes(shape, 1024, 2), /*pinned=*/false);
-  const Agent a = MakeAgent({256, 256, 40});
-  std::vector<const KvBlock*> ptrs;
-  for (const auto& b : a.blocks) ptrs.push_back(&b);
-  auto want = engine::BlocksToState(ptrs, layout, 552, 2);
-  ASSERT_TRUE(want.ok());
+  ThreeBlocks t;
+  ASSERT_TRUE(t.want.ok());
 
-  auto ticket = landing.Reserve();
+  auto ticket = t.landing.Reserve();
   std::atomic<int> records{0};
   ticket->Stream([&] { ++records; });
-  ticket->OnPlan(0, a.refs);
+  ticket->OnPlan(0, t.a.refs);
   ASSERT_TRUE(ticket->Streams());
   ASSERT_NE(ticket->writer(), nullptr);
   AgentRecord rec;
@@ -159,7 +165,7 @@ TEST(ReadLandingTest, AStreamedReadLandsEachRowCopyOnceEveryBlocksTensorForItIsI
     k0_ready = true;
   });
   std::vector<BlockFileLayout> layouts;
-  for (const KvBlock& b : a.blocks) layouts.push_back(LayoutOf(b));
+  for (const KvBlock& b : t.a.blocks) layouts.push_back(LayoutOf(b));
   // Blocks 0 and 1 whole, block 2's first tensor in two ranges but its last byte.
   for (uint32_t i : {0u, 1u}) ticket->OnDataRead(i, layouts[i], 0, 4 * uint64_t{256} * 72);
   const uint64_t t2 = uint64_t{40} * 72;
@@ -172,12 +178,12 @@ TEST(ReadLandingTest, AStreamedReadLandsEachRowCopyOnceEveryBlocksTensorForItIsI
   EXPECT_TRUE(k0_ready.load());
 
   // Rows are used only once every planned block is verified.
-  for (uint32_t i : {0u, 1u}) ticket->OnBlockRead(i, a.blocks[i]);
-  EXPECT_TRUE(ticket->StateFor(a.pool).empty());
-  ticket->OnBlockRead(2, a.blocks[2]);
-  std::span<const uint8_t> got = ticket->StateFor(a.pool);
-  ASSERT_EQ(got.size(), want->size());
-  EXPECT_TRUE(std::equal(got.begin(), got.end(), want->begin()));
+  for (uint32_t i : {0u, 1u}) ticket->OnBlockRead(i, t.a.blocks[i]);
+  EXPECT_TRUE(ticket->StateFor(t.a.pool).empty());
+  ticket->OnBlockRead(2, t.a.blocks[2]);
+  std::span<const uint8_t> got = ticket->StateFor(t.a.pool);
+  ASSERT_EQ(got.size(), t.want->size());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), t.want->begin()));
 }
 
 TEST(ReadLandingTest, AbandonReleasesWaitsForRowsThatNeverCome) {
