@@ -95,6 +95,11 @@ bool LayerGatedImport::Ended() const {
   return ended_;
 }
 
+bool LayerGatedImport::WaitEndedFor(std::chrono::microseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return ended_; });
+}
+
 void LayerGatedImport::NoteWaited(int il) {
   if (il >= 0 && static_cast<size_t>(il) < waited_.size()) waited_[il] = true;
 }

@@ -21,6 +21,7 @@
 // SlotLength and Logits on ctx: llama.cpp copies rows into the cache on the
 // import thread meanwhile (rows only: it set every cell before Start returned).
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -64,6 +65,8 @@ class LayerGatedImport final : public LayerGate {
   // then does not block). Marks nothing waited for.
   bool LayerIn(int il) const;
   bool Ended() const;
+  // Waits until the import call returned, at most `timeout`; returns Ended().
+  bool WaitEndedFor(std::chrono::microseconds timeout) const;
   // Marks layer il waited for (a gate that polls LayerIn instead of WaitLayer).
   void NoteWaited(int il);
   // Whether every layer with rows was waited for since Start: a gated
@@ -91,7 +94,7 @@ class LayerGatedImport final : public LayerGate {
   std::vector<bool> waited_;  // per layer; the decoding thread's
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable std::condition_variable cv_;
   size_t rows_in_ = 0;        // GUARDED_BY(mu_): row copies [0, rows_in_) are in the cache
   bool cells_set_ = false;    // GUARDED_BY(mu_): llama.cpp began copying rows
   bool ended_ = false;        // GUARDED_BY(mu_): the import call returned

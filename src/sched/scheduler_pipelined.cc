@@ -118,10 +118,10 @@ Status Scheduler::StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, co
 }
 
 bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
-  if (!alone) {
+  if (!alone || a.pipelined_yielded) {
     if (!a.gated_import->Ended()) return false;  // sits this step out
     if (!ResolvePipelined(a, /*gated=*/false, Status::OK())) RestartCold(a);
-    return false;  // joins the batch from the next step on
+    return false;  // joins the batch
   }
   // Its first chunk, alone, each layer as soon as its rows are in.
   const size_t take = std::min<size_t>({a.pending.size() - a.n_fed, static_cast<size_t>(options_.prefill_chunk),
@@ -146,7 +146,8 @@ bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
                 gate.layers_waited(), gate.yielded() ? "; yielded to a new request" : "");
   if (gate.yielded()) {
     // A request came: this turn continues the usual way once its import has
-    // ended; the chunk's positions hold garbage rows.
+    // ended (no second gated decode); the chunk's positions hold garbage rows.
+    a.pipelined_yielded = true;
     a.batch_fed = 0;
     a.batch_row = -1;
     if (Status s = ctx_.TruncateSlot(a.slot, pos0); !s.ok()) {

@@ -1,6 +1,7 @@
 // Scheduler, inference thread: the loop and one iteration (batch build,
 // decode, sampling, streaming, finishing).
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <map>
 
@@ -98,6 +99,12 @@ Status Scheduler::Step() {
     Status decoded;
     if (StepPipelined(*piped, live == 1, &decoded)) {
       RecordPrefill(*piped);
+      return Status::OK();
+    }
+    // Sitting out with nothing else to run: wait for its import a little
+    // (then the loop admits whoever came), rather than spin.
+    if (live == 1 && piped->gated_import) {
+      piped->gated_import->WaitEndedFor(std::chrono::milliseconds(2));
       return Status::OK();
     }
   }
@@ -238,6 +245,12 @@ void Scheduler::EmitText(Active& a, std::string_view text) {
 
 void Scheduler::Finish(Active& a, api::FinishReason reason) {
   if (a.done) return;
+  // A turn that ends while its pipelined restore still runs (cancelled,
+  // shutdown): its slot is committed below only once the read verified it.
+  if (a.gated_import && !ResolvePipelined(a, /*gated=*/false, Status::OK())) {
+    FailActive(a, Status::Cancelled("the turn ended before its restore was verified"));
+    return;
+  }
   a.done = true;
   if (a.out.size() > a.emitted) EmitText(a, std::string_view(a.out).substr(a.emitted));
   a.emitted = a.out.size();
@@ -259,6 +272,14 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
 
 void Scheduler::FailActive(Active& a, const Status& s) {
   if (a.done) return;
+  if (a.gated_import) {  // its import writes into the slot: let it end first
+    (void)a.gated_import->Finish();
+    a.gated_import.reset();
+    a.pipelined_landing.reset();
+    std::lock_guard<std::mutex> lock(mu_);
+    agent_reads_.erase(*a.pipelined_read);  // (its result would restore what failed)
+    a.pipelined_read.reset();
+  }
   a.done = true;
   metrics_.CountRequest("error");
   Agent& agent = *a.agent;

@@ -364,6 +364,52 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   EXPECT_EQ(bad->text(), cold->text());
 }
 
+// A pipelined restore with another turn arriving meanwhile: the returning
+// agent sits out (or yields) while the other one runs, restores once its read
+// ended, and both answer as they would alone; a cancelled turn whose restore
+// is still running ends cleanly and leaves the agent restorable.
+TEST_F(ReadLandingSchedulerTest, APipelinedRestoreGivesWayToOtherTurns) {
+  layer_gates_ = true;
+  SchedulerOptions piped;
+  piped.pipelined_restore = true;
+  auto* slow = MakeFileSystem<store_test::HookedFileSystem>(DefaultFileSystem(), /*concurrent=*/true);
+  slow->read_hook = [](const std::string& path, uint64_t, size_t) {
+    if (path.find("/blocks/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    return Status::OK();
+  };
+  Boot(2, 64u << 20, piped, 1024, slow);
+  auto a1 = Run("a", a, 10);
+  EXPECT_TRUE(sched_->ListAgents("default").ok());
+  sched_->FlushSaves();
+  const std::string a_next = a + a1->text() + " And";
+  const std::string b = Prompt(2);
+
+  Boot(2, 64u << 20, piped, 1024, slow);
+  auto a2 = Send("a", a_next, 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // its manifest is in, its blocks not yet
+  auto b1 = Send("b", b, 10);
+  a2->Wait();
+  b1->Wait();
+  ASSERT_TRUE(a2->error().ok()) << a2->error().ToString();
+  ASSERT_TRUE(b1->error().ok()) << b1->error().ToString();
+  EXPECT_EQ(a2->usage().cache_state, api::CacheState::kWarm);
+
+  api::CancellationToken cancel;
+  Boot(2, 64u << 20, piped, 1024, slow);
+  auto cancelled = Send("a", a_next, 10, {}, cancel);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  cancel.Cancel();
+  cancelled->Wait();
+  auto a3 = Run("a", a_next, 10);  // restorable as before
+
+  Boot(2, 64u << 20, {}, 1024);
+  auto a_cold = Run("a-cold", a_next, 10);
+  auto b_cold = Run("b-cold", b, 10);
+  EXPECT_EQ(a2->text(), a_cold->text());
+  EXPECT_EQ(a3->text(), a_cold->text());
+  EXPECT_EQ(b1->text(), b_cold->text());
+}
+
 // Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0
 // (at-rest bytes), the slot f16 (resident bytes); hot and warm restores
 // dequantize; a restart with q4_0 slots (a GPU server) restores the same

@@ -110,6 +110,7 @@ struct Scheduler::Active {
   std::unique_ptr<engine::LayerGatedImport> gated_import;
   std::optional<AgentKey> pipelined_read;
   std::shared_ptr<ReadLanding::Ticket> pipelined_landing;
+  bool pipelined_yielded = false;  // its gated decode gave way to a request: it now waits for its import
 };
 
 }  // namespace agentkv::sched
