@@ -46,6 +46,8 @@ void ReadLanding::Ticket::OnPlan(uint32_t first, std::span<const BlockRef> block
   blocks_left_ = std::make_unique<std::atomic<uint32_t>[]>(n_copies);
   for (size_t i = 0; i < n_copies; ++i) blocks_left_[i].store(static_cast<uint32_t>(blocks.size()));
   block_bytes_ = std::make_unique<BlockBytes[]>(blocks.size());
+  planned_.store(true, std::memory_order_release);
+  on_record_();
 }
 
 void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layout, uint64_t begin, uint64_t end) {

@@ -87,12 +87,13 @@ class ReadLanding::Ticket : public LoadObserver {
   void OnDataRead(uint32_t index, const BlockFileLayout& layout, uint64_t begin, uint64_t end) override;
   void OnRecord(const AgentRecord& record) override;
 
-  // Before the read starts: stream it; `on_record` is called (on the read
-  // thread) once the manifest is read, when EarlyRecord() has it.
-  void Stream(std::function<void()> on_record) { on_record_ = std::move(on_record); }
-  // Streaming, once on_record ran: the agent's record (else null), the
-  // planned state, its writer (null unless the plan is landing) and the
-  // planned blocks' ids.
+  // Before the read starts: stream it; `on_progress` is called (on the read
+  // thread) once the plan is set (Planned()) and once the manifest is read
+  // (EarlyRecord()).
+  void Stream(std::function<void()> on_progress) { on_record_ = std::move(on_progress); }
+  // Streaming: whether the plan lands (then state(), writer(), n_tokens()
+  // and planned_ids() hold it), and the agent's record once read (else null).
+  bool Planned() const { return planned_.load(std::memory_order_acquire); }
   std::shared_ptr<const AgentRecord> EarlyRecord() const;
   std::span<const uint8_t> state() const { return state_; }
   const engine::BlocksStateWriter* writer() const { return writer_ ? &*writer_ : nullptr; }
@@ -122,6 +123,7 @@ class ReadLanding::Ticket : public LoadObserver {
 
   // Streaming. Set before the read starts:
   std::function<void()> on_record_;
+  std::atomic<bool> planned_{false};  // set last by OnPlan: what it wrote is published
   // Set by OnPlan: per block tensor name, its row copy; per row copy, the
   // blocks still to land in it.
   std::vector<std::pair<std::string, size_t>> copy_of_tensor_;  // sorted by name

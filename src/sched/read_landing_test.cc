@@ -143,15 +143,19 @@ TEST(ReadLandingTest, AStreamedReadLandsEachRowCopyOnceEveryBlocksTensorForItIsI
   ASSERT_TRUE(t.want.ok());
 
   auto ticket = t.landing.Reserve();
-  std::atomic<int> records{0};
+  std::atomic<int> records{0};  // on_progress calls
   ticket->Stream([&] { ++records; });
+  EXPECT_FALSE(ticket->Planned());
   ticket->OnPlan(0, t.a.refs);
   ASSERT_TRUE(ticket->Streams());
   ASSERT_NE(ticket->writer(), nullptr);
+  EXPECT_TRUE(ticket->Planned());
+  EXPECT_EQ(records.load(), 1) << "told of the plan";
+  EXPECT_EQ(ticket->EarlyRecord(), nullptr);
   AgentRecord rec;
   rec.agent_id = "a";
   ticket->OnRecord(rec);
-  EXPECT_EQ(records.load(), 1);
+  EXPECT_EQ(records.load(), 2) << "told of the manifest";
   ASSERT_NE(ticket->EarlyRecord(), nullptr);
   EXPECT_EQ(ticket->EarlyRecord()->agent_id, "a");
 

@@ -72,18 +72,19 @@ bool Scheduler::PipelinedSource(const AgentKey& from, const AgentRead& read, con
                                 RestoreSource* source) {
   if (!pipelined_ || read.done || read.landing == nullptr || remote_ != nullptr || agent.fork_source) return false;
   const ReadLanding::Ticket& landing = *read.landing;
-  std::shared_ptr<const AgentRecord> rec = landing.EarlyRecord();
-  if (rec == nullptr || landing.writer() == nullptr) return false;
-  // The landing holds the agent's blocks exactly: the manifest's, those of
-  // the agent's tokens, all of them.
+  if (!landing.Planned()) return false;
+  // The landing holds the agent's blocks exactly: those of its tokens (as
+  // the table knows them), all of them; and the manifest's, if it is in
+  // already (else ResolvePipelined checks it once read).
   const std::vector<std::string>& planned = landing.planned_ids();
-  if (rec->tokens != agent.seq.tokens || rec->blocks.size() != planned.size() || planned.empty()) return false;
   const std::vector<std::string> ids = ComputeBlockIds(ctx_.spec().fingerprint, agent.seq.tokens);
-  if (ids.size() != planned.size()) return false;
-  for (size_t i = 0; i < planned.size(); ++i) {
-    if (rec->blocks[i].id != planned[i] || ids[i] != planned[i]) return false;
+  if (planned.empty() || ids != planned || landing.n_tokens() != agent.seq.tokens.size()) return false;
+  if (std::shared_ptr<const AgentRecord> rec = landing.EarlyRecord(); rec != nullptr) {
+    if (rec->tokens != agent.seq.tokens || rec->blocks.size() != planned.size()) return false;
+    for (size_t i = 0; i < planned.size(); ++i) {
+      if (rec->blocks[i].id != planned[i]) return false;
+    }
   }
-  if (landing.n_tokens() != agent.seq.tokens.size()) return false;
   source->state = api::CacheState::kWarm;
   source->pipelined = true;
   source->landing = read.landing;

@@ -331,6 +331,17 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   EXPECT_EQ(a2->text(), cold->text());
   sched_->FlushSaves();
 
+  // In the same process, an agent evicted to disk (known to the table: its
+  // restore starts once its read is planned, before the manifest is in).
+  const std::string a_last = a_next + a2->text() + " But";
+  ASSERT_TRUE(sched_->DeleteAgent("default", "a", /*evict_only=*/true).ok());
+  auto a3 = Run("a", a_last, 10);
+  EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
+  EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 2);
+  auto a3_cold = Run("cold-last", a_last, 10);
+  EXPECT_EQ(a3->text(), a3_cold->text());
+  sched_->FlushSaves();
+
   // The same prompt again: an agent whose turn ended after one token holds
   // exactly the prompt (EXACT: its last token is evaluated again).
   auto once = Run("once", a_next, 1);
