@@ -197,12 +197,14 @@ Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecor
   return std::move(dec->block);
 }
 
-BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<uint64_t>& file_bytes) const {
+BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<uint64_t>& file_bytes, bool streaming) const {
   const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
   uint64_t bytes = 0;
   for (uint64_t b : file_bytes) bytes += b;
   BlockReadOptions read_options;
-  read_options.chunk_bytes = options_.read_chunk_bytes.value_or(BlockReadChunkBytes(bytes, threads));
+  read_options.offset_major = streaming;
+  read_options.chunk_bytes = options_.read_chunk_bytes.value_or(
+      streaming ? StreamReadChunkBytes(bytes, threads) : BlockReadChunkBytes(bytes, threads));
   uint64_t reads = 0;
   for (uint64_t b : file_bytes) reads += 1 + (read_options.chunk_bytes > 0 ? b / read_options.chunk_bytes : 0);
   read_options.n_threads = static_cast<int>(std::min<uint64_t>(threads, reads));
@@ -249,11 +251,10 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     std::vector<uint64_t> file_bytes;
     for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
     for (uint64_t b : file_bytes) read_bytes += b;
-    read_options = ReadOptionsFor(file_bytes);
+    if (observer != nullptr) observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
+    read_options = ReadOptionsFor(file_bytes, observer != nullptr && observer->Streams());
     if (observer != nullptr) {
-      observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
       if (observer->Streams()) {
-        read_options.offset_major = true;
         read_options.on_data_read = [observer, first](size_t k, const BlockFileLayout& layout, uint64_t begin,
                                                       uint64_t end) {
           observer->OnDataRead(first + static_cast<uint32_t>(k), layout, begin, end);

@@ -363,8 +363,9 @@ class AgentStore {
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
   // How to read block files of these sizes at once (ReadBlockFiles, when
-  // fs_->ConcurrentReads()): options_' threads and chunk size or the defaults.
-  BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes) const;
+  // fs_->ConcurrentReads()): options_' threads and chunk size or the
+  // defaults (a streaming read's: StreamReadChunkBytes).
+  BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes, bool streaming = false) const;
   // Reads and verifies block `i` of `rec`; bad files are quarantined.
   // Reads and decodes block i of `rec` and checks it belongs there; a
   // corrupt file is quarantined. `read` is the block file already read and

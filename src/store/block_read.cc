@@ -108,6 +108,13 @@ size_t BlockReadChunkBytes(uint64_t data_bytes, int n_threads) {
   return static_cast<size_t>(std::clamp<uint64_t>(per_read, kMinBlockReadChunkBytes, uint64_t{1} << 40));
 }
 
+size_t StreamReadChunkBytes(uint64_t data_bytes, int n_threads) {
+  constexpr uint64_t kAlign = 64 << 10;
+  const uint64_t reads = 8 * static_cast<uint64_t>(std::max(1, n_threads));
+  const uint64_t per_read = ((data_bytes + reads - 1) / reads + kAlign - 1) / kAlign * kAlign;  // rounded up
+  return static_cast<size_t>(std::max<uint64_t>(per_read, kAlign));
+}
+
 Result<DecodedBlock> ReadBlockFile(FileSystem* fs, const std::string& path) {
   BlockReadOptions options;
   options.n_threads = 1;

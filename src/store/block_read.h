@@ -29,6 +29,11 @@ inline constexpr size_t kBlockHeadReadBytes = 64 << 10;
 // the kernel's readahead likes it (bench/RESULTS.md, "chunked block reads").
 inline constexpr size_t kMinBlockReadChunkBytes = 1 << 20;
 size_t BlockReadChunkBytes(uint64_t data_bytes, int n_threads);
+// The same for a streaming read (BlockReadOptions::offset_major, whose
+// reader follows the data as it comes): about eight reads per reader, at
+// least 64 KiB, so that the data comes in many small steps (layer by layer,
+// for block files) rather than in two waves.
+size_t StreamReadChunkBytes(uint64_t data_bytes, int n_threads);
 
 // Reads and fully verifies the block file at `path` (the checks of
 // DecodeBlockFile, block_file.h): its size, then its first kBlockHeadReadBytes

@@ -412,6 +412,13 @@ TEST(BlockReadChunkBytesTest, AboutTwoReadsPerThreadNoneUnderTheMinimum) {
   EXPECT_EQ(BlockReadChunkBytes(5'000'000, 0), 39u * kAlign) << "0 threads count as 1: 2.5 MB rounded up";
 }
 
+TEST(BlockReadChunkBytesTest, StreamingReadsAreAboutEightPerThreadOf64KiBAndMore) {
+  EXPECT_EQ(StreamReadChunkBytes(uint64_t{80'900'000}, 32), 320u << 10);  // 8B shape, 2K tokens: ~252 reads
+  EXPECT_EQ(StreamReadChunkBytes(uint64_t{5'400'000}, 8), 128u << 10);
+  EXPECT_EQ(StreamReadChunkBytes(1000, 8), 64u << 10);
+  EXPECT_EQ(StreamReadChunkBytes(0, 0), 64u << 10);
+}
+
 INSTANTIATE_TEST_SUITE_P(FileSystems, BlockReadTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Posix" : "Mem"; });
 
