@@ -235,6 +235,33 @@ class ReadLandingSchedulerTest : public SchedulerTest {
     return a1;
   }
   const std::string a = engine::testing::SampleText(4000).substr(0, 2800);
+
+  // Pipelined restores (sched/scheduler_pipelined.cc): the options, and a
+  // file system whose block file reads take 25 ms each (the manifest's do
+  // not), so that a read is still running when its manifest is in, as a
+  // disk's is.
+  SchedulerOptions Pipelined() {
+    layer_gates_ = true;
+    SchedulerOptions o;
+    o.pipelined_restore = true;
+    return o;
+  }
+  FileSystem* SlowBlockReads() {
+    auto* slow = MakeFileSystem<store_test::HookedFileSystem>(DefaultFileSystem(), /*concurrent=*/true);
+    slow->read_hook = [](const std::string& path, uint64_t, size_t) {
+      if (path.find("/blocks/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      return Status::OK();
+    };
+    return slow;
+  }
+  // Boots (`slots`, pipelined, over `fs`) and runs agent "a"; returns once its turn is saved.
+  std::shared_ptr<RecordingSink> BootPipelinedAndSaveAgentA(int slots, FileSystem* fs) {
+    Boot(slots, 64u << 20, Pipelined(), 1024, fs);
+    auto a1 = Run("a", a, 10);
+    EXPECT_TRUE(sched_->ListAgents("default").ok());
+    sched_->FlushSaves();
+    return a1;
+  }
 };
 
 // The read landing (sched/read_landing.h): after a restart, a warm restore
@@ -305,21 +332,9 @@ TEST_F(ReadLandingSchedulerTest, ABadBlockRestoresTheGoodPrefixFromItsBlocks) {
 // cold prefill of the same text does (an EXTEND, and an EXACT repeat), and a
 // bad block makes the turn start over cold, again with a cold agent's text.
 TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
-  layer_gates_ = true;
-  SchedulerOptions piped;
-  piped.pipelined_restore = true;
-  // Block file reads take 25 ms each (the manifest's do not): the read is
-  // still running when the manifest is in, as a disk's is.
-  auto* slow = MakeFileSystem<store_test::HookedFileSystem>(DefaultFileSystem(), /*concurrent=*/true);
-  slow->read_hook = [](const std::string& path, uint64_t, size_t) {
-    if (path.find("/blocks/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    return Status::OK();
-  };
-  Boot(1, 64u << 20, piped, 1024, slow);
-  auto a1 = Run("a", a, 10);
-  EXPECT_TRUE(sched_->ListAgents("default").ok());
-  sched_->FlushSaves();
-
+  const SchedulerOptions piped = Pipelined();
+  FileSystem* slow = SlowBlockReads();
+  auto a1 = BootPipelinedAndSaveAgentA(1, slow);
   const std::string a_next = a + a1->text() + " And";
   Boot(1, 64u << 20, piped, 1024, slow);  // restart: only the disk remains
   auto a2 = Run("a", a_next, 10);
@@ -380,18 +395,9 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
 // ended, and both answer as they would alone; a cancelled turn whose restore
 // is still running ends cleanly and leaves the agent restorable.
 TEST_F(ReadLandingSchedulerTest, APipelinedRestoreGivesWayToOtherTurns) {
-  layer_gates_ = true;
-  SchedulerOptions piped;
-  piped.pipelined_restore = true;
-  auto* slow = MakeFileSystem<store_test::HookedFileSystem>(DefaultFileSystem(), /*concurrent=*/true);
-  slow->read_hook = [](const std::string& path, uint64_t, size_t) {
-    if (path.find("/blocks/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    return Status::OK();
-  };
-  Boot(2, 64u << 20, piped, 1024, slow);
-  auto a1 = Run("a", a, 10);
-  EXPECT_TRUE(sched_->ListAgents("default").ok());
-  sched_->FlushSaves();
+  const SchedulerOptions piped = Pipelined();
+  FileSystem* slow = SlowBlockReads();
+  auto a1 = BootPipelinedAndSaveAgentA(2, slow);
   const std::string a_next = a + a1->text() + " And";
   const std::string b = Prompt(2);
 
