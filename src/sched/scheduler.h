@@ -102,8 +102,9 @@ struct SchedulerOptions {
   // 1.2 GB at 32K) and the start-up time to fault it in. Unset: on.
   std::optional<bool> read_reserve;
   // A returning agent's restore and first decode run while its blocks are
-  // still being read (sched/scheduler_pipelined.cc): once its manifest is
-  // in, the agent is admitted, llama.cpp imports the read landing's state as
+  // still being read (sched/scheduler_pipelined.cc): once its read is planned
+  // (an agent the table knows) or its manifest is in (one it does not, e.g.
+  // after a restart), the agent is admitted, llama.cpp imports the read landing's state as
   // it fills (engine/layer_gated_import.h) and the first decode computes each
   // layer as soon as that layer's rows are in; the turn uses the result only
   // if the read then verified every block, else it prefills cold. Only while

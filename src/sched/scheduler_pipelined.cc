@@ -5,9 +5,11 @@
 // 1. Its read streams (ReadLanding::Ticket::Stream): chunks by offset, every
 //    block tensor copied into the landing's state as it comes in, and the
 //    manifest handed over as soon as it is read (before the blocks).
-// 2. With the manifest in, the agent is admitted (TryAdmit / FindRestoreSource
-//    -> PipelinedSource) and llama.cpp starts importing the landing's state,
-//    following the read (StartPipelinedRestore: engine::LayerGatedImport).
+// 2. Once the read is planned (an agent the table knows), or its manifest is
+//    in (an agent it does not know yet, e.g. after a restart), the agent is
+//    admitted (TryAdmit / FindRestoreSource -> PipelinedSource) and llama.cpp
+//    starts importing the landing's state, following the read
+//    (StartPipelinedRestore: engine::LayerGatedImport).
 // 3. Step() decodes its first chunk beside the import when it is the only
 //    active turn, each layer as soon as that layer's rows are in
 //    (StepPipelined); with other turns running it sits out until its import

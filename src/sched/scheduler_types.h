@@ -107,9 +107,11 @@ struct Scheduler::Active {
   size_t batch_fed = 0;                      // this iteration: prefill tokens in the batch
   // A pipelined restore still running (scheduler_pipelined.cc): the import,
   // the read it follows (agent_reads_'s entry, in flight) and its landing.
+  // (The landing before the import: members are destroyed in reverse, and
+  // the import's destructor joins a thread that reads the landing.)
+  std::shared_ptr<ReadLanding::Ticket> pipelined_landing;
   std::unique_ptr<engine::LayerGatedImport> gated_import;
   std::optional<AgentKey> pipelined_read;
-  std::shared_ptr<ReadLanding::Ticket> pipelined_landing;
   bool pipelined_yielded = false;  // its gated decode gave way to a request: it now waits for its import
 };
 
