@@ -54,17 +54,8 @@ void LayerGatedImport::OnWait(void* self, size_t offset, size_t size) {
   // llama.cpp reads every header first, then copies the rows into the cache
   // in state order, asking for each row copy's exact range just before its
   // copy: so a call for row copy i means copies [0, i) are in the cache.
-  const size_t n = g->writer_.n_row_copies();
-  size_t lo = 0, hi = n;  // the first row copy that does not end at or before offset
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (g->writer_.RowBytes(mid).second <= offset) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  if (lo < n && g->writer_.RowBytes(lo) == std::make_pair(offset, offset + size)) {
+  const size_t lo = g->writer_.FirstRowCopyEndingAfter(offset);
+  if (lo < g->writer_.n_row_copies() && g->writer_.RowBytes(lo) == std::make_pair(offset, offset + size)) {
     {
       std::lock_guard<std::mutex> lock(g->mu_);
       g->cells_set_ = true;

@@ -559,6 +559,19 @@ std::pair<size_t, size_t> BlocksStateWriter::RowBytes(size_t i) const {
   return {c.offset, c.offset + (c.hi - c.lo) * RowBytesPerPosition(c)};
 }
 
+size_t BlocksStateWriter::FirstRowCopyEndingAfter(size_t offset) const {
+  size_t lo = 0, hi = copies_.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (RowBytes(mid).second <= offset) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 void BlocksStateWriter::CopyRows(size_t i) const {
   const RowCopy& c = copies_[i];
   for (uint32_t p = c.lo; p < c.hi;) {

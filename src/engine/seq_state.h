@@ -181,6 +181,10 @@ class BlocksStateWriter {
   size_t n_row_copies() const { return copies_.size(); }
   // Byte range [first, second) of dst that CopyRows(i) writes.
   std::pair<size_t, size_t> RowBytes(size_t i) const;
+  // The first row copy whose bytes end after dst offset `offset`
+  // (n_row_copies() if none): the ranges ascend, so the copies overlapping
+  // [offset, offset + n) are it and those after it that start below offset + n.
+  size_t FirstRowCopyEndingAfter(size_t offset) const;
   // Which cache section and layer the rows of copy i belong to (every
   // section's K rows, layer by layer, then its V rows: llama.cpp's order).
   size_t RowSection(size_t i) const { return copies_[i].section; }

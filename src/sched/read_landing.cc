@@ -38,7 +38,7 @@ void ReadLanding::Ticket::OnPlan(uint32_t first, std::span<const BlockRef> block
   n_tokens_ = static_cast<uint32_t>(n_tokens);
   for (const BlockRef& b : blocks) ids_.push_back(b.id);
   landed_ = std::make_unique<std::atomic<bool>[]>(blocks.size());
-  if (on_record_ == nullptr) return;
+  if (on_progress_ == nullptr) return;
   // Streaming: each row copy takes one tensor of every block.
   const size_t n_copies = writer_->n_row_copies();
   for (size_t i = 0; i < n_copies; ++i) copy_of_tensor_.emplace_back(writer_->RowTensorName(i), i);
@@ -47,7 +47,7 @@ void ReadLanding::Ticket::OnPlan(uint32_t first, std::span<const BlockRef> block
   for (size_t i = 0; i < n_copies; ++i) blocks_left_[i].store(static_cast<uint32_t>(blocks.size()));
   block_bytes_ = std::make_unique<BlockBytes[]>(blocks.size());
   planned_.store(true, std::memory_order_release);
-  on_record_();
+  on_progress_();
 }
 
 void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layout, uint64_t begin, uint64_t end) {
@@ -90,12 +90,12 @@ void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layo
 }
 
 void ReadLanding::Ticket::OnRecord(const AgentRecord& record) {
-  if (on_record_ == nullptr) return;
+  if (on_progress_ == nullptr) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     record_ = std::make_shared<const AgentRecord>(record);
   }
-  on_record_();
+  on_progress_();
 }
 
 std::shared_ptr<const AgentRecord> ReadLanding::Ticket::EarlyRecord() const {
@@ -107,19 +107,9 @@ void ReadLanding::Ticket::WaitFn(void* self, size_t offset, size_t size) {
   auto* t = static_cast<Ticket*>(self);
   if (size == 0 || !t->Streams()) return;
   const engine::BlocksStateWriter& w = *t->writer_;
-  // The row copies overlapping [offset, offset + size): ranges ascend.
-  const size_t n = w.n_row_copies();
-  size_t first = 0, hi = n;
-  while (first < hi) {
-    const size_t mid = first + (hi - first) / 2;
-    if (w.RowBytes(mid).second <= offset) {
-      first = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
   std::unique_lock<std::mutex> lock(t->mu_);
-  for (size_t i = first; i < n && w.RowBytes(i).first < offset + size; ++i) {
+  for (size_t i = w.FirstRowCopyEndingAfter(offset); i < w.n_row_copies() && w.RowBytes(i).first < offset + size;
+       ++i) {
     t->cv_.wait(lock, [&] { return t->abandoned_ || t->blocks_left_[i].load(std::memory_order_acquire) == 0; });
   }
 }

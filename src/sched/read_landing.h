@@ -83,14 +83,14 @@ class ReadLanding::Ticket : public LoadObserver {
   // lands nothing.
   void OnPlan(uint32_t first, std::span<const BlockRef> blocks) override;
   void OnBlockRead(uint32_t index, const KvBlock& block) override;
-  bool Streams() const override { return on_record_ != nullptr && writer_.has_value(); }
+  bool Streams() const override { return on_progress_ != nullptr && writer_.has_value(); }
   void OnDataRead(uint32_t index, const BlockFileLayout& layout, uint64_t begin, uint64_t end) override;
   void OnRecord(const AgentRecord& record) override;
 
   // Before the read starts: stream it; `on_progress` is called (on the read
   // thread) once the plan is set (Planned()) and once the manifest is read
   // (EarlyRecord()).
-  void Stream(std::function<void()> on_progress) { on_record_ = std::move(on_progress); }
+  void Stream(std::function<void()> on_progress) { on_progress_ = std::move(on_progress); }
   // Streaming: whether the plan lands (then state(), writer(), n_tokens()
   // and planned_ids() hold it), and the agent's record once read (else null).
   bool Planned() const { return planned_.load(std::memory_order_acquire); }
@@ -122,7 +122,7 @@ class ReadLanding::Ticket : public LoadObserver {
   std::unique_ptr<std::atomic<bool>[]> landed_;  // per planned block: verified and copied
 
   // Streaming. Set before the read starts:
-  std::function<void()> on_record_;
+  std::function<void()> on_progress_;
   std::atomic<bool> planned_{false};  // set last by OnPlan: what it wrote is published
   // Set by OnPlan: per block tensor name, its row copy; per row copy, the
   // blocks still to land in it.

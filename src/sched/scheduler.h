@@ -198,8 +198,10 @@ class Scheduler : public api::Backend {
   void RestartCold(Active& a);
   int AcquireSlot(const Agent& for_agent);                    // -1 if none free/evictable
   Status Step();                                              // one batch
-  // After a decode that fed a.batch_fed of its pending tokens: records them;
-  // the last one's logits give its first token.
+  // Adds a's next `take` pending tokens to a batch (a.batch_fed, and
+  // a.batch_row when the last one is among them); after the decode,
+  // RecordPrefill records them, the last one's logits giving its first token.
+  void AppendPrefill(Active& a, size_t take, std::vector<engine::BatchItem>* items);
   void RecordPrefill(Active& a);
   void OnTokenSampled(Active& a, int32_t token);
   void Finish(Active& a, api::FinishReason reason);

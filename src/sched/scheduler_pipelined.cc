@@ -131,12 +131,7 @@ bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
                                         static_cast<size_t>(ctx_.options().n_batch)});
   const int32_t pos0 = static_cast<int32_t>(a.agent->seq.tokens.size());
   std::vector<engine::BatchItem> items;
-  for (size_t i = 0; i < take; ++i) {
-    const bool last = a.n_fed + i + 1 == a.pending.size();
-    if (last) a.batch_row = static_cast<int>(items.size());
-    items.push_back({a.slot, a.pending[a.n_fed + i], pos0 + static_cast<int32_t>(i), last});
-  }
-  a.batch_fed = take;
+  AppendPrefill(a, take, &items);
   metrics_.ObserveBatch(0, static_cast<uint32_t>(items.size()));
   YieldingGate gate(*a.gated_import, n_waiting_);
   const auto start = Clock::now();

@@ -147,14 +147,7 @@ Status Scheduler::Step() {
     Active& a = *up;
     auto it = grant.find(&a);
     if (it == grant.end() || it->second == 0) continue;
-    const size_t take = it->second;
-    const int32_t pos0 = static_cast<int32_t>(a.agent->seq.tokens.size());
-    for (size_t i = 0; i < take; ++i) {
-      const bool last = a.n_fed + i + 1 == a.pending.size();
-      if (last) a.batch_row = static_cast<int>(items.size());
-      items.push_back({a.slot, a.pending[a.n_fed + i], pos0 + static_cast<int32_t>(i), last});
-    }
-    a.batch_fed = take;
+    AppendPrefill(a, it->second, &items);
     prefillers.push_back(&a);
   }
   if (items.empty()) return Status::OK();
@@ -177,6 +170,16 @@ Status Scheduler::Step() {
   }
   for (Active* a : prefillers) RecordPrefill(*a);
   return Status::OK();
+}
+
+void Scheduler::AppendPrefill(Active& a, size_t take, std::vector<engine::BatchItem>* items) {
+  const int32_t pos0 = static_cast<int32_t>(a.agent->seq.tokens.size());
+  for (size_t i = 0; i < take; ++i) {
+    const bool last = a.n_fed + i + 1 == a.pending.size();
+    if (last) a.batch_row = static_cast<int>(items->size());
+    items->push_back({a.slot, a.pending[a.n_fed + i], pos0 + static_cast<int32_t>(i), last});
+  }
+  a.batch_fed = take;
 }
 
 void Scheduler::RecordPrefill(Active& a) {

@@ -256,15 +256,17 @@ bool Scheduler::TryAdmit(Waiting& w) {
         PostAgentRead(key);
         return false;
       }
+      // Its record: from the completed read, or (a pipelined restore starts
+      // from the manifest, read before the blocks) from the read in flight.
+      std::shared_ptr<const AgentRecord> early;
+      const AgentRecord* rec = it->second.record ? &*it->second.record : nullptr;
       if (!it->second.done) {
-        // A pipelined restore starts from the manifest, read before the blocks.
-        std::shared_ptr<const AgentRecord> early;
         if (pipelined_ && it->second.landing != nullptr) early = it->second.landing->EarlyRecord();
         if (early == nullptr) return false;
-        known = agents_.emplace(key, AgentFromDisk(*early)).first->second.get();
-        Reindex(*known);
-      } else if (it->second.record) {
-        known = agents_.emplace(key, AgentFromDisk(*it->second.record)).first->second.get();
+        rec = early.get();
+      }
+      if (rec != nullptr) {
+        known = agents_.emplace(key, AgentFromDisk(*rec)).first->second.get();
         Reindex(*known);
       }
     }

@@ -252,14 +252,13 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
     for (uint64_t b : file_bytes) read_bytes += b;
     if (observer != nullptr) observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
-    read_options = ReadOptionsFor(file_bytes, observer != nullptr && observer->Streams());
-    if (observer != nullptr) {
-      if (observer->Streams()) {
-        read_options.on_data_read = [observer, first](size_t k, const BlockFileLayout& layout, uint64_t begin,
-                                                      uint64_t end) {
-          observer->OnDataRead(first + static_cast<uint32_t>(k), layout, begin, end);
-        };
-      }
+    const bool streaming = observer != nullptr && observer->Streams();
+    read_options = ReadOptionsFor(file_bytes, streaming);
+    if (streaming) {
+      read_options.on_data_read = [observer, first](size_t k, const BlockFileLayout& layout, uint64_t begin,
+                                                    uint64_t end) {
+        observer->OnDataRead(first + static_cast<uint32_t>(k), layout, begin, end);
+      };
     }
     read_job = [this, &ahead, &reader_ms, &ms_since, &first_file_ms, &last_file_ms, &usage, observer, first, read_options,
                 paths = std::move(paths)](size_t) mutable {
