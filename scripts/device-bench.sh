@@ -39,7 +39,7 @@
 #                                            into .device/redis.tar.xz (wrappers set LD_LIBRARY_PATH for
 #                                            them only), for device machines without them (carry .device)
 # The pipelined restore against the default, interleaved restarts, one call (build ~280 s + ~4 runs of 30 s):
-#   AGENTKV_LOG=debug scripts/device-bench.sh quick-build; ROUNDS=2 STEP_TIMEOUT=90 \
+#   scripts/device-bench.sh quick-build; AGENTKV_LOG=debug ROUNDS=2 STEP_TIMEOUT=90 \
 #     scripts/device-bench.sh vs-env AGENTKV_PIPELINED_RESTORE=on llama-3.1-8b 2048
 # Each device call copies the working tree anew (every source file's mtime changes), so a later call's
 # build_cuda recompiles everything (~5 min): run a build step and the steps that use it in ONE call, e.g.
@@ -160,6 +160,8 @@ case "${1:-}" in
         echo "round $round, ${env[*]}:"
         timeout $T "${env[@]}" "${BENCH[@]}" vs-llama-server --model "$(model_path $3)" --contexts "$4" --reps $REPS \
           --out $out 2>&1 | tail -8
+        # a debug log is mostly llama.cpp's: keep our own lines and the commands
+        [ -n "${AGENTKV_LOG:-}" ] && find $out -name 'agentkv*.log' -exec sed -i -n '/^agentkv\|^\$ /p' {} +
         pack $out vs-env-$3-r$round-$with
       done
     done
