@@ -63,6 +63,11 @@ pack() {  # pack DIR NAME: whatever the step wrote, minus caches and models
   (cd "$1" && tar czf "$OUT/$2.tgz" --exclude='*-cache' --exclude='*-slots' --exclude='*.gguf' --exclude='*.bin' .)
 }
 
+keep_our_log_lines() {  # keep_our_log_lines DIR: a debug log is mostly llama.cpp's; keep ours and the commands
+  [ -n "${AGENTKV_LOG:-}" ] && find "$1" -name 'agentkv*.log' -exec sed -i -n '/^agentkv\|^\$ /p' {} +
+  return 0
+}
+
 build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and build into build-cuda/
   # ccache outside .device: a carried .device replaces the device's copy, and with it the cache
   # (the H200 machines had no ccache on 2026-12-01, and are given back after 30 s idle).
@@ -150,6 +155,7 @@ case "${1:-}" in
   vs)
     out=/tmp/b/vs-$2-${3//,/_}
     timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS --out $out 2>&1 | tail -15
+    keep_our_log_lines $out
     pack $out vs-$2-${3//,/_}
     ;;
   vs-env)
@@ -160,8 +166,7 @@ case "${1:-}" in
         echo "round $round, ${env[*]}:"
         timeout $T "${env[@]}" "${BENCH[@]}" vs-llama-server --model "$(model_path $3)" --contexts "$4" --reps $REPS \
           --out $out 2>&1 | tail -8
-        # a debug log is mostly llama.cpp's: keep our own lines and the commands
-        [ -n "${AGENTKV_LOG:-}" ] && find $out -name 'agentkv*.log' -exec sed -i -n '/^agentkv\|^\$ /p' {} +
+        keep_our_log_lines $out
         pack $out vs-env-$3-r$round-$with
       done
     done

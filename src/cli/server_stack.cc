@@ -160,7 +160,6 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   co.n_threads = config.n_threads;
   co.n_batch = std::max(config.prefill_chunk, 64);
   co.warmup = config.warmup;
-  co.layer_gates = config.pipelined_restore.value_or(false);  // DecodeGated, for pipelined restores
   AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
   const engine::ModelCacheSpec& spec = stack->context_->spec();
 

@@ -55,10 +55,6 @@ struct ContextOptions {
   // and on 2 CPU cores with f16 slots (8K: 6.4-6.6 -> 5.7-5.8 ms; bench/RESULTS.md).
   // The result is the same either way.
   std::optional<bool> overlap_import;
-  // Lets DecodeGated stop a decode before each layer (llama.cpp's eval
-  // callback, installed only then: it makes every graph go node range by
-  // node range through the callback).
-  bool layer_gates = false;
 };
 
 // One token to evaluate: append `token` at position `pos` of `slot`.
@@ -103,7 +99,8 @@ class Context {
   // attention (engine/layer_gate.h), for a slot whose rows are still being
   // imported (engine/layer_gated_import.h). Cancelled when the gate abandoned
   // the decode: the slots touched then hold the items' positions with
-  // garbage rows (callers truncate them). REQUIRES options().layer_gates.
+  // garbage rows (callers truncate them). llama.cpp's eval callback, which
+  // stops it, is set for this decode only: other decodes do not pay for it.
   Status DecodeGated(std::span<const BatchItem> items, LayerGate* gate);
   // Logits of items[i] of the last Decode(); REQUIRES items[i].want_logits.
   std::span<const float> Logits(int i) const;
@@ -147,9 +144,9 @@ class Context {
   // Corruption (slot cleared) if llama.cpp rejects the state.
   Status SetSlotState(int slot, std::span<const uint8_t> state, void (*wait)(void*, size_t, size_t), void* wait_user);
 
-  // llama.cpp's eval callback (ggml_backend_sched_eval_callback) when
-  // options_.layer_gates: asks to stop after each "attn_norm-<il>" node
-  // while a gate is set, and there calls it.
+  // llama.cpp's eval callback (ggml_backend_sched_eval_callback), set
+  // during DecodeGated only: asks to stop after each "attn_norm-<il>" node
+  // whose layer is not LayerReady, and there calls WaitLayer.
   static bool OnEval(::ggml_tensor* t, bool ask, void* self);
 
   const Model& model_;

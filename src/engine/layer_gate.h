@@ -9,6 +9,13 @@
 // the cache, or false to abandon the decode (its outputs are then garbage).
 // Called on the decoding thread, layers in ascending order, once per layer
 // and graph.
+//
+// Before that, while it plans which nodes to compute together, the decode
+// asks LayerReady(il) without waiting: true means every row of layer il is
+// in already (and counts as waited for), so the decode computes on through
+// that layer without stopping, and WaitLayer(il) is not called. Every stop
+// is a synchronisation and a graph cut in pieces (on CUDA: no CUDA graph),
+// so a decode whose rows are all in runs as one piece.
 
 namespace agentkv::engine {
 
@@ -16,6 +23,7 @@ class LayerGate {
  public:
   virtual ~LayerGate() = default;
   virtual bool WaitLayer(int il) = 0;
+  virtual bool LayerReady(int /*il*/) { return false; }  // false: stop before layer il
 };
 
 }  // namespace agentkv::engine

@@ -75,6 +75,12 @@ bool LayerGatedImport::WaitLayer(int il) {
   return rows_in_ >= need;
 }
 
+bool LayerGatedImport::LayerReady(int il) {
+  if (!LayerIn(il)) return false;
+  NoteWaited(il);
+  return true;
+}
+
 bool LayerGatedImport::LayerIn(int il) const {
   if (il < 0 || static_cast<size_t>(il) >= layer_rows_end_.size()) return true;
   std::lock_guard<std::mutex> lock(mu_);

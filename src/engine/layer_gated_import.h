@@ -60,6 +60,8 @@ class LayerGatedImport final : public LayerGate {
   // LayerGate: returns once every row of layer il is in the cache (at once
   // for a layer without rows), false if the import ended without them.
   bool WaitLayer(int il) override;
+  // LayerGate: LayerIn(il), and if so marks layer il waited for.
+  bool LayerReady(int il) override;
   // Without waiting: whether layer il's rows are all in the cache (true for
   // a layer without rows), and whether the import call returned (Finish
   // then does not block). Marks nothing waited for.

@@ -23,10 +23,7 @@ Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool
       tokenize_pieces_(std::clamp(ctx.n_threads(), 1, 8)),
       remote_(store != nullptr ? options_.remote : nullptr),
       slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {
-  pipelined_ = store_ != nullptr && options_.pipelined_restore.value_or(false) && ctx.options().layer_gates;
-  if (options_.pipelined_restore.value_or(false) && !pipelined_ && store_ != nullptr) {
-    AKV_LOG_WARN("pipelined restore: off (the context has no layer gates)");
-  }
+  pipelined_ = store_ != nullptr && options_.pipelined_restore.value_or(ctx.staging_pinned());
   if (store_ != nullptr && (options_.read_landing.value_or(ctx.staging_pinned()) || pipelined_)) {
     const auto n_stream = static_cast<uint32_t>(ctx.options().n_slots);
     landing_ = std::make_unique<ReadLanding>(

@@ -110,8 +110,9 @@ struct SchedulerOptions {
   // if the read then verified every block, else it prefills cold. Only while
   // that agent is the only one running (others are never held up by its
   // read; a request that arrives meanwhile makes it yield and restore the
-  // usual way). Needs a context with layer gates (engine::ContextOptions)
-  // and turns the read landing on. Unset: off.
+  // usual way). Turns the read landing on. Unset: on where the context
+  // stages through pinned memory (a GPU), off on CPU, where the read is not
+  // the restore's bottleneck (bench/RESULTS.md, stops 14 and 15).
   std::optional<bool> pipelined_restore;
 };
 

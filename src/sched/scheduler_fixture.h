@@ -68,7 +68,6 @@ class SchedulerTest : public ::testing::Test {
     o.slot_ctx = slot_ctx;
     o.n_threads = 2;
     o.slot_type_k = o.slot_type_v = slot_kv_;  // unset: q4_0 slots, as the blocks
-    o.layer_gates = layer_gates_;
     ctx_ = std::move(engine::Context::Create(*model_, o)).value();
     AgentStoreOptions so;
     so.cache_dir = dir_.string();
@@ -86,7 +85,6 @@ class SchedulerTest : public ::testing::Test {
   // The slots' KV type for the next Boot (hybrid slots); unset: the at-rest type.
   std::optional<engine::KvType> slot_kv_;
   // Whether the next Boot's context can gate decodes (pipelined restores).
-  bool layer_gates_ = false;
 
   void Shutdown() {
     if (sched_) sched_->Stop();

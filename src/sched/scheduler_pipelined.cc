@@ -51,12 +51,17 @@ class YieldingGate : public engine::LayerGate {
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const auto end = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(end - start).count();
     waited_ms_ += ms;
     if (ms > 0.1) ++layers_waited_;
+    last_wait_end_ = end;
     return in;
   }
+  bool LayerReady(int il) override { return import_.LayerReady(il); }  // computes on through it
   bool yielded() const { return yielded_; }
+  // When the last stop ended (the decode's start if it never stopped).
+  std::chrono::steady_clock::time_point last_wait_end() const { return last_wait_end_; }
   double waited_ms() const { return waited_ms_; }    // for rows, in all
   int layers_waited() const { return layers_waited_; }  // layers whose rows were not all in yet
 
@@ -64,6 +69,7 @@ class YieldingGate : public engine::LayerGate {
   engine::LayerGatedImport& import_;
   const std::atomic<size_t>& n_waiting_;
   bool yielded_ = false;
+  std::chrono::steady_clock::time_point last_wait_end_ = std::chrono::steady_clock::now();
   double waited_ms_ = 0;
   int layers_waited_ = 0;
 };
@@ -137,11 +143,13 @@ bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
   const auto start = Clock::now();
   *decoded = ctx_.DecodeGated(items, &gate);
   // Where a pipelined turn's time went (AGENTKV_LOG=debug; bench/RESULTS.md, stop 14).
+  const auto end = Clock::now();
   AKV_LOG_DEBUG("pipelined restore of agent %s: gated decode of %zu tokens %.2f ms, %.2f ms of it waiting for the "
-                "rows of %d layers%s",
+                "rows of %d layers, %.2f ms after its last wait%s",
                 a.agent->key.agent_id.c_str(), items.size(),
-                std::chrono::duration<double, std::milli>(Clock::now() - start).count(), gate.waited_ms(),
-                gate.layers_waited(), gate.yielded() ? "; yielded to a new request" : "");
+                std::chrono::duration<double, std::milli>(end - start).count(), gate.waited_ms(),
+                gate.layers_waited(), std::chrono::duration<double, std::milli>(end - gate.last_wait_end()).count(),
+                gate.yielded() ? "; yielded to a new request" : "");
   if (gate.yielded()) {
     // A request came: this turn continues the usual way once its import has
     // ended (no second gated decode); the chunk's positions hold garbage rows.

@@ -241,7 +241,6 @@ class ReadLandingSchedulerTest : public SchedulerTest {
   // not), so that a read is still running when its manifest is in, as a
   // disk's is.
   SchedulerOptions Pipelined() {
-    layer_gates_ = true;
     SchedulerOptions o;
     o.pipelined_restore = true;
     return o;
