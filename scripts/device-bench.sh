@@ -16,6 +16,8 @@
 #   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
 #                                            model, bench restore on it with --overlap-import off and on
 #                                            (fits one call)
+#   scripts/device-bench.sh gpu-tests        CUDA build of engine_test and sched_test, then the tests in FILTER
+#                                            (default: the pipelined restore's, 'LayerGated*:ReadLanding*')
 #   scripts/device-bench.sh quick-build      the build and model of quick-vs only (when a call cannot hold both)
 #   scripts/device-bench.sh quick-vs CTXS    CUDA build + the llama-3.1-8b model + vs-llama-server on it
 #   scripts/device-bench.sh store [TOKENS]   CUDA build (agentkv) + bench store of a synthetic agent in the
@@ -114,6 +116,14 @@ case "${1:-}" in
     build_cuda agentkv llama-server engine_arch_test
     AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
     "$0" models
+    ;;
+  gpu-tests)  # the engine's and the scheduler's tests of a path, on the GPU (FILTER: a gtest filter)
+    build_cuda engine_test sched_test
+    f=${FILTER:-'LayerGated*:ReadLanding*'}
+    for t in engine/engine_test sched/sched_test; do
+      timeout 240 $B/src/$t --gtest_filter="$f" 2>&1 | grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is|actual' |
+        tee -a "$OUT/gpu-tests.txt"
+    done
     ;;
   quick-build)  # the build and the model of quick-vs, for a later call on the same (warm) machine
     build_cuda agentkv llama-server
