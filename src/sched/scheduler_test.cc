@@ -219,9 +219,10 @@ TEST_F(SchedulerTest, AReturningAgentsReadTakesItsTensorsFromTheReadReserve) {
 // The read landing's scheduler tests: one slot, agent "a" saved to disk.
 class ReadLandingSchedulerTest : public SchedulerTest {
  protected:
-  static SchedulerOptions Landing(bool on) {
+  static SchedulerOptions Landing(bool on) {  // the landing without the pipelined restore (on by default on GPUs)
     SchedulerOptions o;
     o.read_landing = on;
+    o.pipelined_restore = false;
     return o;
   }
   // Boots with the landing on and runs agent "a" on a prompt of two blocks
