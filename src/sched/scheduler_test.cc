@@ -337,12 +337,12 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   auto a1 = BootPipelinedAndSaveAgentA(1, slow);
   const std::string a_next = a + a1->text() + " And";
   Boot(1, 64u << 20, piped, 1024, slow);  // restart: only the disk remains
-  auto a2 = Run("a", a_next, 10);
+  auto a2 = Run("a", a_next, 16);
   EXPECT_EQ(a2->usage().cache_state, api::CacheState::kWarm);
   EXPECT_GT(a2->usage().cached_tokens, a1->usage().prompt_tokens - 1);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 1);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_fallbacks_total"), 0);
-  auto cold = Run("cold", a_next, 10);
+  auto cold = Run("cold", a_next, 16);
   EXPECT_EQ(a2->text(), cold->text());
   sched_->FlushSaves();
 
@@ -350,10 +350,10 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   // restore starts once its read is planned, before the manifest is in).
   const std::string a_last = a_next + a2->text() + " But";
   ASSERT_TRUE(sched_->DeleteAgent("default", "a", /*evict_only=*/true).ok());
-  auto a3 = Run("a", a_last, 10);
+  auto a3 = Run("a", a_last, 16);
   EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 2);
-  auto a3_cold = Run("cold-last", a_last, 10);
+  auto a3_cold = Run("cold-last", a_last, 16);
   EXPECT_EQ(a3->text(), a3_cold->text());
   sched_->FlushSaves();
 
@@ -362,7 +362,7 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   auto once = Run("once", a_next, 1);
   sched_->FlushSaves();
   Boot(1, 64u << 20, piped, 1024, slow);
-  auto again = Run("once", a_next, 10);
+  auto again = Run("once", a_next, 16);
   EXPECT_EQ(again->usage().cache_state, api::CacheState::kWarm);
   EXPECT_EQ(again->usage().match, api::MatchType::kExact);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 1);
@@ -383,7 +383,7 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   }
   ASSERT_GT(damaged, 0);
   Boot(1, 64u << 20, piped, 1024, slow);
-  auto bad = Run("a", a_next, 10);
+  auto bad = Run("a", a_next, 16);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_fallbacks_total"), 1);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 0);
   EXPECT_EQ(bad->usage().cache_state, api::CacheState::kCold);
@@ -402,9 +402,9 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreGivesWayToOtherTurns) {
   const std::string b = Prompt(2);
 
   Boot(2, 64u << 20, piped, 1024, slow);
-  auto a2 = Send("a", a_next, 10);
+  auto a2 = Send("a", a_next, 16);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // its manifest is in, its blocks not yet
-  auto b1 = Send("b", b, 10);
+  auto b1 = Send("b", b, 16);
   a2->Wait();
   b1->Wait();
   ASSERT_TRUE(a2->error().ok()) << a2->error().ToString();
@@ -413,15 +413,15 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreGivesWayToOtherTurns) {
 
   api::CancellationToken cancel;
   Boot(2, 64u << 20, piped, 1024, slow);
-  auto cancelled = Send("a", a_next, 10, {}, cancel);
+  auto cancelled = Send("a", a_next, 16, {}, cancel);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   cancel.Cancel();
   cancelled->Wait();
-  auto a3 = Run("a", a_next, 10);  // restorable as before
+  auto a3 = Run("a", a_next, 16);  // restorable as before
 
   Boot(2, 64u << 20, {}, 1024);
-  auto a_cold = Run("a-cold", a_next, 10);
-  auto b_cold = Run("b-cold", b, 10);
+  auto a_cold = Run("a-cold", a_next, 16);
+  auto b_cold = Run("b-cold", b, 16);
   EXPECT_EQ(a2->text(), a_cold->text());
   EXPECT_EQ(a3->text(), a_cold->text());
   EXPECT_EQ(b1->text(), b_cold->text());
