@@ -14,8 +14,8 @@
 // asks LayerReady(il) without waiting: true means every row of layer il is
 // in already (and counts as waited for), so the decode computes on through
 // that layer without stopping, and WaitLayer(il) is not called. Every stop
-// is a synchronisation and a graph cut in pieces (on CUDA: no CUDA graph),
-// so a decode whose rows are all in runs as one piece.
+// is a synchronisation and a cut in the graph, so a decode whose rows are
+// all in runs as one piece.
 
 namespace agentkv::engine {
 

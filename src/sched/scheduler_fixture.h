@@ -84,7 +84,6 @@ class SchedulerTest : public ::testing::Test {
   }
   // The slots' KV type for the next Boot (hybrid slots); unset: the at-rest type.
   std::optional<engine::KvType> slot_kv_;
-  // Whether the next Boot's context can gate decodes (pipelined restores).
 
   void Shutdown() {
     if (sched_) sched_->Stop();
