@@ -11,6 +11,7 @@
 
 #include "engine/context.h"
 #include "engine/hybrid_oracle.h"
+#include "engine/layer_gated_import.h"
 #include "engine/model.h"
 #include "engine/test_support.h"
 #include "engine/tokenizer.h"
@@ -220,6 +221,75 @@ TEST_P(ArchTest, HybridRestoreEqualsRoundTrippedColdSlot) {
               preset.c_str(), diff, q4_diff);
   EXPECT_LT(diff, 1.5f * q4_diff + 0.1f);
   EXPECT_GT(diff, 0.0f);
+  std::filesystem::remove(path);
+}
+
+// The pipelined restore's gated import (engine/layer_gated_import.h) on
+// every architecture. Where it applies (one cache section: dense GQA, MLA +
+// MoE), a decode stopped before every layer until that layer's rows are in
+// gives the logits of the same decode after the whole import, bit for bit,
+// and its graph named every layer's gate (CoveredAllLayers; else every
+// pipelined turn would start over cold). A sliding-window model's two
+// caches are refused up front (Supports; the scheduler then restores the
+// usual way) and by Start.
+TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
+  const std::string preset = GetParam();
+  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_gated_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
+  auto model = WriteAndLoadSynthModel(preset, path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ContextOptions o;
+  o.n_slots = 3;
+  o.slot_ctx = 1024;
+  o.n_threads = 2;
+  auto ctx = Context::Create(**model, o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  const ModelCacheSpec& spec = (*ctx)->spec();
+  Tokenizer tok(**model);
+  auto t = tok.Tokenize(testing::SampleText(8000), true);
+  ASSERT_GT(t.tokens.size(), 2 * kBlockTokens + 80);
+  t.tokens.resize(2 * kBlockTokens + 80);
+  const std::vector<int32_t> head(t.tokens.begin(), t.tokens.end() - 1);
+  const auto n = static_cast<uint32_t>(head.size());
+  ASSERT_TRUE(testing::Prefill(**ctx, 0, head).ok());
+  auto blocks = (*ctx)->ExportSlotBlocks(0);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  std::vector<const KvBlock*> ptrs;
+  for (const auto& b : *blocks) ptrs.push_back(&b);
+  std::vector<uint8_t> state(StateBytesForBlocks(ptrs, spec.layout(), n, 3));
+  auto writer = BlocksStateWriter::Start(ptrs, spec.layout(), n, 3, state);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  for (size_t i = 0; i < writer->n_row_copies(); ++i) writer->CopyRows(i);
+
+  if (!LayerGatedImport::Supports(spec.shape)) {
+    EXPECT_EQ(preset, "tiny-gemma3");
+    auto refused = LayerGatedImport::Start(**ctx, 2, state, *writer, nullptr, nullptr);
+    EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported) << refused.status().ToString();
+    std::filesystem::remove(path);
+    return;
+  }
+  // The reference: the whole import, then the next token.
+  ASSERT_TRUE((*ctx)->ImportSlotBlocks(1, ptrs, n).ok());
+  auto whole = testing::Prefill(**ctx, 1, {t.tokens.back()});
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+
+  auto import = LayerGatedImport::Start(**ctx, 2, state, *writer, nullptr, nullptr);
+  ASSERT_TRUE(import.ok()) << import.status().ToString();
+  struct EveryLayer : LayerGate {  // stops before every layer (no LayerReady)
+    explicit EveryLayer(LayerGatedImport& in) : in(in) {}
+    bool WaitLayer(int il) override {
+      ++stops;
+      return in.WaitLayer(il);
+    }
+    LayerGatedImport& in;
+    uint32_t stops = 0;
+  } gate(**import);
+  BatchItem item{2, t.tokens.back(), static_cast<int32_t>(n), true};
+  ASSERT_TRUE((*ctx)->DecodeGated({&item, 1}, &gate).ok());
+  EXPECT_EQ(gate.stops, spec.n_layer());
+  EXPECT_TRUE((*import)->CoveredAllLayers());
+  ASSERT_TRUE((*import)->Finish().ok());
+  const std::vector<float> gated((*ctx)->Logits(0).begin(), (*ctx)->Logits(0).end());
+  EXPECT_EQ(gated, *whole);
   std::filesystem::remove(path);
 }
 

@@ -51,6 +51,10 @@ class LayerGatedImport final : public LayerGate {
   // set the slot's cells, or its error (Corruption, slot cleared) if it
   // rejected the state first. `ctx`, `state`, `writer` and `user` must
   // outlive the import (Finish or destruction).
+  // Whether a slot of this shape can be imported gated: one cache section
+  // (not a sliding-window model's two). Start refuses the others.
+  static bool Supports(const StateShape& slot_shape) { return slot_shape.sections.size() == 1; }
+
   static Result<std::unique_ptr<LayerGatedImport>> Start(Context& ctx, int slot, std::span<const uint8_t> state,
                                                           const BlocksStateWriter& writer, WaitFn wait, void* user);
   ~LayerGatedImport() override;  // Finish()es, ignoring its status

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <future>
 
+#include "engine/layer_gated_import.h"
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
 #include "store/manifest.h"
@@ -24,6 +25,12 @@ Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool
       remote_(store != nullptr ? options_.remote : nullptr),
       slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr) {
   pipelined_ = store_ != nullptr && options_.pipelined_restore.value_or(ctx.staging_pinned());
+  if (pipelined_ && !engine::LayerGatedImport::Supports(ctx.spec().slot_shape)) {
+    pipelined_ = false;  // a sliding-window model's two caches (the landing plans none of them either)
+    if (options_.pipelined_restore.has_value()) {
+      AKV_LOG_INFO("pipelined restore: off for this model (more than one KV cache: sliding window)");
+    }
+  }
   if (store_ != nullptr && (options_.read_landing.value_or(ctx.staging_pinned()) || pipelined_)) {
     const auto n_stream = static_cast<uint32_t>(ctx.options().n_slots);
     landing_ = std::make_unique<ReadLanding>(

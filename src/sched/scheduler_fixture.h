@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/context.h"
@@ -19,6 +21,7 @@
 #include "sched/scheduler.h"
 #include "sched/test_sink.h"
 #include "store/file_system.h"
+#include "store/hooked_file_system_test_util.h"
 
 namespace agentkv::sched {
 
@@ -165,6 +168,19 @@ class SchedulerTest : public ::testing::Test {
     T* raw = fs.get();
     file_systems_.push_back(std::move(fs));
     return raw;
+  }
+
+  // A file system whose block file reads take 25 ms each (the manifest's do
+  // not), so that a read is still running when its manifest is in, as a
+  // disk's is (on this VM's page cache a read ends before its turn could
+  // start: pipelined restores).
+  FileSystem* SlowBlockReads() {
+    auto* slow = MakeFileSystem<store_test::HookedFileSystem>(DefaultFileSystem(), /*concurrent=*/true);
+    slow->read_hook = [](const std::string& path, uint64_t, size_t) {
+      if (path.find("/blocks/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      return Status::OK();
+    };
+    return slow;
   }
 
   static engine::Model* model_;

@@ -237,22 +237,13 @@ class ReadLandingSchedulerTest : public SchedulerTest {
   }
   const std::string a = engine::testing::SampleText(4000).substr(0, 2800);
 
-  // Pipelined restores (sched/scheduler_pipelined.cc): the options, and a
-  // file system whose block file reads take 25 ms each (the manifest's do
-  // not), so that a read is still running when its manifest is in, as a
-  // disk's is.
+  // Pipelined restores (sched/scheduler_pipelined.cc): the options (and
+  // the fixture's SlowBlockReads, so that a read is still running when its
+  // manifest is in).
   SchedulerOptions Pipelined() {
     SchedulerOptions o;
     o.pipelined_restore = true;
     return o;
-  }
-  FileSystem* SlowBlockReads() {
-    auto* slow = MakeFileSystem<store_test::HookedFileSystem>(DefaultFileSystem(), /*concurrent=*/true);
-    slow->read_hook = [](const std::string& path, uint64_t, size_t) {
-      if (path.find("/blocks/") != std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-      return Status::OK();
-    };
-    return slow;
   }
   // Boots (`slots`, pipelined, over `fs`) and runs agent "a"; returns once its turn is saved.
   std::shared_ptr<RecordingSink> BootPipelinedAndSaveAgentA(int slots, FileSystem* fs) {
