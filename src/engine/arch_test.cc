@@ -8,6 +8,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "engine/context.h"
 #include "engine/hybrid_oracle.h"
@@ -20,40 +24,66 @@
 namespace agentkv::engine {
 namespace {
 
-class ArchTest : public ::testing::TestWithParam<const char*> {};
+// Each test writes its preset's random-weight GGUF (seed 7) and loads it;
+// the file is removed at the end.
+class ArchTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    preset_ = GetParam();
+    std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();  // "Name/preset"
+    for (char& c : test) c = c == '/' ? '_' : c;
+    path_ = std::filesystem::temp_directory_path() / ("agentkv_arch_" + std::to_string(::getpid()) + "_" + test + ".gguf");
+    synth::SynthOptions so;
+    so.preset = preset_;
+    so.output_path = path_.string();
+    so.seed = 7;
+    ASSERT_TRUE(synth::WriteSynthModel(so).ok());
+    auto model = Model::Load(path_.string());
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    model_ = std::move(model).value();
+  }
+  void TearDown() override {
+    model_.reset();
+    std::filesystem::remove(path_);
+  }
 
-// The preset's random-weight GGUF (seed 7) written to `path`, then loaded.
-Result<std::unique_ptr<Model>> WriteAndLoadSynthModel(const std::string& preset, const std::filesystem::path& path) {
-  synth::SynthOptions so;
-  so.preset = preset;
-  so.output_path = path.string();
-  so.seed = 7;
-  AGENTKV_RETURN_IF_ERROR(synth::WriteSynthModel(so).status());
-  return Model::Load(path.string());
-}
+  // A context on the model (null, with a failure, if it cannot be created);
+  // slot_kv unset: q4_0 slots.
+  std::unique_ptr<Context> NewContext(int n_slots, int slot_ctx, std::optional<KvType> slot_kv = std::nullopt) {
+    ContextOptions o;
+    o.n_slots = n_slots;
+    o.slot_ctx = slot_ctx;
+    o.n_threads = 2;
+    o.slot_type_k = o.slot_type_v = slot_kv;
+    auto ctx = Context::Create(*model_, o);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
+    return ctx.ok() ? std::move(ctx).value() : nullptr;
+  }
+  // The first n tokens of the sample text's first `chars` characters (fewer if it has fewer).
+  std::vector<int32_t> SampleTokens(size_t chars, size_t n) const {
+    Tokenizer tok(*model_);
+    std::vector<int32_t> tokens = tok.Tokenize(testing::SampleText(chars), true).tokens;
+    if (tokens.size() > n) tokens.resize(n);
+    return tokens;
+  }
+
+  std::string preset_;
+  std::filesystem::path path_;
+  std::unique_ptr<Model> model_;
+};
 
 TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
-  const std::string preset = GetParam();
-  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
-  auto model = WriteAndLoadSynthModel(preset, path);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::string& preset = preset_;
+  auto ctx = NewContext(3, 2048);
+  ASSERT_NE(ctx, nullptr);
+  const ModelCacheSpec& spec = ctx->spec();
 
-  ContextOptions o;
-  o.n_slots = 3;
-  o.slot_ctx = 2048;
-  o.n_threads = 2;
-  auto ctx = Context::Create(**model, o);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
-  const ModelCacheSpec& spec = (*ctx)->spec();
+  const std::vector<int32_t> tokens = SampleTokens(12000, 3 * kBlockTokens + 80);
+  ASSERT_EQ(tokens.size(), 3 * kBlockTokens + 80);
+  std::vector<int32_t> head(tokens.begin(), tokens.end() - 1);
+  ASSERT_TRUE(testing::Prefill(*ctx, 0, head).ok());
 
-  Tokenizer tok(**model);
-  auto t = tok.Tokenize(testing::SampleText(12000), true);
-  ASSERT_GT(t.tokens.size(), 3 * kBlockTokens + 80);
-  t.tokens.resize(3 * kBlockTokens + 80);
-  std::vector<int32_t> head(t.tokens.begin(), t.tokens.end() - 1);
-  ASSERT_TRUE(testing::Prefill(**ctx, 0, head).ok());
-
-  auto blocks = (*ctx)->ExportSlotBlocks(0);
+  auto blocks = ctx->ExportSlotBlocks(0);
   ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
   ASSERT_EQ(blocks->size(), 4u);
   std::vector<const KvBlock*> ptrs;
@@ -75,23 +105,23 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
               spec.n_layer(), static_cast<unsigned long long>(spec.BytesPerToken(KvType::kQ4_0, KvType::kQ4_0)),
               static_cast<unsigned long long>(spec.BytesPerToken(KvType::kF16, KvType::kF16)));
 
-  ASSERT_TRUE((*ctx)->ImportSlotBlocks(2, ptrs, head.size()).ok());
-  auto again = (*ctx)->ExportSlotBlocks(2);
+  ASSERT_TRUE(ctx->ImportSlotBlocks(2, ptrs, head.size()).ok());
+  auto again = ctx->ExportSlotBlocks(2);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *blocks);
   // Tail exports (sliding-window layers included) give the same blocks.
   for (uint32_t first : {1u, 3u}) {
-    auto tail = (*ctx)->ExportSlotBlocks(0, first);
+    auto tail = ctx->ExportSlotBlocks(0, first);
     ASSERT_TRUE(tail.ok()) << tail.status().ToString();
     EXPECT_EQ(*tail, std::vector<KvBlock>(blocks->begin() + first, blocks->end())) << "from block " << first;
   }
 
-  auto a = testing::Prefill(**ctx, 0, {t.tokens.back()});
-  auto b = testing::Prefill(**ctx, 2, {t.tokens.back()});
+  auto a = testing::Prefill(*ctx, 0, {tokens.back()});
+  auto b = testing::Prefill(*ctx, 2, {tokens.back()});
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b);
-  auto ga = testing::GreedyDecode(**ctx, 0, *a, 32);
-  auto gb = testing::GreedyDecode(**ctx, 2, *b, 32);
+  auto ga = testing::GreedyDecode(*ctx, 0, *a, 32);
+  auto gb = testing::GreedyDecode(*ctx, 2, *b, 32);
   ASSERT_TRUE(ga.ok() && gb.ok());
   EXPECT_EQ(*ga, *gb);
 
@@ -113,21 +143,21 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
   // same greedy token.
   const uint32_t n_exact = static_cast<uint32_t>(head.size()) - 1;
   EXPECT_EQ(RestorablePrefix(ptrs, spec.shape, n_exact), n_exact);
-  const std::vector<int32_t> refeed = {head.back(), t.tokens.back()};
-  (*ctx)->ClearSlot(2);
-  ASSERT_TRUE(testing::Prefill(**ctx, 2, std::vector<int32_t>(head.begin(), head.end() - 1)).ok());
-  auto cold = testing::Prefill(**ctx, 2, refeed);
+  const std::vector<int32_t> refeed = {head.back(), tokens.back()};
+  ctx->ClearSlot(2);
+  ASSERT_TRUE(testing::Prefill(*ctx, 2, std::vector<int32_t>(head.begin(), head.end() - 1)).ok());
+  auto cold = testing::Prefill(*ctx, 2, refeed);
   ASSERT_TRUE(cold.ok()) << cold.status().ToString();
   for (const bool resident : {false, true}) {
     // From blocks: import n - 1 positions. Resident: import all n, then cut one.
-    ASSERT_TRUE((*ctx)->ImportSlotBlocks(1, ptrs, resident ? head.size() : n_exact).ok());
-    if (resident) ASSERT_TRUE((*ctx)->TruncateSlot(1, n_exact).ok());
-    auto c = testing::Prefill(**ctx, 1, refeed);
+    ASSERT_TRUE(ctx->ImportSlotBlocks(1, ptrs, resident ? head.size() : n_exact).ok());
+    if (resident) ASSERT_TRUE(ctx->TruncateSlot(1, n_exact).ok());
+    auto c = testing::Prefill(*ctx, 1, refeed);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_EQ(*c, *cold) << (resident ? "resident" : "from blocks");
     EXPECT_LT(testing::MaxAbsDiff(*a, *c), 0.15f) << (resident ? "resident" : "from blocks");
     EXPECT_EQ(testing::Argmax(*a), testing::Argmax(*c));
-    (*ctx)->ClearSlot(1);
+    ctx->ClearSlot(1);
   }
   if (preset == "tiny-deepseek2") {
     EXPECT_EQ(spec.layers[0].v_width, 0u);  // MLA: K holds the latent, no V
@@ -135,37 +165,26 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
   if (preset == "tiny-gemma3") {
     EXPECT_TRUE(any_window);
   }
-  std::filesystem::remove(path);
 }
 
 // A q4_0 cache's logits do not depend on how the prompt was split into
 // batches (per-row vs grouped flash attention, patches/llama.cpp/0002), also
 // with GQA, sliding windows and MLA.
 TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
-  const std::string preset = GetParam();
-  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_split_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
-  auto model = WriteAndLoadSynthModel(preset, path);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ContextOptions o;
-  o.n_slots = 2;
-  o.slot_ctx = 1024;
-  o.n_threads = 2;
-  auto ctx = Context::Create(**model, o);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
-  ASSERT_EQ((*ctx)->spec().type_k, KvType::kQ4_0);
-  Tokenizer tok(**model);
-  auto t = tok.Tokenize(testing::SampleText(6000), true);
-  ASSERT_GE(t.tokens.size(), 300u);
-  t.tokens.resize(300);
-  auto whole = testing::PrefillInChunks(**ctx, 0, t.tokens, 300);
+  const std::string& preset = preset_;
+  auto ctx = NewContext(2, 1024);
+  ASSERT_NE(ctx, nullptr);
+  ASSERT_EQ(ctx->spec().type_k, KvType::kQ4_0);
+  const std::vector<int32_t> tokens = SampleTokens(6000, 300);
+  ASSERT_EQ(tokens.size(), 300);
+  auto whole = testing::PrefillInChunks(*ctx, 0, tokens, 300);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   for (size_t chunk : {1u, 7u, 64u}) {
-    (*ctx)->ClearSlot(0);
-    auto split = testing::PrefillInChunks(**ctx, 0, t.tokens, chunk);
+    ctx->ClearSlot(0);
+    auto split = testing::PrefillInChunks(*ctx, 0, tokens, chunk);
     ASSERT_TRUE(split.ok()) << split.status().ToString();
     EXPECT_EQ(*split, *whole) << preset << ", chunks of " << chunk << ": max |diff| " << testing::MaxAbsDiff(*split, *whole);
   }
-  std::filesystem::remove(path);
 }
 
 // Hybrid slots (f16 slots, q4_0 blocks) on every architecture: the oracle of
@@ -174,36 +193,25 @@ TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
 // at-rest layout and fingerprint equal to q4_0 slots', and a quality bound
 // against the cold f16 slot relative to pure q4_0 slots (below).
 TEST_P(ArchTest, HybridRestoreEqualsRoundTrippedColdSlot) {
-  const std::string preset = GetParam();
-  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_hybrid_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
-  auto model = WriteAndLoadSynthModel(preset, path);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ContextOptions o;
-  o.n_slots = 3;
-  o.slot_ctx = 1024;
-  o.n_threads = 2;
-  auto q4 = Context::Create(**model, o);
-  ASSERT_TRUE(q4.ok()) << q4.status().ToString();
-  o.slot_type_k = o.slot_type_v = KvType::kF16;
-  auto ctx = Context::Create(**model, o);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
-  const ModelCacheSpec& spec = (*ctx)->spec();
+  const std::string& preset = preset_;
+  auto q4 = NewContext(3, 1024);
+  auto ctx = NewContext(3, 1024, KvType::kF16);
+  ASSERT_TRUE(q4 != nullptr && ctx != nullptr);
+  const ModelCacheSpec& spec = ctx->spec();
   EXPECT_TRUE(spec.HybridSlots());
-  EXPECT_EQ(spec.fingerprint, (*q4)->spec().fingerprint);
-  EXPECT_EQ(spec.shape, (*q4)->spec().shape);
+  EXPECT_EQ(spec.fingerprint, q4->spec().fingerprint);
+  EXPECT_EQ(spec.shape, q4->spec().shape);
 
-  Tokenizer tok(**model);
-  auto t = tok.Tokenize(testing::SampleText(8000), true);
-  ASSERT_GT(t.tokens.size(), 2 * kBlockTokens + 80);
-  t.tokens.resize(2 * kBlockTokens + 80);
-  const std::vector<int32_t> head(t.tokens.begin(), t.tokens.end() - 1);
+  const std::vector<int32_t> tokens = SampleTokens(8000, 2 * kBlockTokens + 80);
+  ASSERT_EQ(tokens.size(), 2 * kBlockTokens + 80);
+  const std::vector<int32_t> head(tokens.begin(), tokens.end() - 1);
   // Pure q4_0 slots, cold, in the same batch shapes: the error today's
   // servers have, the yardstick for the hybrid's.
-  ASSERT_TRUE(testing::Prefill(**q4, 0, head).ok());
-  auto q4_logits = testing::Prefill(**q4, 0, {t.tokens.back()});
+  ASSERT_TRUE(testing::Prefill(*q4, 0, head).ok());
+  auto q4_logits = testing::Prefill(*q4, 0, {tokens.back()});
   ASSERT_TRUE(q4_logits.ok());
-  q4->reset();
-  auto r = testing::RunHybridOracle(**ctx, head, t.tokens.back(), 32);
+  q4.reset();  // its memory back before the hybrid runs
+  auto r = testing::RunHybridOracle(*ctx, head, tokens.back(), 32);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->blocks.size(), 3u);
   EXPECT_EQ(r->reexport, r->blocks);
@@ -221,7 +229,6 @@ TEST_P(ArchTest, HybridRestoreEqualsRoundTrippedColdSlot) {
               preset.c_str(), diff, q4_diff);
   EXPECT_LT(diff, 1.5f * q4_diff + 0.1f);
   EXPECT_GT(diff, 0.0f);
-  std::filesystem::remove(path);
 }
 
 // The pipelined restore's gated import (engine/layer_gated_import.h) on
@@ -233,25 +240,16 @@ TEST_P(ArchTest, HybridRestoreEqualsRoundTrippedColdSlot) {
 // caches are refused up front (Supports; the scheduler then restores the
 // usual way) and by Start.
 TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
-  const std::string preset = GetParam();
-  const auto path = std::filesystem::temp_directory_path() / ("agentkv_arch_gated_" + std::to_string(::getpid()) + "_" + preset + ".gguf");
-  auto model = WriteAndLoadSynthModel(preset, path);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ContextOptions o;
-  o.n_slots = 3;
-  o.slot_ctx = 1024;
-  o.n_threads = 2;
-  auto ctx = Context::Create(**model, o);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
-  const ModelCacheSpec& spec = (*ctx)->spec();
-  Tokenizer tok(**model);
-  auto t = tok.Tokenize(testing::SampleText(8000), true);
-  ASSERT_GT(t.tokens.size(), 2 * kBlockTokens + 80);
-  t.tokens.resize(2 * kBlockTokens + 80);
-  const std::vector<int32_t> head(t.tokens.begin(), t.tokens.end() - 1);
+  const std::string& preset = preset_;
+  auto ctx = NewContext(3, 1024);
+  ASSERT_NE(ctx, nullptr);
+  const ModelCacheSpec& spec = ctx->spec();
+  const std::vector<int32_t> tokens = SampleTokens(8000, 2 * kBlockTokens + 80);
+  ASSERT_EQ(tokens.size(), 2 * kBlockTokens + 80);
+  const std::vector<int32_t> head(tokens.begin(), tokens.end() - 1);
   const auto n = static_cast<uint32_t>(head.size());
-  ASSERT_TRUE(testing::Prefill(**ctx, 0, head).ok());
-  auto blocks = (*ctx)->ExportSlotBlocks(0);
+  ASSERT_TRUE(testing::Prefill(*ctx, 0, head).ok());
+  auto blocks = ctx->ExportSlotBlocks(0);
   ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
   std::vector<const KvBlock*> ptrs;
   for (const auto& b : *blocks) ptrs.push_back(&b);
@@ -262,17 +260,16 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
 
   if (!LayerGatedImport::Supports(spec.shape)) {
     EXPECT_EQ(preset, "tiny-gemma3");
-    auto refused = LayerGatedImport::Start(**ctx, 2, state, *writer, nullptr, nullptr);
+    auto refused = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr, nullptr);
     EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported) << refused.status().ToString();
-    std::filesystem::remove(path);
-    return;
+      return;
   }
   // The reference: the whole import, then the next token.
-  ASSERT_TRUE((*ctx)->ImportSlotBlocks(1, ptrs, n).ok());
-  auto whole = testing::Prefill(**ctx, 1, {t.tokens.back()});
+  ASSERT_TRUE(ctx->ImportSlotBlocks(1, ptrs, n).ok());
+  auto whole = testing::Prefill(*ctx, 1, {tokens.back()});
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
 
-  auto import = LayerGatedImport::Start(**ctx, 2, state, *writer, nullptr, nullptr);
+  auto import = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr, nullptr);
   ASSERT_TRUE(import.ok()) << import.status().ToString();
   struct EveryLayer : LayerGate {  // stops before every layer (no LayerReady)
     explicit EveryLayer(LayerGatedImport& in) : in(in) {}
@@ -283,14 +280,13 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
     LayerGatedImport& in;
     uint32_t stops = 0;
   } gate(**import);
-  BatchItem item{2, t.tokens.back(), static_cast<int32_t>(n), true};
-  ASSERT_TRUE((*ctx)->DecodeGated({&item, 1}, &gate).ok());
+  BatchItem item{2, tokens.back(), static_cast<int32_t>(n), true};
+  ASSERT_TRUE(ctx->DecodeGated({&item, 1}, &gate).ok());
   EXPECT_EQ(gate.stops, spec.n_layer());
   EXPECT_TRUE((*import)->CoveredAllLayers());
   ASSERT_TRUE((*import)->Finish().ok());
-  const std::vector<float> gated((*ctx)->Logits(0).begin(), (*ctx)->Logits(0).end());
+  const std::vector<float> gated(ctx->Logits(0).begin(), ctx->Logits(0).end());
   EXPECT_EQ(gated, *whole);
-  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, ArchTest, ::testing::Values("tiny-llama", "tiny-gemma3", "tiny-deepseek2"),
