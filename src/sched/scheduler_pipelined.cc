@@ -1,6 +1,7 @@
 // Scheduler, pipelined restores: a returning agent restored, and its first
 // chunk decoded, while its blocks are still being read (SchedulerOptions::
-// pipelined_restore; the why and the measurements: bench/RESULTS.md, stop 14).
+// pipelined_restore, on by default with a GPU; the why and the measurements:
+// bench/RESULTS.md, stops 14 and 15).
 //
 // 1. Its read streams (ReadLanding::Ticket::Stream): chunks by offset, every
 //    block tensor copied into the landing's state as it comes in, and the
