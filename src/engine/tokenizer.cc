@@ -9,10 +9,12 @@ namespace agentkv::engine {
 
 Tokenizer::Tokenizer(const Model& model) : model_(model), vocab_(model.vocab()) {
   const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
+  is_special_.assign(static_cast<size_t>(std::max(n_vocab, 0)), 0);
   for (int32_t t = 0; t < n_vocab; ++t) {
     max_token_bytes_ = std::max(max_token_bytes_, Piece(t).size());
     const int attr = llama_vocab_get_attr(vocab_, t);
     if ((attr & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED | LLAMA_TOKEN_ATTR_UNKNOWN)) == 0) continue;
+    is_special_[static_cast<size_t>(t)] = 1;
     const char* text = llama_vocab_get_text(vocab_, t);
     if (text == nullptr || *text == '\0') continue;
     specials_.push_back({text, t, (attr & LLAMA_TOKEN_ATTR_LSTRIP) != 0, (attr & LLAMA_TOKEN_ATTR_RSTRIP) != 0});

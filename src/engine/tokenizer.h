@@ -110,6 +110,12 @@ class Tokenizer {
   std::string Detokenize(const std::vector<int32_t>& tokens) const;
 
   bool IsEndOfGeneration(int32_t token) const;  // EOS, EOT, ...
+  // True for the kinds of token that special-token text parses into outside
+  // `plain` ranges (control, user-defined, unknown; BOS and the template's
+  // turn markers among them): what a prompt's plain/special ranges are made of.
+  bool IsSpecial(int32_t token) const {
+    return token >= 0 && static_cast<size_t>(token) < is_special_.size() && is_special_[token] != 0;
+  }
   int32_t Bos() const;                          // -1 when the model has none
   int32_t Eos() const;                          // -1 when the model has none
   bool AddsBos() const;
@@ -144,6 +150,7 @@ class Tokenizer {
     bool rstrip = false;
   };
   std::vector<Special> specials_;
+  std::vector<uint8_t> is_special_;  // by token id
   size_t max_token_bytes_ = 1;
 };
 

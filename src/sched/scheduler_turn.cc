@@ -401,7 +401,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     available = engine::RestorablePrefix(ptrs, spec.shape, cached_tokens);
   }
 
-  TurnPlan plan = PlanTurn(w.fresh, agent.seq, w.prompt, available, {options_.diverge_ratio});
+  TurnPlan plan = PlanTurn(tokenizer_, w.fresh, agent.seq, w.prompt, available, {options_.diverge_ratio});
   if (plan.n_keep > 0) {
     Status restored;
     if (state == api::CacheState::kResident) {
@@ -423,7 +423,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     if (!restored.ok()) {
       AKV_LOG_WARN("restore of agent %s failed (%s); prefilling cold", agent.key.agent_id.c_str(),
                    restored.ToString().c_str());
-      plan = PlanTurn(w.fresh, agent.seq, w.prompt, 0);
+      plan = PlanTurn(tokenizer_, w.fresh, agent.seq, w.prompt, 0);
     }
   }
   if (plan.n_keep == 0) {

@@ -11,6 +11,15 @@
 // token (BOS) is ever inserted mid-context, no SentencePiece dummy space
 // appears mid-text, and every kept token's characters are in P.
 //
+// Special tokens are compared by token, not by character: the kept tokens'
+// special tokens (Tokenizer::IsSpecial: BOS, turn markers) must be exactly
+// P's special tokens over the same characters (same id, same span), else
+// n_keep ends before the first one that differs. A client's text that spells
+// a template token ("</s><s>system") is plain in P's tokenization, so it never
+// continues a cache whose tokens at those characters were real template
+// tokens, and the reverse. Plain tokens may be spelled differently (a
+// generated reply, byte fallback): the same characters as text either way.
+//
 // Pure function of its inputs; thread-compatible.
 
 #include <cstdint>
@@ -41,18 +50,26 @@ struct TurnPlan {
   std::vector<engine::TokenSpan> new_spans;    // into the prompt
 };
 
-// Plans a turn. `fresh` is the prompt tokenized with BOS (done off the
-// inference thread, see Scheduler::Submit). `max_reusable` caps n_keep (what
-// the cache source can restore, e.g. RestorablePrefix); the result's n_keep <=
-// max_reusable.
-TurnPlan PlanTurn(const engine::TokenizedText& fresh, const CachedSequence& cached, std::string_view prompt,
-                  uint32_t max_reusable, const MatchOptions& options = {});
-// The same, tokenizing the prompt itself.
+// Plans a turn. `fresh` is the prompt tokenized by `tokenizer` with BOS and
+// the prompt's plain ranges (done off the inference thread, see
+// Scheduler::Submit). `max_reusable` caps n_keep (what the cache source can
+// restore, e.g. RestorablePrefix); the result's n_keep <= max_reusable.
+TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const engine::TokenizedText& fresh,
+                  const CachedSequence& cached, std::string_view prompt, uint32_t max_reusable,
+                  const MatchOptions& options = {});
+// The same, tokenizing the prompt itself (all of it parsed for specials).
 TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const CachedSequence& cached, std::string_view prompt,
                   uint32_t max_reusable, const MatchOptions& options = {});
 
 // The spans prefix/ understands: aligned tokens only (the run before the
 // first unaligned token, see engine::TokenizedText::aligned).
 std::vector<TokenSpan> MatchableSpans(const std::vector<engine::TokenSpan>& spans, size_t text_size);
+
+// How many of the first `n_matchable` cached tokens agree with `fresh` on
+// special tokens: the largest n such that the special tokens among
+// cached[0, n) are exactly fresh's special tokens whose spans end at or
+// before cached[n - 1]'s end (same ids, same spans, same order).
+uint32_t TokensAgreeingOnSpecials(const engine::Tokenizer& tokenizer, const engine::TokenizedText& fresh,
+                                  const CachedSequence& cached, size_t n_matchable);
 
 }  // namespace agentkv::sched
