@@ -152,6 +152,18 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
     const json* role = Field(m, "role");
     if (role == nullptr || !role->is_string()) return AnthropicTypeError(param + ".role", "a string");
     const std::string& r = role->get_ref<const std::string&>();
+    if (r == "system") {
+      // Claude Code sends system messages mid-conversation (reminders); they
+      // render in place, so the prefix before them stays cacheable (moving
+      // them to the top would change it every turn).
+      const json* c = Field(m, "content");
+      if (c == nullptr) return Invalid(param + ".content", "Field required", "missing_required_parameter");
+      ChatMessage sys;
+      sys.role = Role::kSystem;
+      if (MaybeError e = StringOrTextBlocks(*c, param + ".content", "system messages", &sys.content)) return e;
+      out->push_back(std::move(sys));
+      continue;
+    }
     Role msg_role;
     if (r == "user") {
       msg_role = Role::kUser;
@@ -159,8 +171,7 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
       msg_role = Role::kAssistant;
     } else {
       return Invalid(param + ".role",
-                     "'" + r.substr(0, 32) + "' is not a valid role (user or assistant; the system prompt goes in "
-                     "the top-level 'system' field)",
+                     "'" + r.substr(0, 32) + "' is not a valid role (user, assistant or system)",
                      "invalid_value");
     }
     if (MaybeError e = ParseContent(m, param, msg_role, tool_names, out)) return e;

@@ -58,6 +58,27 @@ TEST(AnthropicJsonTest, ParsesSystemMessagesAndSampling) {
   EXPECT_EQ(r.kind, RequestKind::kChat);
 }
 
+// Claude Code's first request carries a system message inside `messages`
+// (issue 30): it is accepted and kept in place, after the top-level system.
+TEST(AnthropicJsonTest, SystemMessagesInsideMessagesStayInPlace) {
+  GenerationRequest r;
+  auto e = Parse(R"({"model":"m","max_tokens":4,"system":"top",
+                     "messages":[{"role":"user","content":"q1"},
+                                 {"role":"system","content":[{"type":"text","text":"reminder"},{"type":"text","text":"two"}]},
+                                 {"role":"user","content":"q2"},{"role":"system","content":"last"}]})",
+                 &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.messages.size(), 5u);
+  EXPECT_EQ(r.messages[0].role, Role::kSystem);
+  EXPECT_EQ(r.messages[0].content, "top");
+  EXPECT_EQ(r.messages[1].content, "q1");
+  EXPECT_EQ(r.messages[2].role, Role::kSystem);
+  EXPECT_EQ(r.messages[2].content, "reminder\ntwo");
+  EXPECT_EQ(r.messages[3].role, Role::kUser);
+  EXPECT_EQ(r.messages[4].role, Role::kSystem);
+  EXPECT_EQ(r.messages[4].content, "last");
+}
+
 TEST(AnthropicJsonTest, RefusesBadRequestsNamingTheField) {
   struct Case {
     std::string body;
@@ -72,7 +93,10 @@ TEST(AnthropicJsonTest, RefusesBadRequestsNamingTheField) {
       {R"({"model":"m","max_tokens":1.5,"messages":[{"role":"user","content":"hi"}]})", "max_tokens"},
       {R"({"model":"m","max_tokens":4,"messages":[]})", "messages"},
       {R"({"model":"m","max_tokens":4})", "messages"},
-      {R"({"model":"m","max_tokens":4,"messages":[{"role":"system","content":"x"}]})", "messages.0.role"},
+      {R"({"model":"m","max_tokens":4,"messages":[{"role":"wizard","content":"x"}]})", "messages.0.role"},
+      {R"({"model":"m","max_tokens":4,"messages":[{"role":"system"}]})", "messages.0.content"},
+      {R"({"model":"m","max_tokens":4,"messages":[{"role":"system","content":[{"type":"image"}]}]})",
+       "messages.0.content.0.type"},
       {R"({"model":"m","max_tokens":4,"messages":[{"role":"user"}]})", "messages.0.content"},
       {R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})",
        "messages.0.content.0.type"},

@@ -127,9 +127,16 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
   const std::string& p = req.path;
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
+  const bool head = req.method == "HEAD";  // httplib answers it with the GET handler, without the body
+  if (p == "/") {
+    // Clients probe the base URL before their first request (Claude Code: HEAD /).
+    *route = Route::kHealth;
+    if (!get && !head) return MethodNotAllowed(req, "GET, HEAD");
+    return JsonResponse(200, R"({"service":"agentkv","docs":"/v1/models, /health"})");
+  }
   if (p == "/health") {
     *route = Route::kHealth;
-    if (!get) return MethodNotAllowed(req, "GET");
+    if (!get && !head) return MethodNotAllowed(req, "GET, HEAD");
     if (!backend_->IsReady()) {
       HttpResponse r = JsonResponse(503, R"({"status":"loading"})");
       r.headers.emplace_back("Retry-After", "1");

@@ -66,6 +66,14 @@ TEST_F(RouterTest, HealthFollowsReadiness) {
   EXPECT_EQ(Get("/health").status, 200);
 }
 
+// Claude Code probes its base URL with HEAD / before the first request (issue 30).
+TEST_F(RouterTest, BaseUrlAnswersGetAndHead) {
+  EXPECT_EQ(Get("/").status, 200);
+  EXPECT_EQ(router_.Handle(Req("HEAD", "/")).status, 200);
+  EXPECT_EQ(router_.Handle(Req("HEAD", "/health")).status, 200);
+  EXPECT_EQ(router_.Handle(Req("POST", "/")).status, 405);
+}
+
 TEST_F(RouterTest, Models) {
   HttpResponse r = Get("/v1/models");
   ASSERT_EQ(r.status, 200);
