@@ -1,6 +1,8 @@
 // Issue 29, findings 1 and 7: nesting depth and memory admitted before the
 // parse, through the Router (no sockets), both APIs.
 
+#include <new>
+
 #include <gtest/gtest.h>
 
 #include "api/api_test_util.h"
@@ -117,6 +119,91 @@ TEST_F(RequestLimitsTest, DepthIsBoundedAnywhereInTheBody) {
          {"tool_calls", {{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", args.dump()}}}}}}},
         {{"role", "tool"}, {"tool_call_id", "c"}, {"content", "ok"}}}}};
   EXPECT_EQ(Post("/v1/chat/completions", body.dump()).status, 200);
+}
+
+// Issue 29, finding 7: a body that does not fit in the bytes being parsed at
+// once is 503 + Retry-After before its parse; it fits again once the others
+// are done.
+TEST(RequestMemoryTest, BodiesBeyondTheParseBudgetAre503) {
+  FakeBackend backend;
+  RouterOptions options;
+  options.parse_budget = std::make_shared<ParseBudget>(size_t{1} << 20);
+  Router router(&backend, ApiKeys(), options);
+  const std::string big = ChatBody(R"(,"pad":")" + std::string(size_t{600} << 10, 'x') + "\"");
+  std::shared_ptr<void> other = options.parse_budget->Acquire(size_t{600} << 10);  // another request parsing
+  HttpResponse r = router.Handle(Req("POST", "/v1/chat/completions", big));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "service_unavailable");
+  bool retry_after = false;
+  for (const auto& [k, v] : r.headers) retry_after = retry_after || k == "Retry-After";
+  EXPECT_TRUE(retry_after);
+  EXPECT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody(""))).status, 200);  // small: served
+  other.reset();
+  EXPECT_EQ(router.Handle(Req("POST", "/v1/chat/completions", big)).status, 200);
+  EXPECT_EQ(options.parse_budget->in_use(), 0u);  // released after the parse
+}
+
+// The tenant's ticket is taken before the parse: a tenant at its cap costs
+// no parse (429, even for a body that would be a 400).
+TEST(RequestMemoryTest, TenantCapIsCheckedBeforeTheParse) {
+  FakeBackend backend;
+  backend.config().delay_ms = 20;
+  RouterOptions options;
+  options.max_requests_per_tenant = 1;
+  Router router(&backend, ApiKeys(), options);
+  HttpResponse a =
+      router.Handle(Req("POST", "/v1/chat/completions", ChatBody(R"(,"stream":true)", "a long enough message")));
+  ASSERT_EQ(a.status, 200);
+  ASSERT_TRUE(a.stream);
+  EXPECT_EQ(router.Handle(Req("POST", "/v1/chat/completions", "{not json")).status, 429);
+}
+
+// 25 MB of tool descriptions took 69 s of template and tokenizer work before
+// the 413: the tools' bytes count toward the prompt bound, checked before
+// anything renders.
+TEST(RequestMemoryTest, ToolTextBeyondTheContextIs413BeforeSubmit) {
+  FakeBackend backend;
+  backend.config().context_tokens = 4096;
+  Router router(&backend, ApiKeys());
+  json tools = json::array();
+  for (int i = 0; i < 4; ++i) {
+    tools.push_back({{"type", "function"},
+                     {"function", {{"name", "f" + std::to_string(i)}, {"description", std::string(2000, 'd')}}}});
+  }
+  const json body = {{"model", "fake-model"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", tools}};
+  HttpResponse r = router.Handle(Req("POST", "/v1/chat/completions", body.dump()));
+  EXPECT_EQ(r.status, 413) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(backend.submit_calls(), 0);
+}
+
+// A backend whose Submit runs out of memory.
+class OutOfMemoryBackend final : public Backend {
+ public:
+  std::string ModelId() const override { return fake_.ModelId(); }
+  bool IsReady() const override { return true; }
+  int64_t ContextTokens() const override { return fake_.ContextTokens(); }
+  int64_t MaxPromptBytes() const override { return fake_.MaxPromptBytes(); }
+  Status Submit(GenerationRequest, std::shared_ptr<GenerationSink>) override { throw std::bad_alloc(); }
+  Result<std::vector<AgentInfo>> ListAgents(const std::string& ns) override { return fake_.ListAgents(ns); }
+  Result<AgentInfo> GetAgent(const std::string& ns, const std::string& id) override { return fake_.GetAgent(ns, id); }
+  Status DeleteAgent(const std::string& ns, const std::string& id, bool evict_only) override {
+    return fake_.DeleteAgent(ns, id, evict_only);
+  }
+  std::string MetricsText() const override { return ""; }
+
+ private:
+  FakeBackend fake_;
+};
+
+TEST(RequestMemoryTest, BadAllocIs503NotACrash) {
+  OutOfMemoryBackend backend;
+  Router router(&backend, ApiKeys());
+  HttpResponse r = router.Handle(Req("POST", "/v1/chat/completions", ChatBody("")));
+  EXPECT_EQ(r.status, 503) << r.body;
+  r = router.Handle(Req("POST", "/v1/messages", MessagesBody("")));
+  EXPECT_EQ(r.status, 529) << r.body;  // Anthropic's 503: overloaded
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "overloaded_error");
 }
 
 }  // namespace
