@@ -14,13 +14,16 @@ namespace {
 
 constexpr std::chrono::milliseconds kStreamPoll{100};
 
+// Takes the body out of `req` rather than copying it: up to max_body_bytes
+// per request in flight (issue 29). httplib's server reads no request body
+// after the handler (only method and headers, for the response).
 HttpRequest ToHttpRequest(const httplib::Request& req) {
   HttpRequest r;
   r.method = req.method;
   r.path = req.path;
   for (const auto& [k, v] : req.params) r.query.emplace(k, v);
   for (const auto& [k, v] : req.headers) r.headers.emplace_back(k, v);
-  r.body = req.body;
+  r.body = std::move(const_cast<httplib::Request&>(req).body);
   return r;
 }
 
