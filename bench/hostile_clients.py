@@ -237,7 +237,63 @@ def cases(quick):
     add("binary garbage", [os.urandom(4096)], "4xx")
     add("Authorization of 64 KB garbage", post_json(jb(GOOD_BODY), {"Authorization": "Bearer " + "k" * 65536}),
         "4xx")
+    C.extend(nesting_cases())
     return C
+
+
+# ---------------------------------------------------------------- nesting depth (issue 29, finding 1)
+# 40,000 levels (~80 KB) in any JSON the server walks recursively (dump(), json_schema_to_grammar, Jinja's
+# from_json) crashed the server for every tenant. Each form must be a 400 naming the limit (128 levels).
+
+def nested_object(levels):
+    return '{"a":' * (levels - 1) + "{}" + "}" * (levels - 1)
+
+
+def nesting_cases(levels=40000):
+    deep = nested_object(levels)
+    user = [{"role": "user", "content": "hi"}]
+    fn = '{"type":"function","function":{"name":"f","parameters":%s}}' % deep
+    oai = '{"messages":%s,"max_tokens":4,%%s}' % json.dumps(user)
+    ant = '{"model":"m","max_tokens":4,"messages":%s%s}'
+    tool_use = ('[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1",'
+                '"name":"f","input":%s}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1",'
+                '"content":"ok"}]}]' % deep)
+    calls = user + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": deep}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"}]
+    return [
+        ("deep tools[].function.parameters (40k)", post_json((oai % ('"tools":[%s]' % fn)).encode()), {400}, {}),
+        ("deep response_format schema (40k)",
+         post_json((oai % ('"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":%s}}'
+                           % deep)).encode()), {400}, {}),
+        ("deep Anthropic input_schema (40k)",
+         post_json((ant % (json.dumps(user), ',"tools":[{"name":"f","input_schema":%s}]' % deep)).encode(),
+                   path="/v1/messages"), {400}, {}),
+        ("deep Anthropic tool_use.input (40k)", post_json((ant % (tool_use, "")).encode(), path="/v1/messages"),
+         {400}, {}),
+        ("deep tool_calls arguments string (40k)", post_json(jb({"messages": calls, "max_tokens": 4})), {400}, {}),
+    ]
+
+
+# ---------------------------------------------------------------- memory before parsing (issue 29, finding 7)
+# A body's JSON DOM costs ~25x its bytes; N parallel maximal bodies used to end in std::bad_alloc (server dead).
+# Now the bytes parsed at once are bounded: each is served or answered 503 + Retry-After, the server lives.
+
+def dom_heavy_body(mib):
+    """A chat body of `mib` MiB whose unknown field is a list of empty objects (the costliest DOM per byte)."""
+    n = (mib << 20) // 3
+    return b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"pad":[' + b"{}," * (n - 1) + b"{}]}"
+
+
+def parallel_big_bodies(port, n, mib):
+    body = dom_heavy_body(mib)
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+        results = list(pool.map(lambda _: raw(port, post_json(body), timeout=120.0), range(n)))
+    statuses = [r["status"] if r["outcome"] == "response" else r["outcome"] for r in results]
+    ok = all(s in (200, 429, 503) for s in statuses)
+    return {"ok": ok, "bodies": n, "mib_each": mib, "statuses": statuses,
+            "seconds": round(time.monotonic() - t0, 2)}
 
 
 # ---------------------------------------------------------------- health prober
@@ -456,6 +512,12 @@ def main():
                              "ms": round(r["ms"], 1), "verdict": why if alive else "SERVER DIED"})
         phase("bad requests", run_cases)
 
+        # quick: parallel, all admitted; full: 8 x 30 MiB exceed the 48 MiB parse budget (503s, server alive).
+        n_big, big_mib = (4, 2) if args.quick else (8, 30)
+        big_bodies = phase("%d parallel %d MiB bodies" % (n_big, big_mib),
+                           lambda: parallel_big_bodies(port, n_big, big_mib))
+        big_bodies["peak_rss_mib"] = round(prober.peak_rss_kb / 1024.0, 1)
+
         loris_head = phase("slow-loris headers", lambda: slow_loris(port, n_loris, loris_s, False))
         loris_body = phase("slow-loris bodies", lambda: slow_loris(port, n_loris, loris_s, True))
 
@@ -497,13 +559,14 @@ def main():
         print("%-28s %7s %7s %8s %8s %8s %8s" % (name, h.get("probes"), h.get("failed"), h.get("p50_ms"),
                                                  h.get("p95_ms"), h.get("p99_ms"), h.get("max_ms")))
     print("\nslow-loris headers: %s; bodies: %s" % (loris_head, loris_body))
+    print("parallel big bodies: %s" % big_bodies)
     print("idle flood: %s" % flood)
     print("normal agent afterwards: %s" % good_after)
     print("role forgery through the cache: %s" % forgery)
     print("server peak: %d threads, %.0f MiB RSS" % (prober.peak_threads, prober.peak_rss_kb / 1024.0))
     health_ok = whole.get("failed", 1) == 0 and whole.get("p99_ms", 1e9) <= args.health_bound_ms
     ok_all = n_ok == len(rows) and health_ok and good_after["ok"] and alive_at_end and not forged \
-        and flood["during"]["chat_ok"] and forgery["ok"]
+        and flood["during"]["chat_ok"] and big_bodies["ok"] and forgery["ok"]
     print("\ncases %d/%d ok; /health p99 %s ms (bound %.0f), failed probes %s; forged log lines %d; server alive %s"
           " -> %s" % (n_ok, len(rows), whole.get("p99_ms"), args.health_bound_ms, whole.get("failed"), len(forged),
                       alive_at_end, "PASS" if ok_all else "FAIL"))
@@ -513,6 +576,7 @@ def main():
               "cases": rows, "phases": phases, "health_whole_run": whole,
               "slow_loris": {"connections": n_loris, "seconds": loris_s, "headers": loris_head, "bodies": loris_body},
               "idle_flood": dict(flood, connections=n_idle, seconds=idle_s),
+              "parallel_big_bodies": big_bodies,
               "normal_agent_after": good_after, "role_forgery": forgery,
               "server_peak_threads": prober.peak_threads, "server_peak_rss_mib": round(prober.peak_rss_kb / 1024.0, 1), "forged_log_lines": len(forged), "server_alive_at_end": alive_at_end,
               "pass": ok_all}

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <new>
 
 #include <nlohmann/json.hpp>
 
 #include "api/anthropic_tools.h"
+#include "api/bounded_json.h"
 #include "api/json_fields.h"
 
 namespace agentkv::api {
@@ -286,10 +288,14 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
 MaybeError ParseMessagesRequest(std::string_view body, const ParseContext& ctx, GenerationRequest* out,
                                 std::string* model_echo) {
   try {
-    json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return InvalidRequest("The request body is not valid JSON.", "", "invalid_json");
+    json j;
+    const JsonParse parsed = ParseBoundedJson(body, &j);
+    if (parsed == JsonParse::kTooDeep) return JsonTooDeep("The request body", "");
+    if (parsed == JsonParse::kInvalid) return InvalidRequest("The request body is not valid JSON.", "", "invalid_json");
     if (!j.is_object()) return InvalidRequest("The request body must be a JSON object.", "", "invalid_json");
     return ParseRequest(j, ctx, out, model_echo);
+  } catch (const std::bad_alloc&) {
+    throw;  // not the client's mistake: the router answers 503
   } catch (const std::exception& ex) {  // a type check we missed: still a 400
     return InvalidRequest(std::string("Invalid request: ") + ex.what(), "");
   }

@@ -7,6 +7,7 @@
 
 #include "api/anthropic_json.h"
 #include "api/anthropic_tools.h"
+#include "api/bounded_json.h"
 #include "api/usage_json.h"
 
 namespace agentkv::api {
@@ -55,8 +56,10 @@ std::string AnthropicMessageJson(const MessageMeta& meta, std::string_view think
   }
   if (!text.empty() || tool_calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
   for (const ToolCall& call : tool_calls) {
-    json input = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
-    if (input.is_discarded() || !input.is_object()) input = json::object();
+    // The model's arguments; deeper than a request may nest (or not an
+    // object): an empty input rather than a recursive dump of them.
+    json input;
+    if (ParseBoundedJson(call.arguments, &input) != JsonParse::kOk || !input.is_object()) input = json::object();
     content.push_back(
         {{"type", "tool_use"}, {"id", AnthropicToolUseId(call.id)}, {"name", call.name}, {"input", input}});
   }

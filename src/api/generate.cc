@@ -91,6 +91,23 @@ class SseBodyStream final : public BodyStream {
   bool cancelled_ = false;
 };
 
+// The client's bytes a chat template may render into the prompt: message
+// text, reasoning and tool calls, and the tools (templates put their names,
+// descriptions and schemas in the system prompt). Summed before rendering,
+// so that megabytes of tool text are refused at once, not after the
+// template and the tokenizer have worked through them.
+int64_t RenderableBytes(const GenerationRequest& gen) {
+  int64_t n = static_cast<int64_t>(gen.prompt.size());
+  for (const ChatMessage& m : gen.messages) {
+    n += static_cast<int64_t>(m.content.size() + m.reasoning_content.size());
+    for (const ToolCall& c : m.tool_calls) n += static_cast<int64_t>(c.name.size() + c.arguments.size());
+  }
+  for (const ToolDefinition& t : gen.tools) {
+    n += static_cast<int64_t>(t.name.size() + t.description.size() + t.parameters.size());
+  }
+  return n;
+}
+
 int64_t NowUnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -114,6 +131,22 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
     return ErrorResponse(ApiErrorFromStatus(Status::Unavailable("The model is loading; retry shortly.")));
   }
 
+  // Admission before the parse, which costs ~25x the body in JSON DOM: the
+  // tenant's in-flight ticket (held until the response ends), then the
+  // server-wide bound on the bytes being parsed at once (parse_budget.h).
+  std::shared_ptr<void> ticket = tenants_.Acquire(ns);
+  if (!ticket) {
+    return ErrorResponse(ApiErrorFromStatus(Status::ResourceExhausted(
+        "This API key has " + std::to_string(tenants_.max_per_tenant()) +
+        " requests in flight, its limit; retry when one has finished.")));
+  }
+  std::shared_ptr<void> parsing = parse_budget_->Acquire(req.body.size());
+  if (!parsing) {
+    return ErrorResponse(ApiErrorFromStatus(Status::Unavailable(
+        "The server is parsing other large requests (at most " + std::to_string(parse_budget_->max_bytes()) +
+        " bytes at once); retry shortly.")));
+  }
+
   ParseContext ctx;
   ctx.model_id = backend_->ModelId();
   ctx.model_aliases = options_.model_aliases;
@@ -127,6 +160,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
   std::optional<ApiError> error = anthropic ? ParseMessagesRequest(req.body, ctx, &gen, &model_echo)
                                   : kind == RequestKind::kChat ? ParseChatRequest(req.body, ctx, &gen)
                                                                : ParseCompletionRequest(req.body, ctx, &gen);
+  parsing.reset();  // the DOM is gone; what remains is ~1x the body
   if (error) return ErrorResponse(*error);
   gen.namespace_id = ns;
   gen.isolated = isolated;
@@ -136,26 +170,17 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
   // A prompt too long for the context whatever its tokens is refused by its
   // size, before anything tokenizes it; the exact token count is Submit's.
   const char* prompt_param = kind == RequestKind::kChat ? "messages" : "prompt";
-  int64_t prompt_bytes = static_cast<int64_t>(gen.prompt.size());
-  for (const ChatMessage& m : gen.messages) prompt_bytes += static_cast<int64_t>(m.content.size());
+  const int64_t prompt_bytes = RenderableBytes(gen);
   // Every rendered message takes at least one token, so more messages than
   // the context holds cannot fit either (even empty ones).
   const bool too_many_messages = static_cast<int64_t>(gen.messages.size()) >= backend_->ContextTokens();
   if (prompt_bytes > backend_->MaxPromptBytes() || too_many_messages) {
-    ApiError e = InvalidRequest("The prompt is " + std::to_string(prompt_bytes) + " bytes in " +
+    ApiError e = InvalidRequest("The prompt (messages and tools) is " + std::to_string(prompt_bytes) + " bytes in " +
                                     std::to_string(gen.messages.size()) + " messages: more than the context of " +
                                     std::to_string(backend_->ContextTokens()) + " tokens can hold.",
                                 prompt_param, "context_length_exceeded");
     e.http_status = 413;
     return ErrorResponse(e);
-  }
-
-  // One tenant cannot take the whole queue (held until the response ends).
-  std::shared_ptr<void> ticket = tenants_.Acquire(ns);
-  if (!ticket) {
-    return ErrorResponse(ApiErrorFromStatus(Status::ResourceExhausted(
-        "This API key has " + std::to_string(tenants_.max_per_tenant()) +
-        " requests in flight, its limit; retry when one has finished.")));
   }
 
   const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind, ctx.system_fingerprint};

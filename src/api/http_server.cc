@@ -1,6 +1,8 @@
 #include "api/http_server.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 
 #include <cpp-httplib/httplib.h>
 
@@ -12,13 +14,16 @@ namespace {
 
 constexpr std::chrono::milliseconds kStreamPoll{100};
 
+// Takes the body out of `req` rather than copying it: up to max_body_bytes
+// per request in flight (issue 29). httplib's server reads no request body
+// after the handler (only method and headers, for the response).
 HttpRequest ToHttpRequest(const httplib::Request& req) {
   HttpRequest r;
   r.method = req.method;
   r.path = req.path;
   for (const auto& [k, v] : req.params) r.query.emplace(k, v);
   for (const auto& [k, v] : req.headers) r.headers.emplace_back(k, v);
-  r.body = req.body;
+  r.body = std::move(const_cast<httplib::Request&>(req).body);
   return r;
 }
 
@@ -108,10 +113,20 @@ Result<int> HttpServer::Start() {
     if (res.status >= 500) e.type = "server_error";
     res.set_content(ApiErrorJson(e), "application/json");
   });
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    res.status = 500;
-    res.set_content(ApiErrorJson(ApiErrorFromStatus(Status::Internal("internal error"))),
-                    "application/json");
+  // An exception httplib caught around our handler (reading the body
+  // included): out of memory is 503 (retry later), anything else 500.
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    Status status = Status::Internal("internal error");
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::bad_alloc&) {
+      status = Status::Unavailable("The server is out of memory; retry shortly.");
+    } catch (...) {
+    }
+    const ApiError e = ApiErrorFromStatus(status);
+    res.status = e.http_status;
+    if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+    res.set_content(ApiErrorJson(e), "application/json");
   });
 
   const int port = options_.port == 0 ? s.bind_to_any_port(options_.host)

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <new>
 
 #include <nlohmann/json.hpp>
 
+#include "api/bounded_json.h"
 #include "api/identity.h"
 #include "api/json_fields.h"
 #include "api/openai_reasoning.h"
@@ -226,8 +228,11 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
 }
 
 json ParseBody(std::string_view body, MaybeError* error) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
+  json j;
+  const JsonParse parsed = ParseBoundedJson(body, &j);
+  if (parsed == JsonParse::kTooDeep) {
+    *error = JsonTooDeep("The request body", "");
+  } else if (parsed == JsonParse::kInvalid) {
     *error = InvalidRequest("The request body is not valid JSON.", "", "invalid_json");
   } else if (!j.is_object()) {
     *error = InvalidRequest("The request body must be a JSON object.", "", "invalid_json");
@@ -239,6 +244,8 @@ template <typename Fn>
 MaybeError Guarded(Fn fn) {
   try {
     return fn();
+  } catch (const std::bad_alloc&) {
+    throw;  // not the client's mistake: the router answers 503
   } catch (const std::exception& ex) {  // a type check we missed: still a 400
     return InvalidRequest(std::string("Invalid request: ") + ex.what(), "");
   }

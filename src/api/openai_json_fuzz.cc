@@ -4,7 +4,8 @@
 // Oracle besides "no crash, no exception, no sanitizer report": an accepted
 // request satisfies the documented contract (docs/api.md: ranges, non-empty
 // messages, <= 4 non-empty stop strings, a valid agent id), and a refused one
-// carries a 4xx status and a message.
+// carries a 4xx status and a message; nothing accepted nests deeper than
+// kMaxJsonDepth (issue 29).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "api/identity.h"
 #include "api/openai_json.h"
+#include "util/json_depth.h"
 
 namespace {
 
@@ -42,6 +44,12 @@ void CheckResult(const std::optional<ApiError>& error, const GenerationRequest& 
   for (const auto& stop : s.stop) Check(!stop.empty(), "stop strings non-empty");
   Check(r.agent_id.empty() || ValidateAgentId(r.agent_id, "agent id").ok(), "agent id valid");
   Check(!r.include_usage || r.stream, "include_usage only with stream");
+  // Issue 29: nothing accepted nests deeper than the chat layer may walk.
+  for (const ToolDefinition& t : r.tools) Check(agentkv::JsonDepthWithin(t.parameters), "tool schema depth bounded");
+  Check(agentkv::JsonDepthWithin(r.response_format.schema), "response schema depth bounded");
+  for (const ChatMessage& m : r.messages) {
+    for (const ToolCall& c : m.tool_calls) Check(agentkv::JsonDepthWithin(c.arguments), "arguments depth bounded");
+  }
 }
 
 }  // namespace

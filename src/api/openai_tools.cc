@@ -1,5 +1,6 @@
 #include "api/openai_tools.h"
 
+#include "api/bounded_json.h"
 #include "api/json_fields.h"
 
 namespace agentkv::api {
@@ -153,9 +154,12 @@ MaybeError ParseAssistantToolCalls(const json& m, const std::string& param, Chat
     if (MaybeError e = RequireString(*fn, "name", cp + ".function", &call.name)) return e;
     if (MaybeError e = RequireString(*fn, "arguments", cp + ".function", &call.arguments)) return e;
     // Templates render arguments as JSON: they must be JSON (an object, as
-    // the model produces them).
-    const json args = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
-    if (args.is_discarded() || !args.is_object()) {
+    // the model produces them), and as shallow as the body (the chat layer
+    // parses them again, recursively).
+    json args;
+    const JsonParse parsed = ParseBoundedJson(call.arguments, &args);
+    if (parsed == JsonParse::kTooDeep) return JsonTooDeep("'" + cp + ".function.arguments'", cp + ".function.arguments");
+    if (parsed != JsonParse::kOk || !args.is_object()) {
       return InvalidRequest("'" + cp + ".function.arguments' must be a JSON object encoded as a string.",
                             cp + ".function.arguments", "invalid_value");
     }

@@ -1,6 +1,7 @@
 #include "api/router.h"
 
 #include <algorithm>
+#include <new>
 #include <random>
 
 #include "api/anthropic_json.h"
@@ -80,7 +81,9 @@ Router::Router(Backend* backend, ApiKeys keys, RouterOptions options)
       tenants_(options_.max_requests_per_tenant),
       created_unix_s_(std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
-                          .count()) {
+                          .count()),
+      parse_budget_(options_.parse_budget ? options_.parse_budget
+                                          : std::make_shared<ParseBudget>(options_.max_parsing_bytes)) {
   std::random_device rd;
   id_seed_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
@@ -104,6 +107,12 @@ HttpResponse Router::Handle(const HttpRequest& request) {
   HttpResponse response;
   try {
     response = Dispatch(request, &route);
+  } catch (const std::bad_alloc&) {
+    // Memory ran out for this request (others may still fit): 503, retry
+    // later; never terminate the process for everyone.
+    AKV_LOG_ERROR("api: %s %s: out of memory", EscapeForLog(request.method, 16).c_str(),
+                  EscapeForLog(request.path).c_str());
+    response = ErrorResponse(ApiErrorFromStatus(Status::Unavailable("The server is out of memory; retry shortly.")));
   } catch (const std::exception& ex) {
     // Method and path are the client's bytes: escaped (no CR/LF injection).
     AKV_LOG_ERROR("api: %s %s: unexpected exception: %s", EscapeForLog(request.method, 16).c_str(),

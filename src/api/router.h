@@ -36,6 +36,7 @@
 #include "api/backend.h"
 #include "api/errors.h"
 #include "api/http_metrics.h"
+#include "api/parse_budget.h"
 #include "api/tenant_limiter.h"
 
 namespace agentkv::api {
@@ -88,6 +89,14 @@ struct RouterOptions {
   // Generation requests one namespace may have in flight (queued or
   // generating); more are 429. 0: no cap (tenant_limiter.h).
   size_t max_requests_per_tenant = 0;
+  // Request-body bytes parsed at once across all requests; a body that does
+  // not fit is 503 before its parse (parse_budget.h). 48 MiB: ~1.2 GB of
+  // JSON DOM at the measured ~25x, one maximal body plus 16 MiB of others.
+  // 0: no bound. docs/api.md, "Request limits: nesting and memory".
+  size_t max_parsing_bytes = size_t{48} << 20;
+  // Shared by routers of one process (and tests); null: a budget of
+  // max_parsing_bytes of this router's own.
+  std::shared_ptr<ParseBudget> parse_budget;
 };
 
 class Router {
@@ -117,6 +126,7 @@ class Router {
   std::atomic<uint64_t> next_id_{0};
   HttpMetrics metrics_;
   TenantLimiter tenants_;
+  std::shared_ptr<ParseBudget> parse_budget_;  // never null
 };
 
 // An error response (status, Retry-After, JSON body).

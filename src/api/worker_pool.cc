@@ -3,6 +3,8 @@
 #include <cassert>
 #include <thread>
 
+#include "util/log.h"
+
 namespace agentkv::api {
 
 WorkerPool::WorkerPool(size_t min_threads, size_t max_threads, std::chrono::milliseconds idle_exit)
@@ -38,7 +40,16 @@ void WorkerPool::Work() {
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
     lock.unlock();
-    job();
+    // An exception out of a connection's job (std::bad_alloc outside
+    // httplib's handler guard) would terminate every tenant's server: the
+    // one connection is lost instead.
+    try {
+      job();
+    } catch (const std::exception& e) {
+      AKV_LOG_ERROR("http worker: a connection ended by an exception: %s", e.what());
+    } catch (...) {
+      AKV_LOG_ERROR("http worker: a connection ended by an unknown exception");
+    }
     lock.lock();
   }
   --n_threads_;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <future>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,18 @@ TEST(WorkerPoolTest, BoundedAndShrinksToMin) {
   EXPECT_EQ(pool.threads(), 1u);
   pool.shutdown();
   EXPECT_FALSE(pool.enqueue([] {}));
+}
+
+// Issue 29: std::bad_alloc out of one connection's job used to terminate
+// the process; the pool keeps serving.
+TEST(WorkerPoolTest, AThrowingJobDoesNotEndThePool) {
+  WorkerPool pool(1, 1, std::chrono::milliseconds(200));
+  ASSERT_TRUE(pool.enqueue([] { throw std::bad_alloc(); }));
+  ASSERT_TRUE(pool.enqueue([] { throw 42; }));
+  std::promise<void> ran;
+  ASSERT_TRUE(pool.enqueue([&ran] { ran.set_value(); }));
+  EXPECT_EQ(ran.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  pool.shutdown();
 }
 
 }  // namespace

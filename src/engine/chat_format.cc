@@ -12,6 +12,7 @@
 #include "common.h"
 #include "engine/chat_template_fallback.h"
 #include "llama.h"
+#include "util/json_depth.h"
 #include "util/log.h"
 
 namespace agentkv::engine {
@@ -134,6 +135,28 @@ common_chat_templates_inputs ToInputs(const ChatRequest& r, const std::vector<Ch
   return in;
 }
 
+// common parses the tools' schemas, the JSON schema and the tool calls'
+// arguments and hands them to Jinja and json_schema_to_grammar, which
+// recurse per level: none may nest deeper than a request may
+// (util/json_depth.h; the API layer already refuses them, this is the
+// engine's own contract).
+Status CheckJsonDepth(const ChatRequest& r) {
+  auto too_deep = [](const std::string& what) {
+    return Status::InvalidArgument("chat format: " + what + " nests JSON more than " +
+                                   std::to_string(kMaxJsonDepth) + " levels deep");
+  };
+  for (const ChatTool& t : r.tools) {
+    if (!JsonDepthWithin(t.parameters)) return too_deep("the parameters of tool '" + t.name.substr(0, 64) + "'");
+  }
+  if (!JsonDepthWithin(r.json_schema)) return too_deep("the JSON schema");
+  for (const ChatMessage& m : r.messages) {
+    for (const ChatToolCall& c : m.tool_calls) {
+      if (!JsonDepthWithin(c.arguments)) return too_deep("the arguments of a tool call");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ChatFormat::CheckTemplate(const Model& model, const std::string& source) {
@@ -209,6 +232,7 @@ Result<ChatPrompt> ChatFormat::Render(const ChatRequest& request) const {
   ChatPrompt out;
   common_chat_params params;
   std::string marked;
+  if (Status depth = CheckJsonDepth(request); !depth.ok()) return depth;
   try {
     params = common_chat_templates_apply(impl_->templates.get(), ToInputs(request, request.messages));
     std::vector<ChatMessage> marked_messages = request.messages;
@@ -291,6 +315,12 @@ std::vector<ReplyDelta> ReplyParser::Finish() { return Parse(/*partial=*/false);
 std::vector<ReplyDelta> ReplyParser::Parse(bool partial) {
   std::vector<ReplyDelta> out;
   common_chat_msg msg;
+  // The model's text nests deeper than any request may: common's parser would
+  // turn it into JSON that recursive code then walks. Treated as unparsable.
+  if (!JsonDepthWithin(text_)) {
+    if (!partial) AKV_LOG_WARN("reply parser: the reply nests more than %zu levels; its unparsed rest is dropped", kMaxJsonDepth);
+    return out;
+  }
   try {
     msg = common_chat_parse(text_, partial, format_->params);
   } catch (const std::exception& e) {

@@ -178,5 +178,61 @@ TEST_F(ChatFormatTest, JsonSchemaGivesAGrammarAndInvalidSchemasAreRefused) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
+// Issue 29: common hands tool schemas, the JSON schema and tool-call
+// arguments to recursive code (Jinja's from_json, json_schema_to_grammar,
+// dump()); 200,000 levels overflowed the stack. Refused as InvalidArgument.
+std::string Nested(size_t levels) {
+  std::string s;
+  for (size_t i = 1; i < levels; ++i) s += "{\"a\":";
+  s += "{}";
+  s.append(levels - 1, '}');
+  return s;
+}
+
+TEST_F(ChatFormatTest, DeepJsonIsRefusedNotWalked) {
+  const std::string deep = Nested(200000);
+  ChatRequest r;
+  r.messages = {{"user", "Weather in Paris?"}};
+  r.tools = {{"f", "deep", deep}};
+  Result<ChatPrompt> p = format_->Render(r);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("128"), std::string::npos) << p.status().ToString();
+
+  r.tools = {kWeather};
+  r.messages = {{"user", "Weather in Paris?"}, {"assistant", "", {{"call_1", "get_weather", deep}}},
+                {"tool", "sunny", {}, "call_1"}};
+  EXPECT_EQ(format_->Render(r).status().code(), StatusCode::kInvalidArgument);
+
+  r.tools.clear();
+  r.messages = {{"user", "Give me a person."}};
+  r.json_schema = deep;
+  EXPECT_EQ(format_->Render(r).status().code(), StatusCode::kInvalidArgument);
+
+  // Arguments within the bound still render.
+  r.json_schema.clear();
+  r.tools = {kWeather};
+  r.messages = {{"user", "Weather in Paris?"}, {"assistant", "", {{"call_1", "get_weather", Nested(100)}}},
+                {"tool", "sunny", {}, "call_1"}};
+  EXPECT_TRUE(format_->Render(r).ok());
+}
+
+// A reply nesting deeper than any request may is not parsed into JSON
+// (whose later dump() would recurse): no crash, no call.
+TEST_F(ChatFormatTest, DeepReplyIsNotParsed) {
+  ChatRequest r;
+  r.tools = {kWeather};
+  r.tool_choice = ChatToolChoice::kRequired;
+  r.messages = {{"user", "Weather in Paris?"}};
+  const ChatPrompt p = Render(r);
+  ASSERT_NE(p.reply_format, nullptr);
+  ReplyParser parser(p.reply_format, [] { return std::string("x"); });
+  const std::string reply = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + Nested(200000) +
+                            "}\n</tool_call>";
+  parser.Append(reply);
+  parser.Finish();
+  EXPECT_EQ(parser.tool_calls(), 0u);
+}
+
 }  // namespace
 }  // namespace agentkv::engine
