@@ -248,7 +248,9 @@ def cases(quick):
 # text reuses one more token. Vectors: implicit matching, forking by naming the victim as parent (Claude
 # Code's subagent ids, Codex's x-codex-parent-thread-id, OpenCode's x-parent-session-id with X-Session-ID
 # and with x-opencode-session) and naming the victim's id (X-Agent-Id, the same session header). Pass: no
-# vector recovers any digit (the correct guess never reuses more than every wrong one), the victim's agent
+# vector recovers a digit of the PIN (the correct guess never reuses more than every wrong one; after the
+# restart a wrong digit may stand out: the attacker's round-1 "continue" probes made an agent of the
+# victim's id in the attacker's own domain, and forking that reads the attacker's own text), the victim's agent
 # is neither listed nor readable by the other keys, and the victim's own next turn still reuses its
 # cache; all of it again after a restart (the owner is kept where the agent is stored).
 
