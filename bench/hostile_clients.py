@@ -365,7 +365,49 @@ def print_isolation(iso):
             print("%-16s %-50s %8d %9s %6s %s" % (rnd["round"], r["vector"][:50], r["requests"], r["recovered"] or "-",
                                                  "YES" if r["leaked"] else "no", r["statuses"]))
         print("%-16s listing: %s; victim's next turn: %s" % (rnd["round"], rnd["listing"], rnd["victim_next_turn"]))
-    print("isolation -> %s" % ("PASS" if iso["ok"] else "FAIL"))
+    if "fairness" in iso:
+        print("fair admission (1 slot; tenant A's backlog, then one request of B): %s" % iso["fairness"])
+    print("isolation and fairness -> %s" % ("PASS" if iso["ok"] else "FAIL"))
+
+
+# ---------------------------------------------------------------- fair admission across tenants (issue 29, finding 11)
+# One slot, two keys. Tenant A queues a backlog of long turns; then tenant B sends one request. FIFO made B
+# wait for A's whole backlog (with 32 queued and long turns: past the 120 s queue timeout); round-robin by
+# tenant gives B the next slot that frees up. Pass: B finishes before at least half of A's backlog.
+
+def fairness_attack(bin_path, model, work, n_backlog=12, max_tokens=48):
+    port = lib.free_port()
+    cmd = [bin_path, "serve", "-m", model, "--port", str(port), "--cache-dir", os.path.join(work, "fair-cache"),
+           "--slots", "1", "-c", "1024", "-t", "2", "--api-key", "a:sk-tenant-a,b:sk-tenant-b"]
+    server = lib.Proc(cmd, os.path.join(work, "fair-server.log"), port)
+    server.start(timeout=300)
+    done = {}
+
+    def one(key, agent, text):
+        body = {"messages": [{"role": "user", "content": text}], "max_tokens": max_tokens, "temperature": 0}
+        st, j, wall = lib.http_json(port, "POST", CHAT, body, {"Authorization": "Bearer " + key, "X-Agent-Id": agent},
+                                    timeout=300)
+        done[agent] = {"status": st, "finished": time.monotonic(), "wall_ms": round(wall, 1),
+                       "wait_ms": round((((j or {}).get("usage") or {}).get("agentkv") or {}).get("wait_ms") or -1, 1)}
+    try:
+        threads = [threading.Thread(target=one, args=("sk-tenant-a", "a%d" % i, "Tell the story number %d." % i))
+                   for i in range(n_backlog)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # A's backlog is queued
+        b = threading.Thread(target=one, args=("sk-tenant-b", "b0", "Tell me one story."))
+        b.start()
+        for t in threads + [b]:
+            t.join(320)
+    finally:
+        server.stop()
+    a_rows = [done[k] for k in done if k.startswith("a")]
+    b_row = done.get("b0", {"status": None, "finished": float("inf"), "wait_ms": None, "wall_ms": None})
+    after_b = sum(1 for r in a_rows if r["finished"] > b_row["finished"])
+    ok = b_row["status"] == 200 and all(r["status"] == 200 for r in a_rows) and after_b >= n_backlog // 2
+    return {"backlog": n_backlog, "max_tokens": max_tokens, "b_wait_ms": b_row["wait_ms"], "b_wall_ms": b_row["wall_ms"],
+            "a_wait_ms_median": statistics.median([r["wait_ms"] for r in a_rows]) if a_rows else None,
+            "a_finished_after_b": after_b, "ok": ok}
 
 
 # ---------------------------------------------------------------- health prober
@@ -495,7 +537,10 @@ def main():
                     help="the isolation-between-keys attacks (a server of their own): run them too, skip, or only them")
     args = ap.parse_args()
     if args.isolation == "only":
-        iso = isolation_attacks(args.bin, args.model, tempfile.mkdtemp(prefix="agentkv-hostile-iso-"))
+        iso_work = tempfile.mkdtemp(prefix="agentkv-hostile-iso-")
+        iso = isolation_attacks(args.bin, args.model, iso_work)
+        iso["fairness"] = fairness_attack(args.bin, args.model, iso_work)
+        iso["ok"] = iso["ok"] and iso["fairness"]["ok"]
         print_isolation(iso)
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
@@ -572,7 +617,11 @@ def main():
         prober.join(35)
         alive_at_end = server.p.poll() is None
         server.stop()
-    iso = isolation_attacks(args.bin, args.model, work) if args.isolation == "on" else {"ok": True, "skipped": True}
+    iso = {"ok": True, "skipped": True}
+    if args.isolation == "on":
+        iso = isolation_attacks(args.bin, args.model, work)
+        iso["fairness"] = fairness_attack(args.bin, args.model, work)
+        iso["ok"] = iso["ok"] and iso["fairness"]["ok"]
     log_text = server.log_text()
     forged = [l for l in log_text.splitlines() if l.startswith("agentkv error: forged")]
     whole = prober.window(0, time.monotonic() + 1)
