@@ -125,5 +125,36 @@ TEST_F(SchedulerTest, ACancelledSubagentLeavesNoForkBehind) {
   EXPECT_GT(forked->usage().cached_tokens, 0);
 }
 
+// The same for an implicit request's fork (a DIVERGE from another agent's
+// cache): cancelled while it waits for the slot, it leaves no agent behind.
+TEST_F(SchedulerTest, ACancelledImplicitForkLeavesNoAgentBehind) {
+  Boot(1);
+  const std::string text = Prompt(2);
+  Run("original", text, 8);
+  auto blocker = std::make_shared<GatedSink>();
+  ASSERT_TRUE(sched_->Submit(Request("blocker", Prompt(1), 64), blocker).ok());
+  blocker->WaitArrived(1);
+  api::GenerationRequest diverging = Request("", text.substr(0, text.size() * 4 / 5) + " but then nothing at all", 8);
+  api::CancellationToken cancel;
+  diverging.cancel = cancel;
+  auto sink = Send(std::move(diverging));
+  int step = 1;
+  while (Metric("agentkv_agent_table_agents") < 3 && !blocker->done() && step < 60) {
+    blocker->Allow(step);
+    blocker->WaitArrived(++step);
+  }
+  ASSERT_EQ(Metric("agentkv_agent_table_agents"), 3.0) << "the implicit request never forked while the slot was busy";
+  cancel.Cancel();
+  blocker->Allow(1 << 20);
+  sink->Wait();
+  EXPECT_EQ(sink->error().code(), StatusCode::kCancelled) << sink->error().ToString();
+  blocker->Wait();
+  auto listed = sched_->ListAgents("default");
+  ASSERT_TRUE(listed.ok());
+  std::vector<std::string> ids;
+  for (const auto& a : *listed) ids.push_back(a.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"blocker", "original"}));
+}
+
 }  // namespace
 }  // namespace agentkv::sched
