@@ -285,7 +285,9 @@ TEST(RouterAuthTest, IsolatedKeysAgentsAreInvisibleToOtherKeys) {
     more.emplace_back("Authorization", std::string("Bearer ") + key);
     return more;
   };
-  ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("pin 4821"), as("sk-iso", {{"X-Agent-Id", "secret"}})))
+  ASSERT_EQ(router
+                .Handle(Req("POST", "/v1/chat/completions", ChatBody("pin 4821"),
+                            as("sk-iso", {{"X-Agent-Id", "secret"}})))
                 .status,
             200);
   ASSERT_EQ(router.Handle(Req("POST", "/v1/messages",
@@ -309,9 +311,10 @@ TEST(RouterAuthTest, IsolatedKeysAgentsAreInvisibleToOtherKeys) {
     ExpectError(router.Handle(Req("GET", "/v1/agents/sess-1", "", as(other))), 404);
     ExpectError(router.Handle(Req("DELETE", "/v1/agents/secret", "", as(other))), 404);
     // Naming it (as itself, or as a subagent's parent) lands in another namespace.
-    ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("pin 4"), as(other, {{"X-Agent-Id", "secret"}})))
-                  .status,
-              200);
+    ASSERT_EQ(
+        router.Handle(Req("POST", "/v1/chat/completions", ChatBody("pin 4"), as(other, {{"X-Agent-Id", "secret"}})))
+            .status,
+        200);
     EXPECT_NE(backend.last_request().namespace_id, IsolatedNamespace("team", "sk-iso")) << other;
     ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("pin 4"),
                                 as(other, {{"X-Claude-Code-Session-Id", "sess-1"}, {"X-Claude-Code-Agent-Id", "sub"}})))

@@ -38,7 +38,7 @@ class TenantRoundRobin {
   void Admitted(std::string_view tenant);
 
  private:
-  uint64_t clock_ = 0;                                   // admissions so far
+  uint64_t clock_ = 0;                                          // admissions so far
   std::map<std::string, uint64_t, std::less<>> last_admitted_;  // tenant -> clock_ at its last admission
 };
 

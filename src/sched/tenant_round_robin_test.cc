@@ -41,7 +41,7 @@ TEST(TenantRoundRobinTest, ForgetsTenantsNeitherQueuedNorRunning) {
   TenantRoundRobin rr;
   rr.Order({"a", "b"}, {});
   rr.Admitted("a");
-  rr.Order({"b"}, {});  // a is gone: its last admission no longer counts
+  rr.Order({"b"}, {});                                               // a is gone: its last admission no longer counts
   EXPECT_EQ(rr.Order({"a", "b"}, {}), (std::vector<size_t>{0, 1}));  // a tie: queue order
 }
 
