@@ -373,9 +373,10 @@ def print_isolation(iso):
 # ---------------------------------------------------------------- fair admission across tenants (issue 29, finding 11)
 # One slot, two keys. Tenant A queues a backlog of long turns; then tenant B sends one request. FIFO made B
 # wait for A's whole backlog (with 32 queued and long turns: past the 120 s queue timeout); round-robin by
-# tenant gives B the next slot that frees up. Pass: B finishes before at least half of A's backlog.
+# tenant gives B the next slot that frees up. Pass: B finishes before at least half of A's requests that
+# were still unfinished when B was sent (at least 4 of them: else the run proves nothing).
 
-def fairness_attack(bin_path, model, work, n_backlog=12, max_tokens=48):
+def fairness_attack(bin_path, model, work, n_backlog=12, max_tokens=96):
     port = lib.free_port()
     cmd = [bin_path, "serve", "-m", model, "--port", str(port), "--cache-dir", os.path.join(work, "fair-cache"),
            "--slots", "1", "-c", "1024", "-t", "2", "--api-key", "a:sk-tenant-a,b:sk-tenant-b"]
@@ -394,7 +395,8 @@ def fairness_attack(bin_path, model, work, n_backlog=12, max_tokens=48):
                    for i in range(n_backlog)]
         for t in threads:
             t.start()
-        time.sleep(0.5)  # A's backlog is queued
+        time.sleep(0.2)  # A's backlog is queued
+        b_sent = time.monotonic()
         b = threading.Thread(target=one, args=("sk-tenant-b", "b0", "Tell me one story."))
         b.start()
         for t in threads + [b]:
@@ -403,11 +405,15 @@ def fairness_attack(bin_path, model, work, n_backlog=12, max_tokens=48):
         server.stop()
     a_rows = [done[k] for k in done if k.startswith("a")]
     b_row = done.get("b0", {"status": None, "finished": float("inf"), "wait_ms": None, "wall_ms": None})
+    # Of A's requests still unfinished when B was sent (FIFO: all of them finish before B; round-robin: all
+    # but the one running, and perhaps one admitted just before B arrived, finish after B).
+    pending = sum(1 for r in a_rows if r["finished"] > b_sent)
     after_b = sum(1 for r in a_rows if r["finished"] > b_row["finished"])
-    ok = b_row["status"] == 200 and all(r["status"] == 200 for r in a_rows) and after_b >= n_backlog // 2
+    ok = (b_row["status"] == 200 and all(r["status"] == 200 for r in a_rows) and pending >= 4
+          and after_b >= pending // 2)
     return {"backlog": n_backlog, "max_tokens": max_tokens, "b_wait_ms": b_row["wait_ms"], "b_wall_ms": b_row["wall_ms"],
             "a_wait_ms_median": statistics.median([r["wait_ms"] for r in a_rows]) if a_rows else None,
-            "a_finished_after_b": after_b, "ok": ok}
+            "a_pending_when_b_sent": pending, "a_finished_after_b": after_b, "ok": ok}
 
 
 # ---------------------------------------------------------------- health prober
