@@ -295,6 +295,181 @@ def parallel_big_bodies(port, n, mib):
     return {"ok": ok, "bodies": n, "mib_each": mib, "statuses": statuses,
             "seconds": round(time.monotonic() - t0, 2)}
 
+# ---------------------------------------------------------------- isolation between keys (issue 29, findings 4, 5)
+# A server of its own with three keys of one namespace: the victim's (isolated), an attacker's (same NAME,
+# not isolated) and a second isolated key. The victim, as Claude Code does, sends a session header; its
+# conversation holds a 4-digit PIN. The attacker guesses the PIN digit by digit and reads
+# usage.prompt_tokens_details.cached_tokens: a guess that shares one more character with the victim's
+# text reuses one more token. Vectors: implicit matching, forking by naming the victim as parent (Claude
+# Code's subagent ids, Codex's x-codex-parent-thread-id, OpenCode's x-parent-session-id with X-Session-ID
+# and with x-opencode-session) and naming the victim's id (X-Agent-Id, the same session header). Pass: no
+# vector recovers a digit of the PIN (the correct guess never reuses more than every wrong one; after the
+# restart a wrong digit may stand out: the attacker's round-1 "continue" probes made an agent of the
+# victim's id in the attacker's own domain, and forking that reads the attacker's own text), the victim's agent
+# is neither listed nor readable by the other keys, and the victim's own next turn still reuses its
+# cache; all of it again after a restart (the owner is kept where the agent is stored).
+
+ISO_NAME = "team"
+ISO_KEYS = {"victim": "sk-victim-4821", "attacker": "sk-attacker-7777", "other_isolated": "sk-other-iso-1234"}
+ISO_PIN = "4821"
+ISO_SYSTEM = ("You are the vault assistant of the Brown County savings bank. The committee met on Tuesday "
+              "and decided that the vault would be opened only by the officer on duty. ")
+ISO_VICTIM_SESSION = "victim-session-0001"
+
+
+def iso_chat(port, key, user_text, headers=None, max_tokens=1):
+    h = {"Authorization": "Bearer " + key}
+    h.update(headers or {})
+    body = {"messages": [{"role": "system", "content": ISO_SYSTEM}, {"role": "user", "content": user_text}],
+            "max_tokens": max_tokens, "temperature": 0}
+    st, j, _ = lib.http_json(port, "POST", CHAT, body, h, timeout=120)
+    usage = (j or {}).get("usage") or {}
+    return st, (usage.get("prompt_tokens_details") or {}).get("cached_tokens"), usage
+
+
+def iso_vectors():
+    """(name, headers for probe number i): every way a client of another key may reach the victim."""
+    v = ISO_VICTIM_SESSION
+    return [
+        ("implicit (no id)", lambda i: {}),
+        ("fork: Claude Code subagent of the session",
+         lambda i: {"X-Claude-Code-Session-Id": v, "X-Claude-Code-Agent-Id": "probe%d" % i}),
+        ("fork: Codex x-codex-parent-thread-id", lambda i: {"thread-id": "cx-probe%d" % i, "x-codex-parent-thread-id": v}),
+        ("fork: X-Session-ID + x-parent-session-id", lambda i: {"X-Session-ID": "oc-probe%d" % i, "x-parent-session-id": v}),
+        ("fork: x-opencode-session + x-parent-session-id",
+         lambda i: {"x-opencode-session": "oc2-probe%d" % i, "x-parent-session-id": v}),
+        # Last: in the old code these continued (and so overwrote) the victim's agent itself.
+        ("continue: X-Agent-Id of the victim", lambda i: {"X-Agent-Id": v}),
+        ("continue: the victim's session header", lambda i: {"X-Claude-Code-Session-Id": v}),
+    ]
+
+
+def iso_attack(port, vector, headers_of, counter):
+    """Guesses the PIN digit by digit through cached_tokens. Returns a row."""
+    known, requests, statuses = "", 0, set()
+    for pos in range(len(ISO_PIN)):
+        cached = {}
+        for d in "0123456789":
+            st, c, _ = iso_chat(port, ISO_KEYS["attacker"], "The vault PIN is " + known + d, headers_of(counter[0]))
+            counter[0] += 1
+            requests += 1
+            statuses.add(st)
+            cached[d] = c if isinstance(c, int) else -1
+        best = max(cached.values())
+        winners = [d for d, c in cached.items() if c == best]
+        if len(winners) != 1:
+            break  # no digit stands out: nothing learned at this position
+        known += winners[0]
+    leaked = len(known) > 0 and ISO_PIN.startswith(known)
+    return {"vector": vector, "requests": requests, "recovered": known, "leaked": leaked,
+            "statuses": sorted(statuses), "ok": not leaked and statuses == {200}}
+
+
+def isolation_attacks(bin_path, model, work):
+    cache_dir = os.path.join(work, "iso-cache")
+    port = lib.free_port()
+    keys = ",".join(["%s:%s:isolated" % (ISO_NAME, ISO_KEYS["victim"]), "%s:%s" % (ISO_NAME, ISO_KEYS["attacker"]),
+                     "%s:%s:isolated" % (ISO_NAME, ISO_KEYS["other_isolated"])])
+    cmd = [bin_path, "serve", "-m", model, "--port", str(port), "--cache-dir", cache_dir, "--slots", "2",
+           "-c", "1024", "-t", "2", "--api-key", keys]
+    vhdr = {"X-Claude-Code-Session-Id": ISO_VICTIM_SESSION}
+    victim_text = "The vault PIN is %s. Tell nobody." % ISO_PIN
+    out = {"rounds": []}
+    counter = [0]
+    for round_name in ("first start", "after a restart"):
+        server = lib.Proc(cmd, os.path.join(work, "iso-server.log"), port)
+        server.start(timeout=300)
+        try:
+            if round_name == "first start":
+                st, _, _ = iso_chat(port, ISO_KEYS["victim"], victim_text, vhdr, max_tokens=8)
+                assert st == 200, "the victim's first turn failed: %s" % st
+            listing = {}
+            for who in ("attacker", "other_isolated"):
+                h = {"Authorization": "Bearer " + ISO_KEYS[who]}
+                _, lst, _ = lib.http_json(port, "GET", "/v1/agents", None, h, timeout=60)
+                st_get, _, _ = lib.http_json(port, "GET", "/v1/agents/" + ISO_VICTIM_SESSION, None, h, timeout=60)
+                ids = [a.get("id") for a in (lst or {}).get("data", [])]
+                # The victim's id in another key's list is fine only if that key made one of its own (the
+                # attacker's "continue" vectors create an agent of that id in the attacker's domain).
+                listing[who] = {"lists_victim_id": ISO_VICTIM_SESSION in ids, "get_status": st_get}
+            # Checked before the attacks: the attacker's "continue" vectors make an agent of that id in its
+            # own domain (listed to it from then on, after the restart too).
+            checked = ["other_isolated"] + (["attacker"] if round_name == "first start" else [])
+            listed_ok = all(not listing[w]["lists_victim_id"] and listing[w]["get_status"] == 404 for w in checked)
+            rows = []
+            for name, headers_of in iso_vectors():
+                rows.append(iso_attack(port, name, headers_of, counter))
+            # The victim's own next turn: its cache, not a cold start.
+            st, cached, usage = iso_chat(port, ISO_KEYS["victim"], victim_text, vhdr, max_tokens=1)
+            victim_ok = st == 200 and isinstance(cached, int) and cached > 0
+            out["rounds"].append({"round": round_name, "attacks": rows, "listing": listing,
+                                  "victim_next_turn": {"ok": victim_ok, "cached_tokens": cached,
+                                                       "cache_state": (usage.get("agentkv") or {}).get("cache_state")},
+                                  "ok": all(r["ok"] for r in rows) and victim_ok and listed_ok})
+        finally:
+            server.stop()
+    out["ok"] = all(r["ok"] for r in out["rounds"])
+    return out
+
+
+def print_isolation(iso):
+    print("\nisolation between keys (PIN %s held by an isolated key's Claude Code session)" % ISO_PIN)
+    print("%-16s %-50s %8s %9s %6s %s" % ("round", "vector", "requests", "recovered", "leak", "statuses"))
+    for rnd in iso["rounds"]:
+        for r in rnd["attacks"]:
+            print("%-16s %-50s %8d %9s %6s %s" % (rnd["round"], r["vector"][:50], r["requests"], r["recovered"] or "-",
+                                                 "YES" if r["leaked"] else "no", r["statuses"]))
+        print("%-16s listing: %s; victim's next turn: %s" % (rnd["round"], rnd["listing"], rnd["victim_next_turn"]))
+    if "fairness" in iso:
+        print("fair admission (1 slot; tenant A's backlog, then one request of B): %s" % iso["fairness"])
+    print("isolation and fairness -> %s" % ("PASS" if iso["ok"] else "FAIL"))
+
+
+# ---------------------------------------------------------------- fair admission across tenants (issue 29, finding 11)
+# One slot, two keys. Tenant A queues a backlog of long turns; then tenant B sends one request. FIFO made B
+# wait for A's whole backlog (with 32 queued and long turns: past the 120 s queue timeout); round-robin by
+# tenant gives B the next slot that frees up. Pass: B finishes before at least half of A's requests that
+# were still unfinished when B was sent (at least 4 of them: else the run proves nothing).
+
+def fairness_attack(bin_path, model, work, n_backlog=12, max_tokens=96):
+    port = lib.free_port()
+    cmd = [bin_path, "serve", "-m", model, "--port", str(port), "--cache-dir", os.path.join(work, "fair-cache"),
+           "--slots", "1", "-c", "1024", "-t", "2", "--api-key", "a:sk-tenant-a,b:sk-tenant-b"]
+    server = lib.Proc(cmd, os.path.join(work, "fair-server.log"), port)
+    server.start(timeout=300)
+    done = {}
+
+    def one(key, agent, text):
+        body = {"messages": [{"role": "user", "content": text}], "max_tokens": max_tokens, "temperature": 0}
+        st, j, wall = lib.http_json(port, "POST", CHAT, body, {"Authorization": "Bearer " + key, "X-Agent-Id": agent},
+                                    timeout=300)
+        done[agent] = {"status": st, "finished": time.monotonic(), "wall_ms": round(wall, 1),
+                       "wait_ms": round((((j or {}).get("usage") or {}).get("agentkv") or {}).get("wait_ms") or -1, 1)}
+    try:
+        threads = [threading.Thread(target=one, args=("sk-tenant-a", "a%d" % i, "Tell the story number %d." % i))
+                   for i in range(n_backlog)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)  # A's backlog is queued
+        b_sent = time.monotonic()
+        b = threading.Thread(target=one, args=("sk-tenant-b", "b0", "Tell me one story."))
+        b.start()
+        for t in threads + [b]:
+            t.join(320)
+    finally:
+        server.stop()
+    a_rows = [done[k] for k in done if k.startswith("a")]
+    b_row = done.get("b0", {"status": None, "finished": float("inf"), "wait_ms": None, "wall_ms": None})
+    # Of A's requests still unfinished when B was sent (FIFO: all of them finish before B; round-robin: all
+    # but the one running, and perhaps one admitted just before B arrived, finish after B).
+    pending = sum(1 for r in a_rows if r["finished"] > b_sent)
+    after_b = sum(1 for r in a_rows if r["finished"] > b_row["finished"])
+    ok = (b_row["status"] == 200 and all(r["status"] == 200 for r in a_rows) and pending >= 4
+          and after_b >= pending // 2)
+    return {"backlog": n_backlog, "max_tokens": max_tokens, "b_wait_ms": b_row["wait_ms"], "b_wall_ms": b_row["wall_ms"],
+            "a_wait_ms_median": statistics.median([r["wait_ms"] for r in a_rows]) if a_rows else None,
+            "a_pending_when_b_sent": pending, "a_finished_after_b": after_b, "ok": ok}
+
 
 # ---------------------------------------------------------------- health prober
 
@@ -466,7 +641,22 @@ def main():
     ap.add_argument("--json", default=os.path.join(lib.ROOT, "bench", "out", "hostile", "hostile_clients.json"))
     ap.add_argument("--health-bound-ms", type=float, default=1000.0)
     ap.add_argument("--serve-args", default="", help="extra flags for agentkv serve")
+    ap.add_argument("--isolation", choices=["on", "off", "only"], default="on",
+                    help="the isolation-between-keys attacks (a server of their own): run them too, skip, or only them")
     args = ap.parse_args()
+    if args.isolation == "only":
+        iso_work = tempfile.mkdtemp(prefix="agentkv-hostile-iso-")
+        iso = isolation_attacks(args.bin, args.model, iso_work)
+        iso["fairness"] = fairness_attack(args.bin, args.model, iso_work)
+        iso["ok"] = iso["ok"] and iso["fairness"]["ok"]
+        print_isolation(iso)
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump({"meta": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                "command": " ".join(sys.argv), "git": lib.git_info()},
+                       "isolation": iso, "pass": iso["ok"]}, f, indent=1)
+        print("wrote %s" % args.json)
+        return 0 if iso["ok"] else 1
     n_idle, n_loris, loris_s, idle_s = (200, 16, 5, 5) if args.quick else (1000, 64, 20, 20)
 
     work = tempfile.mkdtemp(prefix="agentkv-hostile-")
@@ -542,6 +732,11 @@ def main():
         prober.join(35)
         alive_at_end = server.p.poll() is None
         server.stop()
+    iso = {"ok": True, "skipped": True}
+    if args.isolation == "on":
+        iso = isolation_attacks(args.bin, args.model, work)
+        iso["fairness"] = fairness_attack(args.bin, args.model, work)
+        iso["ok"] = iso["ok"] and iso["fairness"]["ok"]
     log_text = server.log_text()
     forged = [l for l in log_text.splitlines() if l.startswith("agentkv error: forged")]
     whole = prober.window(0, time.monotonic() + 1)
@@ -564,9 +759,11 @@ def main():
     print("normal agent afterwards: %s" % good_after)
     print("role forgery through the cache: %s" % forgery)
     print("server peak: %d threads, %.0f MiB RSS" % (prober.peak_threads, prober.peak_rss_kb / 1024.0))
+    if not iso.get("skipped"):
+        print_isolation(iso)
     health_ok = whole.get("failed", 1) == 0 and whole.get("p99_ms", 1e9) <= args.health_bound_ms
     ok_all = n_ok == len(rows) and health_ok and good_after["ok"] and alive_at_end and not forged \
-        and flood["during"]["chat_ok"] and big_bodies["ok"] and forgery["ok"]
+        and flood["during"]["chat_ok"] and big_bodies["ok"] and forgery["ok"] and iso["ok"]
     print("\ncases %d/%d ok; /health p99 %s ms (bound %.0f), failed probes %s; forged log lines %d; server alive %s"
           " -> %s" % (n_ok, len(rows), whole.get("p99_ms"), args.health_bound_ms, whole.get("failed"), len(forged),
                       alive_at_end, "PASS" if ok_all else "FAIL"))
@@ -577,7 +774,7 @@ def main():
               "slow_loris": {"connections": n_loris, "seconds": loris_s, "headers": loris_head, "bodies": loris_body},
               "idle_flood": dict(flood, connections=n_idle, seconds=idle_s),
               "parallel_big_bodies": big_bodies,
-              "normal_agent_after": good_after, "role_forgery": forgery,
+              "normal_agent_after": good_after, "role_forgery": forgery, "isolation": iso,
               "server_peak_threads": prober.peak_threads, "server_peak_rss_mib": round(prober.peak_rss_kb / 1024.0, 1), "forged_log_lines": len(forged), "server_alive_at_end": alive_at_end,
               "pass": ok_all}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

@@ -36,6 +36,12 @@ std::optional<std::string_view> BearerKey(std::string_view authorization) {
 
 }  // namespace
 
+std::string IsolatedNamespace(std::string_view name, std::string_view key) {
+  std::string salted = "agentkv isolated key\n";
+  salted.append(key);
+  return std::string(name) + std::string(kIsolatedMarker) + Sha256Hex(salted).substr(0, kIsolatedHashChars);
+}
+
 Result<ApiKeys> ApiKeys::Parse(const std::vector<std::string>& specs, std::string admin_key) {
   ApiKeys keys;
   keys.admin_key_ = std::move(admin_key);
@@ -54,8 +60,17 @@ Result<ApiKeys> ApiKeys::Parse(const std::vector<std::string>& specs, std::strin
         e.isolated = true;
       }
       AGENTKV_RETURN_IF_ERROR(ValidateNamespace(e.namespace_id).WithContext("api key"));
+      if (e.namespace_id.find(kIsolatedMarker) != std::string::npos) {
+        return Status::InvalidArgument("api key: a NAME must not contain '" + std::string(kIsolatedMarker) +
+                                       "' (reserved for isolated keys' namespaces)");
+      }
+      if (e.isolated && e.namespace_id.size() > kMaxIsolatedNameBytes) {
+        return Status::InvalidArgument("api key: an isolated key's NAME is at most " +
+                                       std::to_string(kMaxIsolatedNameBytes) + " characters");
+      }
     }
     if (e.key.empty()) return Status::InvalidArgument("api key: empty key");
+    if (e.isolated) e.namespace_id = IsolatedNamespace(e.namespace_id, e.key);
     for (const Entry& other : keys.entries_) {
       if (other.key == e.key) return Status::InvalidArgument("api key: the same key given twice");
     }

@@ -139,7 +139,8 @@ struct GenerationRequest {
   // the request never continues or forks another conversation of the
   // namespace (it starts a new agent), and an agent it creates is never
   // matched implicitly by other requests, so usage.cached_tokens only counts
-  // reuse of the agent the request names.
+  // reuse of the agent the request names. (Other keys never reach the key's
+  // agents at all: namespace_id is then the key's own, IsolatedNamespace.)
   bool isolated = false;
   // Explicit agent id, validated by api/ (see identity.h). Empty = implicit:
   // the backend picks or creates the agent within namespace_id.

@@ -271,13 +271,67 @@ TEST(RouterAuthTest, IsolatedKeyMarksItsRequests) {
     return std::vector<std::pair<std::string, std::string>>{{"Authorization", std::string("Bearer ") + key}};
   };
   ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-iso"))).status, 200);
-  EXPECT_EQ(backend.last_request().namespace_id, "team");
+  EXPECT_EQ(backend.last_request().namespace_id, IsolatedNamespace("team", "sk-iso"));
   EXPECT_TRUE(backend.last_request().isolated);
   ASSERT_EQ(router.Handle(Req("POST", "/v1/completions", R"({"model":"m","prompt":"x"})", as("sk-iso"))).status,
             200);
   EXPECT_TRUE(backend.last_request().isolated);
   ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("x"), as("sk-open"))).status, 200);
   EXPECT_FALSE(backend.last_request().isolated);
+}
+
+// Issue 29, finding 4: an isolated key's agents, however they were
+// identified (explicit id, a coding agent's session header), are invisible to
+// every other key of its namespace (and to another isolated key of it): not
+// listed, not readable, not deletable, and a request naming one (as itself
+// or as a parent) reaches another namespace, so it can neither continue nor
+// fork it. Nor does the isolated key see the namespace's other agents.
+TEST(RouterAuthTest, IsolatedKeysAgentsAreInvisibleToOtherKeys) {
+  FakeBackend backend;
+  Router router(&backend, *ApiKeys::Parse({"team:sk-iso:isolated", "team:sk-iso2:isolated", "team:sk-open"}));
+  auto as = [](const char* key, std::vector<std::pair<std::string, std::string>> more = {}) {
+    more.emplace_back("Authorization", std::string("Bearer ") + key);
+    return more;
+  };
+  ASSERT_EQ(router
+                .Handle(Req("POST", "/v1/chat/completions", ChatBody("pin 4821"),
+                            as("sk-iso", {{"X-Agent-Id", "secret"}})))
+                .status,
+            200);
+  ASSERT_EQ(router.Handle(Req("POST", "/v1/messages",
+                              R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"x"}]})",
+                              as("sk-iso", {{"X-Claude-Code-Session-Id", "sess-1"}})))
+                .status,
+            200);
+  EXPECT_EQ(backend.last_request().agent_id, "sess-1");
+  ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("y"), as("sk-open", {{"X-Agent-Id", "open"}})))
+                .status,
+            200);
+  json own = json::parse(router.Handle(Req("GET", "/v1/agents", "", as("sk-iso"))).body);
+  ASSERT_EQ(own["data"].size(), 2u) << own.dump();  // its own two, not "open"
+  EXPECT_EQ(router.Handle(Req("GET", "/v1/agents/secret", "", as("sk-iso"))).status, 200);
+  ExpectError(router.Handle(Req("GET", "/v1/agents/open", "", as("sk-iso"))), 404);
+  for (const char* other : {"sk-open", "sk-iso2"}) {
+    json listed = json::parse(router.Handle(Req("GET", "/v1/agents", "", as(other))).body);
+    for (const json& a : listed["data"]) EXPECT_NE(a["id"], "secret") << other;
+    for (const json& a : listed["data"]) EXPECT_NE(a["id"], "sess-1") << other;
+    ExpectError(router.Handle(Req("GET", "/v1/agents/secret", "", as(other))), 404);
+    ExpectError(router.Handle(Req("GET", "/v1/agents/sess-1", "", as(other))), 404);
+    ExpectError(router.Handle(Req("DELETE", "/v1/agents/secret", "", as(other))), 404);
+    // Naming it (as itself, or as a subagent's parent) lands in another namespace.
+    ASSERT_EQ(
+        router.Handle(Req("POST", "/v1/chat/completions", ChatBody("pin 4"), as(other, {{"X-Agent-Id", "secret"}})))
+            .status,
+        200);
+    EXPECT_NE(backend.last_request().namespace_id, IsolatedNamespace("team", "sk-iso")) << other;
+    ASSERT_EQ(router.Handle(Req("POST", "/v1/chat/completions", ChatBody("pin 4"),
+                                as(other, {{"X-Claude-Code-Session-Id", "sess-1"}, {"X-Claude-Code-Agent-Id", "sub"}})))
+                  .status,
+              200);
+    EXPECT_EQ(backend.last_request().parent_agent_id, "sess-1");
+    EXPECT_NE(backend.last_request().namespace_id, IsolatedNamespace("team", "sk-iso")) << other;
+  }
+  EXPECT_EQ(router.Handle(Req("GET", "/v1/agents/secret", "", as("sk-iso"))).status, 200);  // never deleted
 }
 
 // Issue 12: /metrics is server-wide, so with tenant keys it needs the admin key.

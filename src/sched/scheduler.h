@@ -29,7 +29,8 @@
 //
 // Per-agent serialization: a request for an agent that is busy waits in the
 // queue (FIFO per agent) until the earlier one finishes or its deadline
-// passes (then 409 FailedPrecondition).
+// passes (then 409 FailedPrecondition). Across tenants (namespaces) waiting
+// requests are tried round-robin, not FIFO (TenantRoundRobin).
 
 #include <atomic>
 #include <chrono>
@@ -57,6 +58,7 @@
 #include "sched/metrics.h"
 #include "sched/prompt_token_cache.h"
 #include "sched/read_landing.h"
+#include "sched/tenant_round_robin.h"
 #include "sched/turn_plan.h"
 #include "remote/remote_tier.h"
 #include "store/agent_store.h"
@@ -174,6 +176,11 @@ class Scheduler : public api::Backend {
   void RunTasks();
   void Admit();
   bool TryAdmit(Waiting& w);                                  // false: keep waiting
+  // After a request for `key` ended before its turn began: erases the agent
+  // if it is a fork (of a subagent's parent, or an implicit DIVERGE) that
+  // never ran and no other waiting request is for it, so that no phantom
+  // holding its source's sequence stays in the table (issue 29).
+  void DropUnstartedFork(const AgentKey& key);
   struct RestoreSource;
   struct AgentRead;
   // Picks the tier to restore `agent` from. False: its blocks must first be
@@ -335,6 +342,7 @@ class Scheduler : public api::Backend {
   std::chrono::steady_clock::time_point next_trim_try_{};               // after a trim that could not reach the bound
   std::atomic<uint64_t> table_agents_gauge_{0}, table_bytes_gauge_{0};  // for MetricsText
   std::deque<std::unique_ptr<Waiting>> waiting_;
+  TenantRoundRobin admission_order_;                  // which waiting request Admit tries first
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free
   std::unique_ptr<ReadLanding> landing_;              // null: off (SchedulerOptions::read_landing)

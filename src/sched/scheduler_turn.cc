@@ -202,30 +202,64 @@ int Scheduler::AcquireSlot(const Agent& for_agent) {
 
 void Scheduler::Admit() {
   const auto now = Clock::now();
+  // Requests that end here (cancelled, past their deadline) first; a fork
+  // made for one of them goes with it.
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Waiting& w = **it;
     const double waited_ms = std::chrono::duration<double, std::milli>(now - w.received).count();
-    if (w.req.cancel.cancelled()) {
+    const bool cancelled = w.req.cancel.cancelled();
+    if (!cancelled && waited_ms <= static_cast<double>(options_.queue_timeout_ms)) {
+      ++it;
+      continue;
+    }
+    if (cancelled) {
       w.sink->OnError(Status::Cancelled("request cancelled while queued"));
       metrics_.CountRequest("cancelled");
-      it = waiting_.erase(it);
-      --n_waiting_;
-      continue;
-    }
-    if (waited_ms > static_cast<double>(options_.queue_timeout_ms)) {
+    } else {
       w.sink->OnError(Status::FailedPrecondition("timed out waiting for the agent or a free slot"));
       metrics_.CountRequest("error");
-      it = waiting_.erase(it);
-      --n_waiting_;
-      continue;
     }
-    if (TryAdmit(w)) {
+    const AgentKey key{w.req.namespace_id, w.req.agent_id};
+    it = waiting_.erase(it);
+    --n_waiting_;
+    DropUnstartedFork(key);
+  }
+  if (waiting_.empty()) return;
+  // Then the others, round-robin across tenants (TenantRoundRobin): not
+  // FIFO, so one tenant's backlog does not take every slot that frees up.
+  std::vector<std::string_view> tenants;
+  tenants.reserve(waiting_.size());
+  for (const auto& w : waiting_) tenants.push_back(w->req.namespace_id);
+  TenantRoundRobin::Counts running;
+  for (const auto& a : active_) {
+    if (!a->done) ++running[a->w->req.namespace_id];
+  }
+  std::vector<bool> taken(waiting_.size(), false);
+  for (size_t i : admission_order_.Order(tenants, running)) {
+    const std::string ns = waiting_[i]->req.namespace_id;  // a copy: TryAdmit may move the request
+    taken[i] = TryAdmit(*waiting_[i]);
+    if (taken[i]) admission_order_.Admitted(ns);
+  }
+  size_t i = 0;
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++i) {
+    if (taken[i]) {
       it = waiting_.erase(it);
       --n_waiting_;
     } else {
       ++it;
     }
   }
+}
+
+void Scheduler::DropUnstartedFork(const AgentKey& key) {
+  Agent* a = key.agent_id.empty() ? nullptr : FindAgent(key);
+  // Never ran: a fork's copy of its source, nothing of its own (no slot, no
+  // commit, nothing on disk).
+  if (a == nullptr || !a->fork_source || a->busy || a->slot >= 0 || a->on_disk || a->version != 0) return;
+  for (const auto& w : waiting_) {
+    if (w->req.namespace_id == key.ns && w->req.agent_id == key.agent_id) return;  // still wanted (it forks again)
+  }
+  EraseAgent(key);
 }
 
 bool Scheduler::TryAdmit(Waiting& w) {
@@ -303,8 +337,10 @@ bool Scheduler::TryAdmit(Waiting& w) {
   // index and the table's size follow.
   struct ReindexOnExit {
     Scheduler* s;
-    Agent* a;
-    ~ReindexOnExit() { s->Reindex(*a); }
+    Agent* a;  // null: erased
+    ~ReindexOnExit() {
+      if (a != nullptr) s->Reindex(*a);
+    }
   } reindex_on_exit{this, &agent};
   if (parent != nullptr && !parent->busy && !parent->seq.tokens.empty() && agent.seq.tokens.empty()) {
     agent.seq = parent->seq;
@@ -327,6 +363,10 @@ bool Scheduler::TryAdmit(Waiting& w) {
     a->w->sink->OnError(s);
     metrics_.CountRequest("error");
     if (agent.slot < 0 && ctx_.SlotLength(slot) > 0) ctx_.ClearSlot(slot);
+    if (agent.fork_source && agent.version == 0 && !agent.on_disk && agent.slot < 0) {
+      reindex_on_exit.a = nullptr;
+      DropUnstartedFork(AgentKey(agent.key));  // a copy: the key dies with the agent
+    }
     return true;
   }
   agent.busy = true;

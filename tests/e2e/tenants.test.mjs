@@ -1,6 +1,6 @@
 // Namespaces (one per API key): nothing is matched or shared across tenants,
 // admin routes are scoped; an isolated key never matches other conversations
-// implicitly; and a client that disconnects mid-stream cancels its request.
+// implicitly and is a trust domain of its own (docs/api.md); and a client that disconnects mid-stream cancels its request.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -81,9 +81,19 @@ test('an isolated key never continues or forks other conversations implicitly', 
   const again = await alice.chat.completions.create(chatReq(next));
   assert.equal(again.usage.agentkv.agent_id, openId, JSON.stringify(again.usage));
   assert.ok(again.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(again.usage));
-  // With an agent id, the isolated key reuses that agent's cache as usual.
+  // Issue 29: an isolated key is a trust domain of its own, so naming the
+  // open key's agent reaches an agent of the isolated key's own (cold) ...
   const named = await aliceIso.chat.completions.create(chatReq(next), { headers: { 'X-Agent-Id': openId } });
-  assert.ok(named.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(named.usage));
+  assert.equal(named.usage.prompt_tokens_details.cached_tokens, 0, JSON.stringify(named.usage));
+  // ... which its next turn continues, while the open key never sees it.
+  const named2 = await aliceIso.chat.completions.create(chatReq(next), { headers: { 'X-Agent-Id': openId } });
+  assert.ok(named2.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(named2.usage));
+  const isoSecret = [{ role: 'system', content: `Vault. ${LONG_SYSTEM}` }, { role: 'user', content: 'The PIN is 4821.' }];
+  await aliceIso.chat.completions.create(chatReq(isoSecret), { headers: { 'X-Claude-Code-Session-Id': 'iso-session' } });
+  assert.equal((await rawRequest(server, 'GET', '/v1/agents/iso-session', { headers: auth(KA) })).status, 404);
+  const probe = await alice.chat.completions.create(chatReq(isoSecret),
+    { headers: { 'X-Claude-Code-Session-Id': 'iso-session', 'X-Claude-Code-Agent-Id': 'probe' } });
+  assert.equal(probe.usage.prompt_tokens_details.cached_tokens, 0, `forked the isolated agent: ${JSON.stringify(probe.usage)}`);
   // The agent table's size is a metric.
   const m = (await rawRequest(server, 'GET', '/metrics', { headers: auth(KADMIN) })).text;
   assert.ok(Number(/^agentkv_agent_table_agents (\d+)/m.exec(m)?.[1]) > 0, 'agentkv_agent_table_agents missing');
