@@ -240,6 +240,64 @@ def cases(quick):
     return C
 
 
+# ---------------------------------------------------------------- grammar cost (issue 29, findings 2 and 10)
+
+def grammar_attacks():
+    """(name, body) for schemas whose grammar is costly: each is sent while another tenant's plain request is
+    timed (grammar_phase). Before the fix each froze every tenant for tens of seconds."""
+    items = ["item%04d" % i for i in range(5000)]
+
+    def fmt(schema):
+        return good(max_tokens=64, response_format={"type": "json_schema",
+                                                    "json_schema": {"name": "x", "schema": schema}})
+    # A 270 KB schema: 300 objects of 24 string properties, two levels deep.
+    inner = {"type": "object", "properties": {"field_%02d_padding_padding" % k: {"type": "string", "maxLength": 40}
+                                              for k in range(24)}}
+    nested = {"type": "object", "properties": {"object_%03d" % i: inner for i in range(300)}}
+    return [
+        ("json_schema enum of 5,000 (top level)", fmt({"type": "string", "enum": items})),
+        ("json_schema enum of 5,000 (in an object)",
+         fmt({"type": "object", "properties": {"v": {"type": "string", "enum": items}}, "required": ["v"]})),
+        ("json_schema regex alternation of 5,000",
+         fmt({"type": "string", "pattern": "^(" + "|".join(items) + ")$"})),
+        ("json_schema 270 KB nested", fmt(nested)),
+        # Finding 10: a grammar llama.cpp fails to parse, with escape sequences in it (the old log printed
+        # the grammar raw: ESC bytes and the whole schema).
+        ("json_schema failing grammar with ESC bytes",
+         fmt({"type": "object", "properties": {"a": {"const": "\x1b[31mforged\x1b[0m" * 20000},
+                                               "b": {"type": "string", "minLength": 3000}}})),
+    ]
+
+
+def grammar_phase(port, prober=None, timeout_s=300.0):
+    """Each grammar attack, with a plain request of another tenant sent 0.5 s after it: returns rows with the
+    attack's answer and how long the other tenant waited (a plain 8-token request takes ~0.1 s alone)."""
+    rows = []
+    for name, body in grammar_attacks():
+        out = {}
+
+        def attack():
+            out["attack"] = raw(port, post_json(jb(body), {"X-Agent-Id": "grammar-attacker"}), timeout=timeout_s)
+        t = threading.Thread(target=attack)
+        t0 = time.monotonic()
+        t.start()
+        time.sleep(0.5)
+        victim = raw(port, post_json(jb(good(max_tokens=8)), {"X-Agent-Id": "grammar-victim"}), timeout=timeout_s)
+        t.join(timeout_s)
+        a = out.get("attack", {"outcome": "timeout", "status": None, "body": b"", "ms": timeout_s * 1000})
+        err = ""
+        try:
+            err = json.loads(a["body"])["error"]["message"][:100] if a.get("status") != 200 else ""
+        except (ValueError, KeyError, TypeError):
+            pass
+        rows.append({"case": name, "attack_status": a["status"], "attack_ms": round(a["ms"], 1),
+                     "attack_error": err, "victim_status": victim["status"], "victim_ms": round(victim["ms"], 1),
+                     "seconds": round(time.monotonic() - t0, 2)})
+        if prober is not None:
+            rows[-1]["health"] = prober.window(t0, time.monotonic())
+    return rows
+
+
 # ---------------------------------------------------------------- health prober
 
 class Prober(threading.Thread):
@@ -363,6 +421,7 @@ def main():
     ap.add_argument("--json", default=os.path.join(lib.ROOT, "bench", "out", "hostile", "hostile_clients.json"))
     ap.add_argument("--health-bound-ms", type=float, default=1000.0)
     ap.add_argument("--serve-args", default="", help="extra flags for agentkv serve")
+    ap.add_argument("--grammar-only", action="store_true", help="only the grammar-cost phase (grammar_phase)")
     args = ap.parse_args()
     n_idle, n_loris, loris_s, idle_s = (200, 16, 5, 5) if args.quick else (1000, 64, 20, 20)
 
@@ -388,6 +447,14 @@ def main():
     try:
         time.sleep(1.0)
         phases["baseline"] = {"seconds": 1.0, "health": prober.window(0, time.monotonic())}
+        if args.grammar_only:
+            for r in grammar_phase(port, prober):
+                print(json.dumps(r), flush=True)
+            server.stop()
+            log_bytes = open(server.log_path, "rb").read()
+            print(json.dumps({"server_log_bytes": len(log_bytes), "esc_bytes_in_log": log_bytes.count(b"\x1b"),
+                              "longest_log_line": max(len(x) for x in log_bytes.split(b"\n"))}))
+            return 0
         # A normal agent's conversation, before everything.
         msgs = [{"role": "user", "content": "The jury said the election was conducted"}]
         j1, _ = chat(port, "good-agent", msgs)

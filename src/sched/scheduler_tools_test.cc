@@ -4,6 +4,8 @@
 // conversation generates (warm == cold oracle).
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "sched/scheduler.h"
 #include "sched/scheduler_fixture.h"
 
@@ -96,6 +98,46 @@ TEST_F(SchedulerToolsTest, InvalidSchemaIsRefusedAtSubmit) {
   auto ok = std::make_shared<RecordingSink>();
   ASSERT_TRUE(sched_->Submit(r, ok).ok());
   ok->Wait();
+  EXPECT_TRUE(ok->text().starts_with("{")) << ok->text();
+}
+
+// A schema enum of n strings.
+std::string EnumSchema(size_t n, bool in_object) {
+  std::string e = R"({"type":"string","enum":[)";
+  for (size_t i = 0; i < n; ++i) e += (i ? ",\"item" : "\"item") + std::to_string(i) + "\"";
+  e += "]}";
+  return in_object ? R"({"type":"object","properties":{"v":)" + e + R"(},"required":["v"]})" : e;
+}
+
+api::GenerationRequest SchemaRequest(const std::string& agent, const std::string& schema) {
+  api::GenerationRequest r;
+  r.namespace_id = "default";
+  r.agent_id = agent;
+  r.kind = api::RequestKind::kChat;
+  r.messages = {{api::Role::kUser, "Pick one."}};
+  r.response_format.type = api::ResponseFormatType::kJsonSchema;
+  r.response_format.schema = schema;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 64;
+  return r;
+}
+
+TEST_F(SchedulerToolsTest, AGrammarOverItsBoundsIsRefusedAtSubmit) {
+  // An enum of 5,000, at the top and inside an object: 5,000 live
+  // alternatives, refused before the inference thread sees them (they froze
+  // every tenant for 10-60 s).
+  Boot(1);
+  for (bool in_object : {false, true}) {
+    auto sink = std::make_shared<RecordingSink>();
+    Status s = sched_->Submit(SchemaRequest("enum", EnumSchema(5000, in_object)), sink);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("alternatives"), std::string::npos) << s.ToString();
+  }
+  // A modest enum is served.
+  auto ok = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched_->Submit(SchemaRequest("small", EnumSchema(20, true)), ok).ok());
+  ok->Wait();
+  EXPECT_TRUE(ok->error().ok()) << ok->error().ToString();
   EXPECT_TRUE(ok->text().starts_with("{")) << ok->text();
 }
 
