@@ -13,6 +13,11 @@ connection; never a 5xx, a hang past the case's timeout or a dead server. Throug
 (cached_tokens > 0, not cold) and the server log holds no line forged by a client.
 
   bench/hostile_clients.py [--quick] [--bin build/agentkv] [--json FILE]
+Grammar cost (issue 29): costly JSON schemas (enums and alternations of 5,000, a 270 KB schema, live
+alternatives that add up, a grammar llama.cpp cannot parse) each with another tenant's 8-token request sent
+0.5 s later: the attack gets a 200 or a 400, the other tenant a 200 within --victim-bound-ms.
+--grammar-only [--grammar-case SUBSTR]: only that phase, one JSON line per case plus the server log's size.
+
 --quick (CI, ~30 s): 200 idle connections and 16 slow-loris for 5 s instead of 1,000 and 64 for 20 s.
 Prints a table; writes JSON (default bench/out/hostile/hostile_clients.json). Exit 1 if anything failed.
 Python 3 standard library only.
@@ -261,6 +266,15 @@ def grammar_attacks():
         ("json_schema regex alternation of 5,000",
          fmt({"type": "string", "pattern": "^(" + "|".join(items) + ")$"})),
         ("json_schema 270 KB nested", fmt(nested)),
+        # Within the per-rule bound (512 alternatives) but live together: 4 enums of 500 under anyOf, inside
+        # an object: 2,000 stacks once the model reaches "v" (refused then, or by the grammar-time budget).
+        ("json_schema anyOf of 4 enums of 500 (in an object)",
+         fmt({"type": "object", "properties": {"v": {"anyOf": [{"type": "string", "enum": ["%s%03d" % (c, i)
+                                                                                           for i in range(500)]}
+                                                                for c in "abcd"]}}, "required": ["v"]})),
+        # A legal schema at the bound: an enum of 500 in an object is served.
+        ("json_schema enum of 500 (in an object, served)",
+         fmt({"type": "object", "properties": {"v": {"type": "string", "enum": items[:500]}}, "required": ["v"]})),
         # Finding 10: a grammar llama.cpp fails to parse, with escape sequences in it (the old log printed
         # the grammar raw: ESC bytes and the whole schema).
         ("json_schema failing grammar with ESC bytes",
@@ -269,11 +283,13 @@ def grammar_attacks():
     ]
 
 
-def grammar_phase(port, prober=None, timeout_s=300.0):
+def grammar_phase(port, prober=None, timeout_s=300.0, only=""):
     """Each grammar attack, with a plain request of another tenant sent 0.5 s after it: returns rows with the
     attack's answer and how long the other tenant waited (a plain 8-token request takes ~0.1 s alone)."""
     rows = []
     for name, body in grammar_attacks():
+        if only not in name:
+            continue
         out = {}
 
         def attack():
@@ -421,7 +437,10 @@ def main():
     ap.add_argument("--json", default=os.path.join(lib.ROOT, "bench", "out", "hostile", "hostile_clients.json"))
     ap.add_argument("--health-bound-ms", type=float, default=1000.0)
     ap.add_argument("--serve-args", default="", help="extra flags for agentkv serve")
+    ap.add_argument("--victim-bound-ms", type=float, default=5000.0,
+                    help="grammar cost: the longest another tenant's 8-token request may wait")
     ap.add_argument("--grammar-only", action="store_true", help="only the grammar-cost phase (grammar_phase)")
+    ap.add_argument("--grammar-case", default="", help="with --grammar-only: the cases whose name holds this")
     args = ap.parse_args()
     n_idle, n_loris, loris_s, idle_s = (200, 16, 5, 5) if args.quick else (1000, 64, 20, 20)
 
@@ -448,7 +467,7 @@ def main():
         time.sleep(1.0)
         phases["baseline"] = {"seconds": 1.0, "health": prober.window(0, time.monotonic())}
         if args.grammar_only:
-            for r in grammar_phase(port, prober):
+            for r in grammar_phase(port, prober, only=args.grammar_case):
                 print(json.dumps(r), flush=True)
             server.stop()
             log_bytes = open(server.log_path, "rb").read()
@@ -475,6 +494,16 @@ def main():
                 rows.append({"case": name, "ok": ok and alive, "outcome": r["outcome"], "status": r["status"],
                              "ms": round(r["ms"], 1), "verdict": why if alive else "SERVER DIED"})
         phase("bad requests", run_cases)
+
+        def run_grammar():  # grammar cost (issue 29): another tenant's request must not wait behind a schema
+            for g in grammar_phase(port):
+                ok = g["attack_status"] in (200, 400) and g["victim_status"] == 200 and \
+                    g["victim_ms"] <= args.victim_bound_ms and server.p.poll() is None
+                rows.append({"case": "grammar: " + g["case"], "ok": ok, "outcome": "response",
+                             "status": g["attack_status"], "ms": g["attack_ms"],
+                             "verdict": "other tenant waited %.0f ms%s" % (g["victim_ms"], (
+                                 "; " + g["attack_error"][:60]) if g["attack_error"] else "")})
+        phase("grammar cost", run_grammar)
 
         loris_head = phase("slow-loris headers", lambda: slow_loris(port, n_loris, loris_s, False))
         loris_body = phase("slow-loris bodies", lambda: slow_loris(port, n_loris, loris_s, True))

@@ -114,12 +114,12 @@ Result<int32_t> Sampler::GreedyAllowed(std::span<const float> logits) {
   const size_t n = logits.size();
   std::vector<int32_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
-  const size_t sorted = std::min<size_t>(1024, n);
+  const size_t sorted = std::min<size_t>(8192, n);
   std::partial_sort(order.begin(), order.begin() + sorted, order.end(), before);
   std::unique_ptr<bool[]> allowed_owner(new bool[n]());
   bool* allowed = allowed_owner.get();
   size_t begin = 0;
-  for (size_t end : {std::min<size_t>(64, sorted), sorted}) {  // the best 64, then the best 1,024
+  for (size_t end : {std::min<size_t>(64, sorted), std::min<size_t>(1024, sorted), sorted}) {  // best 64, 1,024, 8,192
     if (end <= begin) continue;
     AGENTKV_RETURN_IF_ERROR(Judge(std::span<const int32_t>(order.data() + begin, end - begin),
                                   std::span<bool>(allowed + begin, end - begin)));

@@ -8,7 +8,7 @@
 // Grammar cost: the unconstrained pick is made first and checked alone (one
 // candidate, as llama.cpp's server does); only when the grammar forbids it
 // is the grammar applied to more candidates: greedy, in logit order (the best
-// 64, then 1,024, then the rest); with temperature, to the whole vocabulary,
+// 64, then 1,024, then 8,192, then the rest); with temperature, to the whole vocabulary,
 // then the chain draws again from the allowed tokens.
 //  - Greedy picks exactly the token that masking the whole vocabulary first
 //    would (the best allowed one, ties to the lowest id).
