@@ -68,6 +68,14 @@ Status ParseOnly(const llama_vocab* vocab, const std::string& src) {
 
 }  // namespace
 
+Status CheckSchemaBytes(const ChatRequest& request) {
+  size_t bytes = request.json_schema.size();
+  for (const ChatTool& t : request.tools) bytes += t.parameters.size();
+  if (bytes <= kMaxSchemaBytes) return Status::OK();
+  return Status::InvalidArgument("the JSON schemas of 'response_format' and 'tools' are " + std::to_string(bytes) +
+                                 " bytes, more than the " + std::to_string(kMaxSchemaBytes) + " allowed");
+}
+
 Result<std::shared_ptr<const Grammar>> Grammar::Compile(const Model& model, const GrammarSpec& spec) {
   if (spec.gbnf.size() > kMaxGrammarBytes) {
     return Status::InvalidArgument("grammar: " + std::to_string(spec.gbnf.size()) + " bytes, more than the " +

@@ -106,7 +106,9 @@ Result<engine::ChatPrompt> Scheduler::RenderPrompt(const api::GenerationRequest&
     p.rendered = engine::Tokenizer::RenderPlain(r.prompt);
     return p;
   }
-  return chat_format_->Render(ToChatRequest(r, options_.reasoning_format));
+  engine::ChatRequest chat = ToChatRequest(r, options_.reasoning_format);
+  AGENTKV_RETURN_IF_ERROR(engine::CheckSchemaBytes(chat));  // before their conversion to a grammar
+  return chat_format_->Render(chat);
 }
 
 int64_t Scheduler::MaxPromptBytes() const {
