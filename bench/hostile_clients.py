@@ -255,10 +255,10 @@ def grammar_attacks():
     def fmt(schema):
         return good(max_tokens=64, response_format={"type": "json_schema",
                                                     "json_schema": {"name": "x", "schema": schema}})
-    # A 270 KB schema: 300 objects of 24 string properties, two levels deep.
+    # A 270 KB schema: 180 objects of 24 string properties, two levels deep.
     inner = {"type": "object", "properties": {"field_%02d_padding_padding" % k: {"type": "string", "maxLength": 40}
                                               for k in range(24)}}
-    nested = {"type": "object", "properties": {"object_%03d" % i: inner for i in range(300)}}
+    nested = {"type": "object", "properties": {"object_%03d" % i: inner for i in range(180)}}
     return [
         ("json_schema enum of 5,000 (top level)", fmt({"type": "string", "enum": items})),
         ("json_schema enum of 5,000 (in an object)",
@@ -278,7 +278,7 @@ def grammar_attacks():
         # Finding 10: a grammar llama.cpp fails to parse, with escape sequences in it (the old log printed
         # the grammar raw: ESC bytes and the whole schema).
         ("json_schema failing grammar with ESC bytes",
-         fmt({"type": "object", "properties": {"a": {"const": "\x1b[31mforged\x1b[0m" * 20000},
+         fmt({"type": "object", "properties": {"a": {"const": "\x1b[31mforged\x1b[0m" * 1000},
                                                "b": {"type": "string", "minLength": 3000}}})),
     ]
 
