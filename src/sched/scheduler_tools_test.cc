@@ -154,5 +154,34 @@ TEST_F(SchedulerToolsTest, AGrammarOverItsBoundsIsRefusedAtSubmit) {
   EXPECT_TRUE(ok->text().starts_with("{")) << ok->text();
 }
 
+TEST_F(SchedulerToolsTest, AGrammarThatGrowsPastItsBoundsEndsOnlyItsTurn) {
+  // anyOf of 4 enums of 500 inside an object: no rule over the bound, but
+  // 2,000 live alternatives once the model reaches "v", and costly to judge
+  // before that. The turn ends with an error (the live-stack bound or the
+  // grammar-time budget, whichever comes first); the other tenant's turn
+  // beside it finishes normally.
+  Boot(2);
+  std::string any = R"({"type":"object","properties":{"v":{"anyOf":[)";
+  for (char c : std::string("abcd")) {
+    any += c == 'a' ? R"({"type":"string","enum":[)" : R"(,{"type":"string","enum":[)";
+    for (int i = 0; i < 500; ++i) any += (i ? ",\"" : "\"") + std::string(1, c) + std::to_string(i) + "\"";
+    any += "]}";
+  }
+  any += R"(]}},"required":["v"]})";
+  auto bad = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched_->Submit(SchemaRequest("attacker", any), bad).ok());
+  auto other = std::make_shared<RecordingSink>();
+  api::GenerationRequest plain = SchemaRequest("victim", "");
+  plain.response_format = {};
+  plain.sampling.max_tokens = 16;
+  ASSERT_TRUE(sched_->Submit(plain, other).ok());
+  bad->Wait();
+  other->Wait();
+  EXPECT_EQ(bad->error().code(), StatusCode::kInvalidArgument) << bad->error().ToString() << " " << bad->text();
+  EXPECT_NE(bad->error().message().find("grammar"), std::string::npos) << bad->error().ToString();
+  EXPECT_TRUE(other->error().ok()) << other->error().ToString();
+  EXPECT_FALSE(other->text().empty());
+}
+
 }  // namespace
 }  // namespace agentkv::sched
