@@ -13,6 +13,11 @@ connection; never a 5xx, a hang past the case's timeout or a dead server. Throug
 (cached_tokens > 0, not cold) and the server log holds no line forged by a client.
 
   bench/hostile_clients.py [--quick] [--bin build/agentkv] [--json FILE]
+Grammar cost (issue 29): costly JSON schemas (enums and alternations of 5,000, a 270 KB schema, live
+alternatives that add up, a grammar llama.cpp cannot parse) each with another tenant's 8-token request sent
+0.5 s later: the attack gets a 200 or a 400, the other tenant a 200 within --victim-bound-ms.
+--grammar-only [--grammar-case SUBSTR]: only that phase, one JSON line per case plus the server log's size.
+
 --quick (CI, ~30 s): 200 idle connections and 16 slow-loris for 5 s instead of 1,000 and 64 for 20 s.
 Prints a table; writes JSON (default bench/out/hostile/hostile_clients.json). Exit 1 if anything failed.
 Python 3 standard library only.
@@ -471,6 +476,75 @@ def fairness_attack(bin_path, model, work, n_backlog=12, max_tokens=96):
             "a_pending_when_b_sent": pending, "a_finished_after_b": after_b, "ok": ok}
 
 
+# ---------------------------------------------------------------- grammar cost (issue 29, findings 2 and 10)
+
+def grammar_attacks():
+    """(name, body) for schemas whose grammar is costly: each is sent while another tenant's plain request is
+    timed (grammar_phase). Before the fix each froze every tenant for tens of seconds."""
+    items = ["item%04d" % i for i in range(5000)]
+
+    def fmt(schema):
+        return good(max_tokens=64, response_format={"type": "json_schema",
+                                                    "json_schema": {"name": "x", "schema": schema}})
+    # A 270 KB schema: 180 objects of 24 string properties, two levels deep.
+    inner = {"type": "object", "properties": {"field_%02d_padding_padding" % k: {"type": "string", "maxLength": 40}
+                                              for k in range(24)}}
+    nested = {"type": "object", "properties": {"object_%03d" % i: inner for i in range(180)}}
+    return [
+        ("json_schema enum of 5,000 (top level)", fmt({"type": "string", "enum": items})),
+        ("json_schema enum of 5,000 (in an object)",
+         fmt({"type": "object", "properties": {"v": {"type": "string", "enum": items}}, "required": ["v"]})),
+        ("json_schema regex alternation of 5,000",
+         fmt({"type": "string", "pattern": "^(" + "|".join(items) + ")$"})),
+        ("json_schema 270 KB nested", fmt(nested)),
+        # Within the per-rule bound (512 alternatives) but live together: 4 enums of 500 under anyOf, inside
+        # an object: 2,000 stacks once the model reaches "v" (refused then, or by the grammar-time budget).
+        ("json_schema anyOf of 4 enums of 500 (in an object)",
+         fmt({"type": "object", "properties": {"v": {"anyOf": [{"type": "string", "enum": ["%s%03d" % (c, i)
+                                                                                           for i in range(500)]}
+                                                                for c in "abcd"]}}, "required": ["v"]})),
+        # A legal schema at the bound: an enum of 500 in an object is served.
+        ("json_schema enum of 500 (in an object, served)",
+         fmt({"type": "object", "properties": {"v": {"type": "string", "enum": items[:500]}}, "required": ["v"]})),
+        # Finding 10: a grammar llama.cpp fails to parse, with escape sequences in it (the old log printed
+        # the grammar raw: ESC bytes and the whole schema).
+        ("json_schema failing grammar with ESC bytes",
+         fmt({"type": "object", "properties": {"a": {"const": "\x1b[31mforged\x1b[0m" * 1000},
+                                               "b": {"type": "string", "minLength": 3000}}})),
+    ]
+
+
+def grammar_phase(port, prober=None, timeout_s=300.0, only=""):
+    """Each grammar attack, with a plain request of another tenant sent 0.5 s after it: returns rows with the
+    attack's answer and how long the other tenant waited (a plain 8-token request takes ~0.1 s alone)."""
+    rows = []
+    for name, body in grammar_attacks():
+        if only not in name:
+            continue
+        out = {}
+
+        def attack():
+            out["attack"] = raw(port, post_json(jb(body), {"X-Agent-Id": "grammar-attacker"}), timeout=timeout_s)
+        t = threading.Thread(target=attack)
+        t0 = time.monotonic()
+        t.start()
+        time.sleep(0.5)
+        victim = raw(port, post_json(jb(good(max_tokens=8)), {"X-Agent-Id": "grammar-victim"}), timeout=timeout_s)
+        t.join(timeout_s)
+        a = out.get("attack", {"outcome": "timeout", "status": None, "body": b"", "ms": timeout_s * 1000})
+        err = ""
+        try:
+            err = json.loads(a["body"])["error"]["message"][:100] if a.get("status") != 200 else ""
+        except (ValueError, KeyError, TypeError):
+            pass
+        rows.append({"case": name, "attack_status": a["status"], "attack_ms": round(a["ms"], 1),
+                     "attack_error": err, "victim_status": victim["status"], "victim_ms": round(victim["ms"], 1),
+                     "seconds": round(time.monotonic() - t0, 2)})
+        if prober is not None:
+            rows[-1]["health"] = prober.window(t0, time.monotonic())
+    return rows
+
+
 # ---------------------------------------------------------------- health prober
 
 class Prober(threading.Thread):
@@ -576,8 +650,6 @@ def idle_flood(port, n, duration_s, during=None):
     return {"opened": len(socks), "connect_failed": failed, "still_open_at_end": alive, "during": extra}
 
 
-# ---------------------------------------------------------------- the run
-
 # ---------------------------------------------------------------- role forgery through the cache (issue 29, 3)
 
 # Turn markers that are the bundled vocabulary's BOS and EOS (control tokens), so that a client's "</s>" text and
@@ -633,6 +705,8 @@ def chat(port, agent, messages, timeout=120):
     return json.loads(r["body"]), r
 
 
+# ---------------------------------------------------------------- the run
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=lib.DEFAULT_BIN)
@@ -643,6 +717,10 @@ def main():
     ap.add_argument("--serve-args", default="", help="extra flags for agentkv serve")
     ap.add_argument("--isolation", choices=["on", "off", "only"], default="on",
                     help="the isolation-between-keys attacks (a server of their own): run them too, skip, or only them")
+    ap.add_argument("--victim-bound-ms", type=float, default=5000.0,
+                    help="grammar cost: the longest another tenant's 8-token request may wait")
+    ap.add_argument("--grammar-only", action="store_true", help="only the grammar-cost phase (grammar_phase)")
+    ap.add_argument("--grammar-case", default="", help="with --grammar-only: the cases whose name holds this")
     args = ap.parse_args()
     if args.isolation == "only":
         iso_work = tempfile.mkdtemp(prefix="agentkv-hostile-iso-")
@@ -681,6 +759,14 @@ def main():
     try:
         time.sleep(1.0)
         phases["baseline"] = {"seconds": 1.0, "health": prober.window(0, time.monotonic())}
+        if args.grammar_only:
+            for r in grammar_phase(port, prober, only=args.grammar_case):
+                print(json.dumps(r), flush=True)
+            server.stop()
+            log_bytes = open(server.log_path, "rb").read()
+            print(json.dumps({"server_log_bytes": len(log_bytes), "esc_bytes_in_log": log_bytes.count(b"\x1b"),
+                              "longest_log_line": max(len(x) for x in log_bytes.split(b"\n"))}))
+            return 0
         # A normal agent's conversation, before everything.
         msgs = [{"role": "user", "content": "The jury said the election was conducted"}]
         j1, _ = chat(port, "good-agent", msgs)
@@ -707,6 +793,15 @@ def main():
         big_bodies = phase("%d parallel %d MiB bodies" % (n_big, big_mib),
                            lambda: parallel_big_bodies(port, n_big, big_mib))
         big_bodies["peak_rss_mib"] = round(prober.peak_rss_kb / 1024.0, 1)
+        def run_grammar():  # grammar cost (issue 29): another tenant's request must not wait behind a schema
+            for g in grammar_phase(port):
+                ok = g["attack_status"] in (200, 400) and g["victim_status"] == 200 and \
+                    g["victim_ms"] <= args.victim_bound_ms and server.p.poll() is None
+                rows.append({"case": "grammar: " + g["case"], "ok": ok, "outcome": "response",
+                             "status": g["attack_status"], "ms": g["attack_ms"],
+                             "verdict": "other tenant waited %.0f ms%s" % (g["victim_ms"], (
+                                 "; " + g["attack_error"][:60]) if g["attack_error"] else "")})
+        phase("grammar cost", run_grammar)
 
         loris_head = phase("slow-loris headers", lambda: slow_loris(port, n_loris, loris_s, False))
         loris_body = phase("slow-loris bodies", lambda: slow_loris(port, n_loris, loris_s, True))

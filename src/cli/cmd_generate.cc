@@ -83,7 +83,7 @@ int CmdGenerate(int argc, char** argv) {
   double ttft_ms = 0;
   std::fputs(prompt->c_str(), stdout);
   for (long long i = 0; i < n; ++i) {
-    const int32_t tok = sampler.Sample((*ctx)->Logits(last));
+    const int32_t tok = sampler.Sample((*ctx)->Logits(last)).value();  // no grammar: never fails
     if (i == 0) ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (tokenizer.IsEndOfGeneration(tok)) break;
     std::fputs(tokenizer.Piece(tok).c_str(), stdout);

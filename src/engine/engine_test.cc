@@ -386,13 +386,13 @@ TEST_F(EngineTest, ImportRejectsForeignState) {
 
 TEST_F(EngineTest, SamplerIsSeededAndGreedyAtZeroTemperature) {
   std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f};
-  EXPECT_EQ(Sampler({}).Sample(logits), 1);
+  EXPECT_EQ(Sampler({}).Sample(logits).value(), 1);
   SamplingParams p{0.9f, 0, 1.0f, 42};
   std::vector<int32_t> a, b;
   Sampler sa(p), sb(p);
   for (int i = 0; i < 20; ++i) {
-    a.push_back(sa.Sample(logits));
-    b.push_back(sb.Sample(logits));
+    a.push_back(sa.Sample(logits).value());
+    b.push_back(sb.Sample(logits).value());
   }
   EXPECT_EQ(a, b);
 }

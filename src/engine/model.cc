@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/llama_log.h"
 #include "gguf.h"
 #include "llama.h"
 #include "util/hash.h"
@@ -20,13 +21,15 @@ namespace {
 thread_local std::string t_last_llama_error;
 
 void LlamaLog(ggml_log_level level, const char* text, void*) {
+  // Escaped and cut (engine/llama_log.h): a line may hold a request's text.
+  std::string line = LlamaLogLine(text);
   if (level == GGML_LOG_LEVEL_ERROR) {
-    t_last_llama_error = text;
+    t_last_llama_error = line;
     while (!t_last_llama_error.empty() && t_last_llama_error.back() == '\n') t_last_llama_error.pop_back();
   }
   const bool show = level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN ||
                     (LogEnabled(LogLevel::kDebug) && level != GGML_LOG_LEVEL_CONT);
-  if (show) std::fputs(text, stderr);
+  if (show) std::fputs(line.c_str(), stderr);
 }
 
 // Size of one scalar GGUF value (gguf.h keeps its own table private).

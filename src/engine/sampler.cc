@@ -1,10 +1,12 @@
 #include "engine/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "engine/chat_format.h"
+#include "engine/grammar.h"
 #include "engine/model.h"
 #include "llama.h"
 
@@ -19,32 +21,20 @@ Sampler::Sampler(const SamplingParams& params) : params_(params) {
   llama_sampler_chain_add(chain_, llama_sampler_init_dist(static_cast<uint32_t>(params.seed)));
 }
 
+Sampler::Sampler(const SamplingParams& params, const std::shared_ptr<const Grammar>& grammar) : Sampler(params) {
+  if (grammar != nullptr) grammar_ = std::make_unique<GrammarState>(*grammar);
+}
+
 Result<std::unique_ptr<Sampler>> Sampler::Create(const SamplingParams& params, const Model& model,
                                                  const GrammarSpec& grammar) {
-  auto s = std::make_unique<Sampler>(params);
-  if (grammar.gbnf.empty()) return s;
-  if (grammar.lazy) {
-    std::vector<const char*> patterns;
-    for (const std::string& p : grammar.trigger_patterns) patterns.push_back(p.c_str());
-    std::vector<llama_token> tokens(grammar.trigger_tokens.begin(), grammar.trigger_tokens.end());
-    s->grammar_ = llama_sampler_init_grammar_lazy_patterns(model.vocab(), grammar.gbnf.c_str(), "root",
-                                                           patterns.data(), patterns.size(), tokens.data(),
-                                                           tokens.size());
-  } else {
-    s->grammar_ = llama_sampler_init_grammar(model.vocab(), grammar.gbnf.c_str(), "root");
-  }
-  if (s->grammar_ == nullptr) return Status::InvalidArgument("sampler: the grammar does not parse");
-  try {
-    for (int32_t t : grammar.prefill_tokens) llama_sampler_accept(s->grammar_, t);
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("sampler: the grammar refuses the generation prompt: ") + e.what());
-  }
-  return s;
+  if (grammar.gbnf.empty()) return std::make_unique<Sampler>(params);
+  Result<std::shared_ptr<const Grammar>> g = Grammar::Compile(model, grammar);
+  if (!g.ok()) return g.status();
+  return std::make_unique<Sampler>(params, g.value());
 }
 
 Sampler::~Sampler() {
   if (chain_ != nullptr) llama_sampler_free(chain_);
-  if (grammar_ != nullptr) llama_sampler_free(grammar_);
 }
 
 int32_t Sampler::Greedy(std::span<const float> logits) {
@@ -73,33 +63,122 @@ int32_t Sampler::Greedy(std::span<const float> logits) {
   return 0;  // top is NaN: only when logits[0] is
 }
 
-int32_t Sampler::Sample(std::span<const float> logits) {
-  if (chain_ == nullptr && grammar_ == nullptr) return Greedy(logits);
+int32_t Sampler::Unconstrained(std::span<const float> logits) {
+  if (chain_ == nullptr) return Greedy(logits);
   std::vector<llama_token_data> cand(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<llama_token>(i), logits[i], 0.0f};
   llama_token_data_array arr{cand.data(), cand.size(), -1, false};
-  if (grammar_ != nullptr) llama_sampler_apply(grammar_, &arr);  // forbidden tokens -> -inf
-  llama_token tok;
-  if (chain_ != nullptr) {
-    llama_sampler_apply(chain_, &arr);
-    tok = arr.data[arr.selected].id;
-    llama_sampler_accept(chain_, tok);
-  } else {
-    size_t best = 0;  // greedy over the allowed tokens, ties to the lowest id (cand is in id order)
-    for (size_t i = 1; i < arr.size; ++i) {
-      if (arr.data[i].logit > arr.data[best].logit) best = i;
-    }
-    tok = arr.data[best].id;
+  llama_sampler_apply(chain_, &arr);
+  return arr.data[arr.selected].id;
+}
+
+Result<int32_t> Sampler::Sample(std::span<const float> logits) {
+  if (grammar_ == nullptr) {
+    const int32_t tok = Unconstrained(logits);
+    if (chain_ != nullptr) llama_sampler_accept(chain_, tok);
+    return tok;
   }
-  if (grammar_ != nullptr) {
-    try {
-      llama_sampler_accept(grammar_, tok);
-    } catch (const std::exception&) {
-      // Only when the grammar allowed no token at all (every logit -inf):
-      // the pick stands and the reply's parser reports what it can.
-    }
+  if (failed_) return Status::InvalidArgument("sampler: failed before");
+  Result<int32_t> tok = SampleWithGrammar(logits);
+  if (tok.ok()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status accepted = grammar_->Accept(tok.value());
+    grammar_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    if (!accepted.ok()) tok = accepted;
   }
+  if (!tok.ok()) {
+    failed_ = true;
+    return tok;
+  }
+  if (chain_ != nullptr) llama_sampler_accept(chain_, tok.value());
+  ++n_sampled_;
   return tok;
+}
+
+Result<int32_t> Sampler::SampleWithGrammar(std::span<const float> logits) {
+  if (logits.empty()) return Status::InvalidArgument("sampler: no logits");
+  // The unconstrained pick, judged alone: usually allowed (a model that
+  // follows the format), then nothing else is judged.
+  const int32_t pick = Unconstrained(logits);
+  bool allowed = false;
+  AGENTKV_RETURN_IF_ERROR(Judge(std::span<const int32_t>(&pick, 1), std::span<bool>(&allowed, 1)));
+  if (allowed) return pick;
+  return chain_ == nullptr ? GreedyAllowed(logits) : DrawAllowed(logits);
+}
+
+Result<int32_t> Sampler::GreedyAllowed(std::span<const float> logits) {
+  // Candidates in Greedy's order (larger logit first, ties to the lower id;
+  // NaN last); the first allowed one in that order is the pick.
+  auto key = [&](int32_t t) { return std::isnan(logits[t]) ? -INFINITY : logits[t]; };
+  auto before = [&](int32_t a, int32_t b) { return key(a) > key(b) || (key(a) == key(b) && a < b); };
+  const size_t n = logits.size();
+  std::vector<int32_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+  const size_t sorted = std::min<size_t>(8192, n);
+  std::partial_sort(order.begin(), order.begin() + sorted, order.end(), before);
+  std::unique_ptr<bool[]> allowed_owner(new bool[n]());
+  bool* allowed = allowed_owner.get();
+  size_t begin = 0;
+  for (size_t end : {std::min<size_t>(64, sorted), std::min<size_t>(1024, sorted), sorted}) {  // best 64, 1,024, 8,192
+    if (end <= begin) continue;
+    AGENTKV_RETURN_IF_ERROR(Judge(std::span<const int32_t>(order.data() + begin, end - begin),
+                                  std::span<bool>(allowed + begin, end - begin)));
+    for (size_t i = begin; i < end; ++i) {
+      if (allowed[i]) return order[i];
+    }
+    begin = end;
+  }
+  // The rest (unsorted): judge all, keep the best allowed.
+  AGENTKV_RETURN_IF_ERROR(Judge(std::span<const int32_t>(order.data() + begin, n - begin),
+                                std::span<bool>(allowed + begin, n - begin)));
+  int32_t best = -1;
+  for (size_t i = begin; i < n; ++i) {
+    if (allowed[i] && (best < 0 || before(order[i], best))) best = order[i];
+  }
+  if (best < 0) return Status::InvalidArgument("sampler: the grammar allows no token here");
+  return best;
+}
+
+Result<int32_t> Sampler::DrawAllowed(std::span<const float> logits) {
+  const size_t n = logits.size();
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(i);
+  std::unique_ptr<bool[]> allowed_owner(new bool[n]());
+  bool* allowed = allowed_owner.get();
+  AGENTKV_RETURN_IF_ERROR(Judge(ids, std::span<bool>(allowed, n)));
+  std::vector<llama_token_data> cand;
+  for (size_t i = 0; i < n; ++i) {
+    if (allowed[i]) cand.push_back({static_cast<llama_token>(i), logits[i], 0.0f});
+  }
+  if (cand.empty()) return Status::InvalidArgument("sampler: the grammar allows no token here");
+  llama_token_data_array arr{cand.data(), cand.size(), -1, false};
+  llama_sampler_apply(chain_, &arr);
+  return arr.data[arr.selected].id;
+}
+
+Status Sampler::OverBudget() const {
+  const double budget_ms =
+      params_.grammar_budget_base_ms + params_.grammar_budget_per_token_ms * static_cast<double>(n_sampled_ + 1);
+  if (grammar_ms() < budget_ms) return Status::OK();
+  return Status::InvalidArgument("the grammar of 'response_format' or 'tools' took " +
+                                 std::to_string(static_cast<int64_t>(grammar_ms())) + " ms of sampling after " +
+                                 std::to_string(n_sampled_) + " tokens, more than this request's budget of " +
+                                 std::to_string(static_cast<int64_t>(budget_ms)) + " ms; simplify the schema");
+}
+
+Status Sampler::Judge(std::span<const int32_t> tokens, std::span<bool> allowed) {
+  // In chunks, with the budget checked before each: one step overruns the
+  // budget by at most one chunk's cost.
+  constexpr size_t kChunk = 128;  // 0.3 ms at kMaxGrammarStacks; ~100 ms for the costliest grammar seen
+  for (size_t at = 0; at < tokens.size(); at += kChunk) {
+    AGENTKV_RETURN_IF_ERROR(OverBudget());
+    const size_t len = std::min(kChunk, tokens.size() - at);
+    const auto t0 = std::chrono::steady_clock::now();
+    grammar_->Check(tokens.subspan(at, len), allowed.subspan(at, len));
+    grammar_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    grammar_candidates_ += len;
+  }
+  return Status::OK();
 }
 
 }  // namespace agentkv::engine

@@ -4,8 +4,14 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
+
+#include "engine/bundled_model_fixture.h"
+#include "engine/chat_format.h"
+#include "engine/grammar.h"
+#include "engine/tokenizer.h"
 
 namespace agentkv::engine {
 namespace {
@@ -45,6 +51,143 @@ TEST(SamplerGreedyTest, PicksTheFirstLargestLikeAOnePassArgmax) {
   EXPECT_EQ(Sampler::Greedy({}), 0);
   const std::vector<float> all_minus_inf(40, -inf);
   EXPECT_EQ(Sampler::Greedy(all_minus_inf), 0);
+}
+
+// Grammar sampling on the bundled model's 32K vocabulary.
+class SamplerGrammarTest : public testing::BundledModelTest {
+ protected:
+  static std::shared_ptr<const Grammar> Compile(const std::string& gbnf) {
+    GrammarSpec spec;
+    spec.gbnf = gbnf;
+    Result<std::shared_ptr<const Grammar>> g = Grammar::Compile(*model_, spec);
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    return g.ok() ? g.value() : nullptr;
+  }
+  static size_t NVocab() { return static_cast<size_t>(model_->info().n_vocab); }
+};
+
+// A small JSON object grammar (as a schema's would be).
+constexpr const char* kJsonGbnf =
+    "root ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws str ws \",\" ws \"\\\"n\\\"\" ws \":\" ws [0-9]+ ws \"}\"\n"
+    "str ::= \"\\\"\" [a-z ]* \"\\\"\"\n"
+    "ws ::= [ ]?\n";
+
+// The reference: mask the whole vocabulary, then the best allowed logit,
+// ties to the lowest id (the old Sampler::Sample).
+int32_t MaskedArgmax(const GrammarState& state, const std::vector<float>& logits) {
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::unique_ptr<bool[]> allowed(new bool[ids.size()]());
+  state.Check(ids, std::span<bool>(allowed.get(), ids.size()));
+  int32_t best = -1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (allowed[i] && (best < 0 || logits[i] > logits[best])) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+TEST_F(SamplerGrammarTest, GreedyPicksWhatMaskingTheWholeVocabularyPicks) {
+  std::shared_ptr<const Grammar> g = Compile(kJsonGbnf);
+  ASSERT_NE(g, nullptr);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> wide;
+  std::uniform_int_distribution<int> small(-2, 2);
+  Tokenizer tok(*model_);
+  for (int run = 0; run < 6; ++run) {
+    Sampler sampler({}, g);
+    GrammarState reference(*g);
+    for (int step = 0; step < 24; ++step) {
+      std::vector<float> logits(NVocab());
+      for (float& x : logits) x = run % 2 ? static_cast<float>(small(rng)) : wide(rng);  // odd runs: many ties
+      const int32_t want = MaskedArgmax(reference, logits);
+      ASSERT_GE(want, 0);
+      // Some steps: the allowed token is also the unconstrained best (the
+      // pick-first path); others: it ranks ~100th or lower (the fallback).
+      if (step % 3 == 0) logits[want] = 100.0f;
+      const int32_t expect = step % 3 == 0 ? want : MaskedArgmax(reference, logits);
+      Result<int32_t> got = sampler.Sample(logits);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(got.value(), expect) << "run " << run << ", step " << step;
+      ASSERT_TRUE(reference.Accept(expect).ok());
+      if (tok.IsEndOfGeneration(expect)) break;
+    }
+  }
+}
+
+TEST_F(SamplerGrammarTest, JudgesOnlyTheUnconstrainedPickWhenTheGrammarAllowsIt) {
+  std::shared_ptr<const Grammar> g = Compile(kJsonGbnf);
+  ASSERT_NE(g, nullptr);
+  Sampler sampler({}, g);
+  GrammarState reference(*g);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> wide;
+  for (int step = 0; step < 10; ++step) {
+    std::vector<float> logits(NVocab());
+    for (float& x : logits) x = wide(rng);
+    const int32_t want = MaskedArgmax(reference, logits);
+    logits[want] = 100.0f;  // a model that follows the format
+    ASSERT_EQ(sampler.Sample(logits).value(), want);
+    ASSERT_TRUE(reference.Accept(want).ok());
+  }
+  // One candidate per step, not the 32K vocabulary.
+  EXPECT_EQ(sampler.grammar_candidates(), 10u);
+}
+
+TEST_F(SamplerGrammarTest, WithTemperatureDrawsOnlyAllowedTokens) {
+  std::shared_ptr<const Grammar> g = Compile(kJsonGbnf);
+  ASSERT_NE(g, nullptr);
+  for (SamplingParams p : {SamplingParams{0.8f, 0, 1.0f, 3}, SamplingParams{1.0f, 40, 0.9f, 4}}) {
+    Sampler sampler(p, g);
+    GrammarState reference(*g);
+    std::mt19937 rng(9);
+    std::normal_distribution<float> wide;
+    for (int step = 0; step < 16; ++step) {
+      std::vector<float> logits(NVocab());
+      for (float& x : logits) x = 3.0f * wide(rng);
+      Result<int32_t> got = sampler.Sample(logits);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_TRUE(reference.Allows(got.value())) << "step " << step;
+      ASSERT_TRUE(reference.Accept(got.value()).ok());
+    }
+  }
+}
+
+TEST_F(SamplerGrammarTest, EndsWithAnErrorOnceTheGrammarBudgetIsSpent) {
+  std::shared_ptr<const Grammar> g = Compile(kJsonGbnf);
+  ASSERT_NE(g, nullptr);
+  SamplingParams p;
+  p.grammar_budget_base_ms = 0.0;  // spent before the first candidate
+  p.grammar_budget_per_token_ms = 0.0;
+  Sampler sampler(p, g);
+  std::vector<float> logits(NVocab(), 0.0f);
+  Result<int32_t> got = sampler.Sample(logits);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("budget"), std::string::npos) << got.status().ToString();
+  EXPECT_EQ(sampler.grammar_candidates(), 0u);
+  EXPECT_FALSE(sampler.Sample(logits).ok());  // and stays failed
+}
+
+TEST_F(SamplerGrammarTest, FollowsAGrammarToItsEndOfGeneration) {
+  // Flat logits: every pick is the lowest allowed id (the fallback each
+  // step); once "hello" is complete only an end-of-generation token is.
+  std::shared_ptr<const Grammar> g = Compile("root ::= \"hello\"\n");
+  ASSERT_NE(g, nullptr);
+  Sampler sampler({}, g);
+  Tokenizer tok(*model_);
+  std::vector<float> logits(NVocab(), 0.0f);
+  // Steer to "hello" until the grammar is complete, then it allows EOG only.
+  GrammarState reference(*g);
+  for (int step = 0; step < 8; ++step) {
+    const int32_t want = MaskedArgmax(reference, logits);
+    ASSERT_GE(want, 0);
+    Result<int32_t> got = sampler.Sample(logits);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got.value(), want);
+    if (tok.IsEndOfGeneration(want)) return;
+    ASSERT_TRUE(reference.Accept(want).ok());
+  }
+  FAIL() << "the grammar never allowed only the end of generation";
 }
 
 }  // namespace

@@ -106,7 +106,9 @@ Result<engine::ChatPrompt> Scheduler::RenderPrompt(const api::GenerationRequest&
     p.rendered = engine::Tokenizer::RenderPlain(r.prompt);
     return p;
   }
-  return chat_format_->Render(ToChatRequest(r, options_.reasoning_format));
+  engine::ChatRequest chat = ToChatRequest(r, options_.reasoning_format);
+  AGENTKV_RETURN_IF_ERROR(engine::CheckSchemaBytes(chat));  // before their conversion to a grammar
+  return chat_format_->Render(chat);
 }
 
 int64_t Scheduler::MaxPromptBytes() const {
@@ -202,7 +204,11 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   w->fresh = TokenizePrompt(key, prompt.rendered);
   w->plain = prompt.rendered.plain;
   w->prompt = std::move(prompt.rendered.text);
-  w->grammar = std::move(prompt.grammar);
+  if (!prompt.grammar.gbnf.empty()) {  // its cost is decided here, before the inference thread sees it
+    Result<std::shared_ptr<const engine::Grammar>> grammar = engine::Grammar::Compile(model_, prompt.grammar);
+    if (!grammar.ok()) return refuse(grammar.status());
+    w->grammar = std::move(grammar).value();
+  }
   w->reply_format = std::move(prompt.reply_format);
   for (std::string& stop : prompt.extra_stops) request.sampling.stop.push_back(std::move(stop));
   const int64_t n_prompt = static_cast<int64_t>(w->fresh.tokens.size());

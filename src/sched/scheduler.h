@@ -211,6 +211,8 @@ class Scheduler : public api::Backend {
   // RecordPrefill records them, the last one's logits giving its first token.
   void AppendPrefill(Active& a, size_t take, std::vector<engine::BatchItem>* items);
   void RecordPrefill(Active& a);
+  // Samples a's next token from its batch row; a failed pick fails the turn.
+  void SampleNext(Active& a);
   void OnTokenSampled(Active& a, int32_t token);
   void Finish(Active& a, api::FinishReason reason);
   void FailActive(Active& a, const Status& s);

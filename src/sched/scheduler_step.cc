@@ -166,7 +166,7 @@ Status Scheduler::Step() {
     seq.text += piece;
     seq.tokens.push_back(a->next_token);
     seq.spans.push_back({begin, static_cast<uint32_t>(seq.text.size())});
-    OnTokenSampled(*a, a->sampler->Sample(ctx_.Logits(a->batch_row)));
+    SampleNext(*a);
   }
   for (Active* a : prefillers) RecordPrefill(*a);
   return Status::OK();
@@ -191,8 +191,19 @@ void Scheduler::RecordPrefill(Active& a) {
   a.n_fed += a.batch_fed;
   if (a.n_fed == a.pending.size()) {
     a.decoding = true;
-    OnTokenSampled(a, a.sampler->Sample(ctx_.Logits(a.batch_row)));
+    SampleNext(a);
   }
+}
+
+void Scheduler::SampleNext(Active& a) {
+  // A failed pick (the request's grammar over its budget or bounds,
+  // engine/sampler.h) ends this turn only.
+  Result<int32_t> token = a.sampler->Sample(ctx_.Logits(a.batch_row));
+  if (!token.ok()) {
+    FailActive(a, token.status());
+    return;
+  }
+  OnTokenSampled(a, token.value());
 }
 
 void Scheduler::OnTokenSampled(Active& a, int32_t token) {

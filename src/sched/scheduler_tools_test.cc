@@ -4,6 +4,9 @@
 // conversation generates (warm == cold oracle).
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "engine/grammar.h"
 #include "sched/scheduler.h"
 #include "sched/scheduler_fixture.h"
 
@@ -97,6 +100,87 @@ TEST_F(SchedulerToolsTest, InvalidSchemaIsRefusedAtSubmit) {
   ASSERT_TRUE(sched_->Submit(r, ok).ok());
   ok->Wait();
   EXPECT_TRUE(ok->text().starts_with("{")) << ok->text();
+}
+
+// A schema enum of n strings.
+std::string EnumSchema(size_t n, bool in_object) {
+  std::string e = R"({"type":"string","enum":[)";
+  for (size_t i = 0; i < n; ++i) e += (i ? ",\"item" : "\"item") + std::to_string(i) + "\"";
+  e += "]}";
+  return in_object ? R"({"type":"object","properties":{"v":)" + e + R"(},"required":["v"]})" : e;
+}
+
+api::GenerationRequest SchemaRequest(const std::string& agent, const std::string& schema) {
+  api::GenerationRequest r;
+  r.namespace_id = "default";
+  r.agent_id = agent;
+  r.kind = api::RequestKind::kChat;
+  r.messages = {{api::Role::kUser, "Pick one."}};
+  r.response_format.type = api::ResponseFormatType::kJsonSchema;
+  r.response_format.schema = schema;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 64;
+  return r;
+}
+
+TEST_F(SchedulerToolsTest, SchemasOverTheSizeBoundAreRefusedAtSubmit) {
+  // Refused before their conversion to a grammar (a 270 KB schema took 1.2 s
+  // of the HTTP thread and gave 4.3 MB of GBNF).
+  Boot(1);
+  const std::string schema = R"({"type":"object","properties":{"a":{"type":"string","description":")" +
+                             std::string(engine::kMaxSchemaBytes, 'd') + R"("}}})";
+  auto sink = std::make_shared<RecordingSink>();
+  Status s = sched_->Submit(SchemaRequest("big", schema), sink);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("bytes"), std::string::npos) << s.ToString();
+}
+
+TEST_F(SchedulerToolsTest, AGrammarOverItsBoundsIsRefusedAtSubmit) {
+  // An enum of 5,000, at the top and inside an object: 5,000 live
+  // alternatives, refused before the inference thread sees them (they froze
+  // every tenant for 10-60 s).
+  Boot(1);
+  for (bool in_object : {false, true}) {
+    auto sink = std::make_shared<RecordingSink>();
+    Status s = sched_->Submit(SchemaRequest("enum", EnumSchema(5000, in_object)), sink);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("alternatives"), std::string::npos) << s.ToString();
+  }
+  // A modest enum is served.
+  auto ok = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched_->Submit(SchemaRequest("small", EnumSchema(20, true)), ok).ok());
+  ok->Wait();
+  EXPECT_TRUE(ok->error().ok()) << ok->error().ToString();
+  EXPECT_TRUE(ok->text().starts_with("{")) << ok->text();
+}
+
+TEST_F(SchedulerToolsTest, AGrammarThatGrowsPastItsBoundsEndsOnlyItsTurn) {
+  // anyOf of 4 enums of 500 inside an object: no rule over the bound, but
+  // 2,000 live alternatives once the model reaches "v", and costly to judge
+  // before that. The turn ends with an error (the live-stack bound or the
+  // grammar-time budget, whichever comes first); the other tenant's turn
+  // beside it finishes normally.
+  Boot(2);
+  std::string any = R"({"type":"object","properties":{"v":{"anyOf":[)";
+  for (char c : std::string("abcd")) {
+    any += c == 'a' ? R"({"type":"string","enum":[)" : R"(,{"type":"string","enum":[)";
+    for (int i = 0; i < 500; ++i) any += (i ? ",\"" : "\"") + std::string(1, c) + std::to_string(i) + "\"";
+    any += "]}";
+  }
+  any += R"(]}},"required":["v"]})";
+  auto bad = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched_->Submit(SchemaRequest("attacker", any), bad).ok());
+  auto other = std::make_shared<RecordingSink>();
+  api::GenerationRequest plain = SchemaRequest("victim", "");
+  plain.response_format = {};
+  plain.sampling.max_tokens = 16;
+  ASSERT_TRUE(sched_->Submit(plain, other).ok());
+  bad->Wait();
+  other->Wait();
+  EXPECT_EQ(bad->error().code(), StatusCode::kInvalidArgument) << bad->error().ToString() << " " << bad->text();
+  EXPECT_NE(bad->error().message().find("grammar"), std::string::npos) << bad->error().ToString();
+  EXPECT_TRUE(other->error().ok()) << other->error().ToString();
+  EXPECT_FALSE(other->text().empty());
 }
 
 }  // namespace

@@ -418,12 +418,11 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
 }
 
 Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source) {
-  // The sampler first: a grammar that fails leaves nothing to undo.
+  // The grammar was compiled and checked in Submit: this cannot fail.
   const auto& sp = w.req.sampling;
   engine::SamplingParams params{sp.temperature, sp.top_k, sp.top_p,
                                 sp.seed ? static_cast<uint64_t>(*sp.seed) : std::random_device{}()};
-  Result<std::unique_ptr<engine::Sampler>> sampler = engine::Sampler::Create(params, model_, w.grammar);
-  if (!sampler.ok()) return sampler.status();
+  auto sampler = std::make_unique<engine::Sampler>(params, w.grammar);
   const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - w.received).count();
   const engine::ModelCacheSpec& spec = ctx_.spec();
   const uint32_t cached_tokens = static_cast<uint32_t>(agent.seq.tokens.size());
@@ -488,7 +487,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   a->slot = slot;
   a->pending = std::move(plan.new_tokens);
   a->pending_spans = std::move(plan.new_spans);
-  a->sampler = std::move(sampler.value());
+  a->sampler = std::move(sampler);
   if (w.reply_format) a->parser = std::make_unique<engine::ReplyParser>(w.reply_format, NewToolCallId);
   a->max_tokens = sp.max_tokens.value_or(options_.default_max_tokens);
   for (const auto& stop : sp.stop) a->max_stop_len = std::max(a->max_stop_len, stop.size());

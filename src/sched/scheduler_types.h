@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/grammar.h"
 #include "engine/layer_gated_import.h"
 #include "sched/scheduler.h"
 #include "store/agent_record.h"
@@ -79,7 +80,9 @@ struct Scheduler::Waiting {
   std::string prompt;  // rendered (chat template applied)
   engine::TokenizedText fresh;  // prompt tokenized with BOS (on the submitting thread)
   std::vector<engine::TextRange> plain;  // the prompt's ranges tokenized without special parsing
-  engine::GrammarSpec grammar;  // tools / response_format: constrains sampling
+  // tools / response_format: constrains sampling (null: none). Compiled and
+  // bounded on the submitting thread (engine/grammar.h), shared read-only.
+  std::shared_ptr<const engine::Grammar> grammar;
   std::shared_ptr<const engine::ReplyFormat> reply_format;  // null: the reply is plain text
 };
 
