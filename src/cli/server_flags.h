@@ -2,6 +2,7 @@
 // The flags `serve`, `demo` and `run` share, parsed into a ServerConfig.
 
 #include <string>
+#include <vector>
 
 #include "cli/flags.h"
 #include "cli/server_stack.h"
@@ -50,6 +51,10 @@ inline constexpr const char* kServeUsage =
     "agents cached only on disk are dropped from it and read back from their manifest when they return.\n"
     "Defaults: cache dir $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv; cache RAM 25% of memory;\n"
     "context = the model's training context capped at 8192 per slot; 4 slots.\n";
+
+// The flags of ParseServerConfig that take no value: pass them (plus the
+// command's own) to Flags, so that "--no-warmup --port 80" keeps its port.
+inline const std::vector<std::string> kServerBooleanFlags = {"help", "strict-model-name", "no-warmup"};
 
 // Fills *config from flags (model required unless require_model is false).
 // Returns false with *error set on a bad value or unknown flag.
