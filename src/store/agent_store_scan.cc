@@ -41,6 +41,13 @@ Status SyncDirIfPresent(FileSystem* fs, const std::string& dir) {
   return st.code() == StatusCode::kNotFound ? Status::OK() : st;
 }
 
+// Refuses a cache directory another user could write in, or a link planted
+// where one goes (docs/store-format.md, "Permissions"); a missing one is fine.
+Status CheckDirIfPresent(FileSystem* fs, const std::string& dir) {
+  Status st = fs->CheckPrivateDir(dir);
+  return st.code() == StatusCode::kNotFound ? Status::OK() : st;
+}
+
 }  // namespace
 
 AgentStore::AgentStore(AgentStoreOptions options)
@@ -75,6 +82,11 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) 
     if (!held.ok()) return held.status().WithContext("open store");
     store->live_ = *held;
   }
+  // Before anything is read or written below it: a directory that another
+  // user owns or may write in would let them read or plant conversations.
+  for (const std::string& dir : {store->options_.cache_dir, store->root_}) {
+    AGENTKV_RETURN_IF_ERROR(CheckDirIfPresent(store->fs_, dir).WithContext("open store: unsafe cache dir"));
+  }
   AGENTKV_RETURN_IF_ERROR(store->ScanAllLocked().WithContext("open store " + store->root_));
   if (!store->options_.read_only) {
     uint32_t evicted = 0;
@@ -104,7 +116,10 @@ Status AgentStore::ScanAllLocked() {
   AGENTKV_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListOrEmpty(fs_, root_));
   namespaces_.clear();
   for (const DirEntry& e : entries) {
-    if (!e.is_dir || !IsBlockId(e.name)) continue;  // not ours: leave it alone
+    if (!IsBlockId(e.name)) continue;  // not ours: leave it alone
+    // A link or file where a namespace directory goes is refused, not
+    // skipped: the first save into that namespace would write through it.
+    AGENTKV_RETURN_IF_ERROR(fs_->CheckPrivateDir(root_ + "/" + e.name).WithContext("unsafe cache dir"));
     NamespaceState ns;
     ns.dir = root_ + "/" + e.name;
     AGENTKV_RETURN_IF_ERROR(ScanNamespaceLocked(&ns));
@@ -118,6 +133,9 @@ Status AgentStore::ScanAllLocked() {
 Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
   const bool ro = options_.read_only;
   const std::string agents_dir = AgentsDir(*ns), blocks_dir = BlocksDir(*ns);
+  for (const std::string& dir : {agents_dir, blocks_dir, QuarantineDir(*ns)}) {
+    AGENTKV_RETURN_IF_ERROR(CheckDirIfPresent(fs_, dir).WithContext("unsafe cache dir"));
+  }
   // After this fsync, what we see in agents/ is what a crash would keep, so
   // blocks unreferenced by it are safe to delete.
   if (!ro) AGENTKV_RETURN_IF_ERROR(SyncDirIfPresent(fs_, agents_dir));

@@ -1,6 +1,7 @@
 #include "store/agent_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -402,6 +403,41 @@ TEST(AgentStorePosixTest, RoundTripOnDisk) {
   auto left = fs.ListDir(dir + "/" + kFp + "/" + NameHash("ns") + "/blocks");
   ASSERT_TRUE(left.ok());
   EXPECT_TRUE(left->empty());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
+// Issue 29 finding 6: a cache dir (or any directory in it) that another
+// user owns or may write in was trusted; the store now refuses to open.
+TEST(AgentStorePosixTest, RefusesCacheDirsOthersMayWriteIn) {
+  std::string dir = ::testing::TempDir() + "/agentkv_store_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  PosixFileSystem fs;
+  {
+    auto store = AgentStore::Open(Options(&fs, dir));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE(Save(store->get(), "ns", "a", MakeTokens(300, 5)).ok());
+  }
+  const std::string ns_dir = dir + "/" + kFp + "/" + NameHash("ns");
+  for (const std::string& d : {dir, dir + "/" + kFp, ns_dir, ns_dir + "/agents", ns_dir + "/blocks"}) {
+    ASSERT_EQ(::chmod(d.c_str(), 0777), 0) << d;
+    auto store = AgentStore::Open(Options(&fs, dir));
+    EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition) << d;
+    EXPECT_NE(store.status().message().find(d + " has mode 0777"), std::string::npos) << store.status().ToString();
+    ASSERT_EQ(::chmod(d.c_str(), 0700), 0);
+  }
+  // A link planted where a namespace directory goes is refused, not skipped.
+  const std::string other = dir + "/other";
+  ASSERT_EQ(::mkdir(other.c_str(), 0700), 0);
+  const std::string planted = dir + "/" + kFp + "/" + NameHash("ns2");
+  ASSERT_EQ(::symlink(other.c_str(), planted.c_str()), 0);
+  EXPECT_EQ(AgentStore::Open(Options(&fs, dir)).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_EQ(::unlink(planted.c_str()), 0);
+  EXPECT_TRUE(AgentStore::Open(Options(&fs, dir)).ok());
+  if (::chown(ns_dir.c_str(), 65534, 65534) == 0) {  // root only
+    auto store = AgentStore::Open(Options(&fs, dir));
+    EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(store.status().message().find("owned by uid 65534"), std::string::npos) << store.status().ToString();
+  }
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
