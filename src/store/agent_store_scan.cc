@@ -120,6 +120,7 @@ Status AgentStore::ScanAllLocked() {
     // A link or file where a namespace directory goes is refused, not
     // skipped: the first save into that namespace would write through it.
     AGENTKV_RETURN_IF_ERROR(fs_->CheckPrivateDir(root_ + "/" + e.name).WithContext("unsafe cache dir"));
+    if (!e.is_dir) continue;
     NamespaceState ns;
     ns.dir = root_ + "/" + e.name;
     AGENTKV_RETURN_IF_ERROR(ScanNamespaceLocked(&ns));
@@ -324,11 +325,13 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
 }
 
 bool AgentStore::PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id,
-                                     NamespaceState** victim_ns, std::string* victim_id, uint64_t* total_bytes) {
+                                     NamespaceState** victim_ns, std::string* victim_id, uint64_t* total_bytes,
+                                     const NamespaceState* only_ns) {
   const std::string* victim = nullptr;
   int64_t oldest = 0;
   uint64_t total = 0;
   for (auto& [name, ns] : namespaces_) {
+    if (only_ns != nullptr && &ns != only_ns) continue;
     for (const auto& [id, b] : ns.blocks) total += b.file_bytes;
     for (const auto& [id, a] : ns.agents) {
       total += a.manifest_bytes;
@@ -346,8 +349,31 @@ bool AgentStore::PickLruVictimLocked(const NamespaceState* keep_ns, std::string_
   return true;
 }
 
+Status AgentStore::EnforceNamespaceBudgetLocked(NamespaceState* ns, std::string_view keep_id, uint32_t* evicted) {
+  for (;;) {
+    uint64_t total = 0;
+    NamespaceState* victim_ns = nullptr;
+    std::string id;
+    const bool found = PickLruVictimLocked(ns, keep_id, &victim_ns, &id, &total, ns);
+    if (total <= options_.disk_budget_per_ns_bytes || !found) return Status::OK();
+    AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(victim_ns).WithContext("namespace disk budget"));
+    if (!victim_ns->agents.count(id)) continue;  // the rescan changed the picture
+    AKV_LOG_INFO("store: namespace disk budget: evicting agent %s/%s", victim_ns->name.c_str(), id.c_str());
+    AGENTKV_RETURN_IF_ERROR(DeleteAgentLocked(victim_ns, id).WithContext("namespace disk budget"));
+    ++*evicted;
+    ++stats_.agents_evicted;
+  }
+}
+
 Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id,
                                        uint32_t* evicted) {
+  if (options_.disk_budget_per_ns_bytes > 0) {
+    // A save: its own namespace only (the others did not grow). Open: all.
+    for (auto& [name, ns] : namespaces_) {
+      if (keep_ns != nullptr && &ns != keep_ns) continue;
+      AGENTKV_RETURN_IF_ERROR(EnforceNamespaceBudgetLocked(&ns, &ns == keep_ns ? keep_id : "", evicted));
+    }
+  }
   if (options_.disk_budget_bytes == 0) return Status::OK();
   for (;;) {
     uint64_t total = 0;

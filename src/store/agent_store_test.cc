@@ -313,6 +313,45 @@ TEST_F(AgentStoreTest, DiskBudgetEvictsLeastRecentlyUsedAgents) {
   EXPECT_TRUE(store->GetRecord("ns", "a4").ok());
 }
 
+// Issue 29 finding 11: one global LRU let one tenant's saves evict every
+// other tenant's agents. With a per-namespace budget a tenant past it loses
+// its own least recently used agents, and the others keep theirs.
+TEST_F(AgentStoreTest, NamespaceDiskBudgetEvictsThatNamespacesAgentsFirst) {
+  std::vector<std::vector<int32_t>> tokens;
+  for (uint32_t i = 0; i < 8; ++i) tokens.push_back(MakeTokens(300, 40 + i));
+  uint64_t per_agent = 0;
+  {
+    auto store = Open();
+    ASSERT_TRUE(Save(store.get(), "ns", "probe", tokens[0]).ok());
+    per_agent = store->stats().disk_bytes;
+    ASSERT_TRUE(store->DeleteAgent("ns", "probe").ok());
+  }
+  AgentStoreOptions o = Options(&fault_);
+  o.disk_budget_per_ns_bytes = per_agent * 2 + per_agent / 2;  // two agents each
+  o.disk_budget_bytes = per_agent * 5;                         // and room for the quiet tenant
+  auto store = Open(o);
+  ASSERT_TRUE(Save(store.get(), "quiet", "q0", tokens[0]).ok());
+  ASSERT_TRUE(Save(store.get(), "quiet", "q1", tokens[1]).ok());
+  for (uint32_t i = 0; i < 6; ++i) {  // the noisy tenant saves far past its share
+    auto res = store->SaveAgent("noisy", MakeRecord("n" + std::to_string(i), tokens[2 + i]), ProviderFor(tokens[2 + i]));
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+  }
+  EXPECT_TRUE(LoadsExactly(store.get(), "quiet", "q0", tokens[0]));  // untouched
+  EXPECT_TRUE(LoadsExactly(store.get(), "quiet", "q1", tokens[1]));
+  EXPECT_TRUE(LoadsExactly(store.get(), "noisy", "n5", tokens[7]));  // its newest two
+  EXPECT_TRUE(LoadsExactly(store.get(), "noisy", "n4", tokens[6]));
+  EXPECT_EQ(store->GetRecord("noisy", "n3").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->GetRecord("noisy", "n0").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->stats().agents_evicted, 4u);
+  // At Open too: a smaller share leaves each namespace its newest agent.
+  o.disk_budget_per_ns_bytes = per_agent + per_agent / 2;
+  store.reset();
+  store = Open(o);
+  EXPECT_EQ(store->stats().agents, 2u);
+  EXPECT_TRUE(store->GetRecord("quiet", "q1").ok());
+  EXPECT_TRUE(store->GetRecord("noisy", "n5").ok());
+}
+
 TEST_F(AgentStoreTest, ReadOnlyStoreChangesNothing) {
   auto tokens = MakeTokens(300, 1);
   {
