@@ -12,7 +12,7 @@ namespace agentkv::cli {
 bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model,
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "slot-kv", "cache-dir",
-                                    "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
+                                    "cache-ram", "cache-disk", "cache-disk-per-tenant", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name",
                                     "no-warmup", "chat-template-file", "reasoning-format", "read-landing", "read-reserve", "pipelined-restore", "read-threads", "read-chunk-kib"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
@@ -63,6 +63,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   config->cache_dir = flags.GetOr("cache-dir", "", config->cache_dir);
   for (const auto& [name, field] : {std::pair{"cache-ram", &config->cache_ram_bytes},
                                     std::pair{"cache-disk", &config->cache_disk_bytes},
+                                    std::pair{"cache-disk-per-tenant", &config->cache_disk_per_tenant_bytes},
                                     std::pair{"agent-table-ram", &config->agent_table_bytes}}) {
     if (auto v = flags.Get(name)) {
       auto b = ParseBytes(*v);

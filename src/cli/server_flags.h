@@ -12,6 +12,7 @@ namespace agentkv::cli {
 inline constexpr const char* kServeUsage =
     "usage: agentkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--slots N]\n"
     "                     [--kv q4_0|q8_0|f16] [--slot-kv auto|f16|q8_0|q4_0] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
+    "                     [--cache-disk-per-tenant BYTES]   (each API key's share of the disk; its own LRU agents go first)\n"
     "                     [--agent-table-ram BYTES]\n"
     "                     [--api-key KEY[,KEY...]|--api-key-file F] [--admin-key KEY] [-t THREADS]\n"
     "                     [--prefill-chunk N] [--tenant-requests N] [--alias NAME]... [--strict-model-name]\n"
