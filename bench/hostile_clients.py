@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -545,6 +546,121 @@ def grammar_phase(port, prober=None, timeout_s=300.0, only=""):
     return rows
 
 
+# ---------------------------------------------------------------- cache directory and flags (issue 29, findings 6, 9)
+
+def startup_attacks(bin_path, model, work):
+    """Attacks made before any request: hostile flags and a hostile cache directory (one server start each).
+
+    A refusal row passes when the server exits non-zero with the expected error before answering /health
+    (60 s); one that starts fails. Then two servers that do start: repeated --api-key keeps every key, and
+    under umask 0 every cache directory is 0700 and every file 0600. Rows as in run_cases()."""
+    rows = []
+    base = [bin_path, "serve", "-m", model, "-c", "512", "--slots", "1", "-t", "2", "--no-warmup"]
+
+    def start(name, extra, env_over=None, setup=None, umask=None):
+        d = os.path.join(work, "startup-%d" % len(rows))
+        os.makedirs(d)
+        cache = os.path.join(d, "cache")
+        if setup:
+            setup(d, cache)
+        env = dict(os.environ)
+        for k, v in (env_over or {}).items():
+            env[k] = v
+        port = lib.free_port()
+        log = open(os.path.join(d, "server.log"), "wb")
+        pre = (lambda: os.umask(umask)) if umask is not None else None
+        p = subprocess.Popen(base + ["--port", str(port), "--cache-dir", cache] + extra, env=env, stdout=log,
+                             stderr=subprocess.STDOUT, preexec_fn=pre)
+        log.close()
+        t0, served = time.monotonic(), False
+        while time.monotonic() - t0 < 60 and p.poll() is None:
+            try:
+                if lib.http_json(port, "GET", "/health", timeout=2)[0] == 200:
+                    served = True
+                    break
+            except (OSError, Exception):
+                pass
+            time.sleep(0.05)
+        return p, port, d, cache, served, (time.monotonic() - t0) * 1000.0
+
+    def stop(p):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def refused(name, extra, expect_text, env_over=None, setup=None, after=None):
+        p, port, d, cache, served, ms = start(name, extra, env_over, setup)
+        stop(p)
+        with open(os.path.join(d, "server.log"), errors="replace") as f:
+            text = f.read()
+        ok = not served and p.returncode not in (0, None) and expect_text in text
+        why = ("refused: " + expect_text) if ok else ("SERVED (started anyway)" if served else
+                                                      "exit %s, no '%s' in log" % (p.returncode, expect_text))
+        if ok and after:
+            ok, why = after(d, cache)
+        rows.append({"case": name, "ok": ok, "outcome": "refused" if not served else "served",
+                     "status": p.returncode, "ms": round(ms, 1), "verdict": why})
+
+    refused("flags: --api-key ' , '", ["--api-key", " , "], "empty API key")
+    refused("flags: AGENTKV_API_KEY empty", [], "empty API key", env_over={"AGENTKV_API_KEY": ""})
+    refused("flags: --api-key a,,b", ["--api-key", "a,,b"], "empty API key")
+    refused("flags: --admin-key without value", ["--api-key", "k1", "--admin-key"], "--admin-key needs a value")
+    refused("flags: --api-key --port", ["--api-key", "--strict-model-name"], "--api-key needs a value")
+
+    def world_writable(d, cache):
+        os.makedirs(cache)
+        os.chmod(cache, 0o777)
+    refused("cache dir: world-writable", [], "has mode 0777", setup=world_writable)
+
+    def planted_lock(d, cache):
+        os.makedirs(cache, mode=0o700)
+        os.symlink(os.path.join(d, "victim"), os.path.join(cache, "LOCK"))
+
+    def victim_untouched(d, cache):
+        gone = not os.path.exists(os.path.join(d, "victim"))
+        return gone, "victim file never created" if gone else "the server created/locked the victim through the link"
+    refused("cache dir: symlink planted as LOCK", [], "LOCK", setup=planted_lock, after=victim_untouched)
+
+    # Two tenants from a repeated --api-key: both keys open the server (the old parser kept only the last).
+    p, port, d, cache, served, ms = start("flags: --api-key repeated", ["--api-key", "alice:k1", "--api-key",
+                                                                       "bob:k2"])
+    codes = []
+    if served:
+        for key in ("k1", "k2", "wrong"):
+            codes.append(lib.http_json(port, "GET", "/v1/models", headers={"Authorization": "Bearer " + key},
+                                       timeout=10)[0])
+    stop(p)
+    ok = codes == [200, 200, 401]
+    rows.append({"case": "flags: --api-key repeated", "ok": ok, "outcome": "served" if served else "refused",
+                 "status": codes, "ms": round(ms, 1), "verdict": "k1, k2 -> 200, wrong -> 401" if ok else
+                 "keys answered %s" % codes})
+
+    # umask 0: whatever the server creates under the cache dir is owner-only.
+    p, port, d, cache, served, ms = start("cache dir: umask 0", [], umask=0)
+    if served:
+        lib.http_json(port, "POST", CHAT, {"messages": [{"role": "user", "content": "secret"}], "max_tokens": 2,
+                                           "agent_id": "umask-agent"}, timeout=120)
+        time.sleep(1.0)  # the save is asynchronous
+    stop(p)
+    bad = []
+    for root, dirs, files in os.walk(cache):
+        for n, want in [(x, 0o700) for x in dirs] + [(x, 0o600) for x in files]:
+            mode = os.lstat(os.path.join(root, n)).st_mode & 0o777
+            if mode != want:
+                bad.append("%s %o" % (os.path.relpath(os.path.join(root, n), d), mode))
+    root_mode = os.stat(cache).st_mode & 0o777 if os.path.isdir(cache) else None
+    if root_mode != 0o700:
+        bad.insert(0, "cache %s" % (oct(root_mode) if root_mode is not None else "missing"))
+    rows.append({"case": "cache dir: umask 0", "ok": served and not bad, "outcome": "served" if served else "refused",
+                 "status": None, "ms": round(ms, 1),
+                 "verdict": "every dir 0700, file 0600" if not bad else "; ".join(bad[:4])})
+    return rows
+
+
 # ---------------------------------------------------------------- health prober
 
 class Prober(threading.Thread):
@@ -833,6 +949,7 @@ def main():
         iso["fairness"] = fairness_attack(args.bin, args.model, work)
         iso["ok"] = iso["ok"] and iso["fairness"]["ok"]
     log_text = server.log_text()
+    rows += startup_attacks(args.bin, args.model, work)  # issue 29, findings 6, 9
     forged = [l for l in log_text.splitlines() if l.startswith("agentkv error: forged")]
     whole = prober.window(0, time.monotonic() + 1)
 

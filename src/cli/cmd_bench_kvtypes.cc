@@ -38,6 +38,7 @@ nlohmann::json ToJson(const bench::Summary& s) {
 int CmdBenchKvTypes(int argc, char** argv) {
   const MeasureCommand cmd("bench kvtypes", kUsage, argc, argv);
   if (cmd.Help()) return 0;
+  if (!cmd.flags().error().empty()) return cmd.UsageError(cmd.flags().error());
   const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"m", "model", "ctx", "gen", "reps", "t", "threads", "kv", "b", "batch", "seed", "json"});
   const auto model_path = flags.Get("model", "m");

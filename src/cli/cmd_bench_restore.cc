@@ -49,6 +49,7 @@ constexpr Stage kStages[] = {
 int CmdBenchRestore(int argc, char** argv) {
   const MeasureCommand cmd("bench restore", kUsage, argc, argv);
   if (cmd.Help()) return 0;
+  if (!cmd.flags().error().empty()) return cmd.UsageError(cmd.flags().error());
   const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"m", "model", "tokens", "reps", "slots", "kv", "slot-kv", "t", "threads", "gpu-layers", "overlap-import", "json"});
   const auto model_path = flags.Get("model", "m");

@@ -54,6 +54,7 @@ constexpr Row kRows[] = {
 int CmdBenchStore(int argc, char** argv) {
   const MeasureCommand cmd("bench store", kUsage, argc, argv);
   if (cmd.Help()) return 0;
+  if (!cmd.flags().error().empty()) return cmd.UsageError(cmd.flags().error());
   const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"cache-dir", "tokens", "m", "model", "reps", "t", "threads", "seed", "json", "layout",
                                 "read-threads", "read-chunk-kib", "read-reserve"});

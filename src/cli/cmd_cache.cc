@@ -116,6 +116,10 @@ int CmdCache(int argc, char** argv) {
     std::fputs(kUsage, flags.Has("help") ? stdout : stderr);
     return flags.Has("help") ? 0 : 2;
   }
+  if (!flags.error().empty()) {
+    std::fprintf(stderr, "agentkv cache: %s\n%s", flags.error().c_str(), kUsage);
+    return 2;
+  }
   if (auto unknown = flags.Unknown({"cache-dir", "namespace", "repair", "remote", "remote-password-file", "help"});
       !unknown.empty()) {
     std::fprintf(stderr, "agentkv cache: unknown flag --%s\n%s", unknown[0].c_str(), kUsage);

@@ -92,7 +92,7 @@ std::string DefaultModel() {
 }  // namespace
 
 int CmdDemo(int argc, char** argv) {
-  Flags flags(argc, argv, {"help"});
+  Flags flags(argc, argv, kServerBooleanFlags);
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;

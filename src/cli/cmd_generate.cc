@@ -38,6 +38,7 @@ int CmdGenerate(int argc, char** argv) {
   double temp = 0, top_p = 1;
   std::string err;
   if (!unknown.empty()) err = "unknown flag --" + unknown[0];
+  if (!flags.error().empty()) err = flags.error();
   if (err.empty() && (!model_path || !prompt)) err = "-m and -p are required";
   if (err.empty() &&
       !(flags.GetInt("n", "n", 64, &n, &err) && flags.GetInt("seed", "", 0, &seed, &err) &&

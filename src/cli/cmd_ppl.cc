@@ -81,6 +81,7 @@ struct TypeResult {
 int CmdPpl(int argc, char** argv) {
   const MeasureCommand cmd("ppl", kUsage, argc, argv);
   if (cmd.Help()) return 0;
+  if (!cmd.flags().error().empty()) return cmd.UsageError(cmd.flags().error());
   const Flags& flags = cmd.flags();
   auto unknown = flags.Unknown({"m", "model", "f", "file", "c", "ctx", "stride", "kv", "slot-kv", "chunks", "b", "batch", "t",
                                 "threads", "json"});

@@ -62,7 +62,7 @@ class PrintingSink : public api::GenerationSink {
 }  // namespace
 
 int CmdRun(int argc, char** argv) {
-  Flags flags(argc, argv, {"help"});
+  Flags flags(argc, argv, kServerBooleanFlags);
   if (flags.Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;

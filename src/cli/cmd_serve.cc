@@ -13,7 +13,7 @@
 namespace agentkv::cli {
 
 int CmdServe(int argc, char** argv) {
-  Flags flags(argc, argv, {"help", "strict-model-name", "no-warmup"});
+  Flags flags(argc, argv, kServerBooleanFlags);
   if (flags.Has("help")) {
     std::fputs(kServeUsage, stdout);
     return 0;

@@ -6,19 +6,32 @@
 
 namespace agentkv::cli {
 
+namespace {
+
+// "-x", "--name", "--name=v": a flag; "-", "-1", "-0.5" and anything else: a value.
+bool IsFlagToken(const std::string& a) {
+  return a.size() > 1 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1]));
+}
+
+}  // namespace
+
 Flags::Flags(int argc, char** argv, const std::vector<std::string>& boolean_flags) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && std::isdigit(static_cast<unsigned char>(a[1])))) {
+    if (IsFlagToken(a)) {
       std::string name = a.substr(a.find_first_not_of('-'));
       const auto eq = name.find('=');
       std::string value;
       if (eq != std::string::npos) {
         value = name.substr(eq + 1);
         name.resize(eq);
-      } else if (std::find(boolean_flags.begin(), boolean_flags.end(), name) != boolean_flags.end() ||
-                 i + 1 >= argc) {
+      } else if (std::find(boolean_flags.begin(), boolean_flags.end(), name) != boolean_flags.end()) {
         value = "1";
+      } else if (i + 1 >= argc || IsFlagToken(argv[i + 1])) {
+        // "--admin-key" last, or "--api-key --port 80": no value. Taking "1"
+        // (or the next flag) as the value would start with a key nobody chose.
+        if (error_.empty()) error_ = "--" + name + " needs a value (or --" + name + "=VALUE)";
+        continue;
       } else {
         value = argv[++i];
       }

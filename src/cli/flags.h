@@ -12,8 +12,15 @@ namespace agentkv::cli {
 class Flags {
  public:
   // Parses argv[1..]; argv[0] is the subcommand. Unknown flags are kept and
-  // reported by Unknown(); positional arguments go to positional().
+  // reported by Unknown(); positional arguments go to positional(). A flag
+  // not in `boolean_flags` takes a value: "--name=VALUE" or "--name VALUE",
+  // where VALUE must not look like a flag ("-5" does not); one without its
+  // value is dropped and reported by error().
   Flags(int argc, char** argv, const std::vector<std::string>& boolean_flags = {});
+
+  // The first command-line error ("--admin-key needs a value ..."), or "".
+  // Every command refuses to run when it is set.
+  const std::string& error() const { return error_; }
 
   // Value of --long (or -short); then env AGENTKV_<LONG> (dashes -> '_', upper).
   std::optional<std::string> Get(const std::string& long_name, const std::string& short_name = "") const;
@@ -35,6 +42,7 @@ class Flags {
   std::map<std::string, std::string> values_;  // the last value of each flag
   std::vector<std::pair<std::string, std::string>> all_values_;  // every one, in order
   std::vector<std::string> positional_;
+  std::string error_;
 };
 
 // "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma-separated flag value

@@ -5,30 +5,21 @@
 #include <sstream>
 
 #include "api/openai_reasoning.h"
+#include "cli/key_flags.h"
 
 namespace agentkv::cli {
-namespace {
-
-std::vector<std::string> SplitKeys(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    while (!item.empty() && (item.back() == '\n' || item.back() == '\r' || item.back() == ' ')) item.pop_back();
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-}  // namespace
 
 bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* error, bool require_model,
                        const std::vector<std::string>& extra_known) {
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "slot-kv", "cache-dir",
-                                    "cache-ram", "cache-disk", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
+                                    "cache-ram", "cache-disk", "cache-disk-per-tenant", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name",
                                     "no-warmup", "chat-template-file", "reasoning-format", "read-landing", "read-reserve", "pipelined-restore", "read-threads", "read-chunk-kib"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
+  if (!flags.error().empty()) {
+    *error = flags.error();
+    return false;
+  }
   if (auto unknown = flags.Unknown(known); !unknown.empty()) {
     *error = "unknown flag --" + unknown[0];
     return false;
@@ -72,6 +63,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   config->cache_dir = flags.GetOr("cache-dir", "", config->cache_dir);
   for (const auto& [name, field] : {std::pair{"cache-ram", &config->cache_ram_bytes},
                                     std::pair{"cache-disk", &config->cache_disk_bytes},
+                                    std::pair{"cache-disk-per-tenant", &config->cache_disk_per_tenant_bytes},
                                     std::pair{"agent-table-ram", &config->agent_table_bytes}}) {
     if (auto v = flags.Get(name)) {
       auto b = ParseBytes(*v);
@@ -82,8 +74,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
       *field = *b;
     }
   }
-  if (auto k = flags.Get("api-key")) config->api_keys = SplitKeys(*k);
-  if (auto a = flags.Get("admin-key")) config->admin_key = *a;
+  if (!ParseKeyFlags(flags, &config->api_keys, &config->admin_key, error)) return false;
   for (const std::string& value : flags.GetAll("alias")) {
     for (const std::string& alias : SplitCommaList(value)) {
       if (alias.empty() || alias.size() > 256) {
@@ -164,17 +155,6 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     config->remote_url = *r;
   }
   config->remote_password_file = flags.GetOr("remote-password-file", "", "");
-  if (auto f = flags.Get("api-key-file")) {
-    std::ifstream in(*f);
-    if (!in) {
-      *error = "--api-key-file: cannot read " + *f;
-      return false;
-    }
-    std::string line;
-    while (std::getline(in, line)) {
-      for (auto& k : SplitKeys(line)) config->api_keys.push_back(k);
-    }
-  }
   return true;
 }
 

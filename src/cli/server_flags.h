@@ -2,6 +2,7 @@
 // The flags `serve`, `demo` and `run` share, parsed into a ServerConfig.
 
 #include <string>
+#include <vector>
 
 #include "cli/flags.h"
 #include "cli/server_stack.h"
@@ -11,6 +12,7 @@ namespace agentkv::cli {
 inline constexpr const char* kServeUsage =
     "usage: agentkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c CTX] [--slots N]\n"
     "                     [--kv q4_0|q8_0|f16] [--slot-kv auto|f16|q8_0|q4_0] [--cache-dir DIR] [--cache-ram BYTES] [--cache-disk BYTES]\n"
+    "                     [--cache-disk-per-tenant BYTES]   (each API key's share of the disk; its own LRU agents go first)\n"
     "                     [--agent-table-ram BYTES]\n"
     "                     [--api-key KEY[,KEY...]|--api-key-file F] [--admin-key KEY] [-t THREADS]\n"
     "                     [--prefill-chunk N] [--tenant-requests N] [--alias NAME]... [--strict-model-name]\n"
@@ -50,6 +52,10 @@ inline constexpr const char* kServeUsage =
     "agents cached only on disk are dropped from it and read back from their manifest when they return.\n"
     "Defaults: cache dir $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv; cache RAM 25% of memory;\n"
     "context = the model's training context capped at 8192 per slot; 4 slots.\n";
+
+// The flags of ParseServerConfig that take no value: pass them (plus the
+// command's own) to Flags, so that "--no-warmup --port 80" keeps its port.
+inline const std::vector<std::string> kServerBooleanFlags = {"help", "strict-model-name", "no-warmup"};
 
 // Fills *config from flags (model required unless require_model is false).
 // Returns false with *error set on a bad value or unknown flag.

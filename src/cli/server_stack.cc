@@ -168,6 +168,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   so.fingerprint = spec.fingerprint;
   so.kv_types = spec.KvTypesString();
   so.disk_budget_bytes = config.cache_disk_bytes;
+  so.disk_budget_per_ns_bytes = config.cache_disk_per_tenant_bytes;
   so.read_threads = config.read_threads;
   so.read_chunk_bytes = config.read_chunk_bytes;
   AGENTKV_ASSIGN_OR_RETURN(stack->store_, AgentStore::Open(so));

@@ -41,6 +41,7 @@ struct ServerConfig {
   std::string cache_dir;           // empty: DefaultCacheDir()
   uint64_t cache_ram_bytes = 0;    // 0: DefaultCacheRamBytes()
   uint64_t cache_disk_bytes = 0;   // 0: unlimited
+  uint64_t cache_disk_per_tenant_bytes = 0;  // 0: none; else each namespace's own LRU first (docs/store-format.md)
   uint64_t agent_table_bytes = 0;  // 0: SchedulerOptions' default (--agent-table-ram)
   std::vector<std::string> api_keys;  // "KEY", "NAME:KEY" or "NAME:KEY:isolated"
   std::string admin_key;              // "" = none (api/auth.h: who may read /metrics)

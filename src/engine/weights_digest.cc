@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/private_path.h"
 
 namespace agentkv::engine {
 namespace {
@@ -56,14 +56,29 @@ std::string EntryPath(const std::string& cache_dir, const std::string& path) {
   return cache_dir + "/" + Sha256Hex(path).substr(0, 32) + ".digest";
 }
 
+// The whole file, or "" if it cannot be read. O_NOFOLLOW: a link planted
+// as an entry is not read through.
+std::string ReadEntry(const std::string& entry_path) {
+  const int fd = ::open(entry_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || text.size() > (64u << 10)) break;  // an entry is ~300 bytes
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
 // The cached digest if the entry exists and names exactly this file version.
+// REQUIRES: the cache dir passed CheckPrivateDir (else anyone who can write
+// there could make us trust an edited model).
 bool LookUp(const std::string& entry_path, const std::string& path, const Stamp& s, uint64_t data_begin,
             uint64_t* xxh3) {
-  std::ifstream f(entry_path, std::ios::binary);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = ReadEntry(entry_path);
   const size_t at = text.rfind("\nxxh3=");
   if (at == std::string::npos || text.size() != at + 6 + 16 + 1) return false;
   const std::string hex = text.substr(at + 6, 16);
@@ -76,29 +91,37 @@ bool LookUp(const std::string& entry_path, const std::string& path, const Stamp&
   return true;
 }
 
-void Store(const std::string& cache_dir, const std::string& entry_path, const std::string& text) {
-  std::error_code ec;
-  std::filesystem::create_directories(cache_dir, ec);
-  if (ec) {
-    AKV_LOG_WARN("model digest: cannot create %s: %s", cache_dir.c_str(), ec.message().c_str());
+// Whether the cache dir may be used: created owner-only if missing (its
+// parents too: it usually sits in the KV cache dir, which must not end up
+// 0755 or 0777 because the digest ran first), then checked like the KV
+// cache's directories. Logged when not.
+bool UsableCacheDir(const std::string& cache_dir) {
+  Status st = CreatePrivateDirs(cache_dir);
+  if (st.ok()) st = CheckPrivateDir(cache_dir);
+  if (!st.ok()) AKV_LOG_WARN("model digest: not using the cache %s: %s", cache_dir.c_str(), st.ToString().c_str());
+  return st.ok();
+}
+
+// Writes the entry to a fresh temp file (O_EXCL, owner-only) and renames it
+// over the entry.
+void Store(const std::string& entry_path, const std::string& text) {
+  const std::string tmp = entry_path + ".tmp." + std::to_string(::getpid());
+  auto fd = OpenPrivateFile(tmp, /*exclusive=*/true);
+  if (!fd.ok()) {
+    AKV_LOG_WARN("model digest: cannot write %s: %s", tmp.c_str(), fd.status().ToString().c_str());
     return;
   }
-  std::filesystem::permissions(cache_dir, std::filesystem::perms::owner_all, ec);
-  const std::string tmp = entry_path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) {
-      AKV_LOG_WARN("model digest: cannot write %s", tmp.c_str());
-      std::filesystem::remove(tmp, ec);
-      return;
-    }
+  bool ok = true;
+  for (size_t done = 0; ok && done < text.size();) {
+    const ssize_t n = ::write(*fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
   }
-  std::filesystem::permissions(tmp, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
-  std::filesystem::rename(tmp, entry_path, ec);
-  if (ec) {
-    AKV_LOG_WARN("model digest: cannot rename %s: %s", tmp.c_str(), ec.message().c_str());
-    std::filesystem::remove(tmp, ec);
+  ok = ::close(*fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), entry_path.c_str()) != 0) {
+    AKV_LOG_WARN("model digest: cannot write %s: %s", entry_path.c_str(), std::strerror(errno));
+    ::unlink(tmp.c_str());
   }
 }
 
@@ -127,7 +150,8 @@ Result<WeightsDigest> DigestWeights(const std::string& path_in, uint64_t data_be
     return Status::InvalidArgument("model digest: " + path + ": data offset " + std::to_string(data_begin) +
                                    " is past the end (" + std::to_string(before.size) + " bytes)");
   }
-  const std::string entry = options.cache_dir.empty() ? "" : EntryPath(options.cache_dir, path);
+  const std::string entry =
+      options.cache_dir.empty() || !UsableCacheDir(options.cache_dir) ? "" : EntryPath(options.cache_dir, path);
   WeightsDigest out;
   if (!entry.empty() && LookUp(entry, path, before, data_begin, &out.xxh3)) {
     out.from_cache = true;
@@ -154,7 +178,7 @@ Result<WeightsDigest> DigestWeights(const std::string& path_in, uint64_t data_be
   }
   const int64_t now = options.now_ns ? options.now_ns() : SystemNowNs();
   const bool racy = now - std::max(before.mtime_ns, before.ctime_ns) < kRacyWindowNs;
-  if (!entry.empty() && !racy) Store(options.cache_dir, entry, EntryText(path, before, data_begin, out.xxh3));
+  if (!entry.empty() && !racy) Store(entry, EntryText(path, before, data_begin, out.xxh3));
   return out;
 }
 

@@ -15,6 +15,7 @@
 
 #include "engine/model.h"
 #include "engine/test_support.h"
+#include "util/hash.h"
 
 namespace agentkv::engine {
 namespace {
@@ -133,6 +134,56 @@ TEST_F(WeightsDigestTest, BadCacheEntryIsAMissAndBadInputAnError) {
   EXPECT_FALSE(DigestWeights(model_, 0, no_cache)->from_cache);
   EXPECT_EQ(DigestWeights(model_, size_ + 1, options_).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(DigestWeights((dir_ / "absent.gguf").string(), 0, options_).status().code(), StatusCode::kIOError);
+}
+
+// Issue 29 finding 6: under umask 0 the digest cache and its parents (the
+// KV cache dir, created by the digest before the store opened) were 0777.
+TEST_F(WeightsDigestTest, CacheDirsAndEntriesAreOwnerOnlyWhateverTheUmask) {
+  options_.cache_dir = (dir_ / "kv" / "cache" / ".model-digests").string();
+  const mode_t old_umask = ::umask(0);
+  auto d = DigestWeights(model_, 0, options_);
+  ::umask(old_umask);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(CacheEntries(), 1u);
+  struct stat st;
+  for (const fs::path& p : {dir_ / "kv", dir_ / "kv" / "cache", fs::path(options_.cache_dir)}) {
+    ASSERT_EQ(::stat(p.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << p;
+  }
+  for (const auto& e : fs::directory_iterator(options_.cache_dir)) {
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << e.path();
+  }
+}
+
+// Issue 29 finding 6: the temp file's name is predictable; a link planted
+// there made the server write through it into another user's file.
+TEST_F(WeightsDigestTest, LinkPlantedAtTheTempFileIsNotFollowed) {
+  fs::create_directories(options_.cache_dir);
+  fs::permissions(options_.cache_dir, fs::perms::owner_all);
+  const std::string victim = (dir_ / "victim").string();
+  std::ofstream(victim) << "untouched";
+  const std::string entry = options_.cache_dir + "/" +
+                            Sha256Hex(fs::weakly_canonical(model_).string()).substr(0, 32) + ".digest";
+  fs::create_symlink(victim, entry + ".tmp." + std::to_string(::getpid()));
+  auto d = DigestWeights(model_, 0, options_);
+  ASSERT_TRUE(d.ok());
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "untouched");
+  EXPECT_FALSE(fs::is_symlink(entry));
+  EXPECT_TRUE(DigestWeights(model_, 0, options_)->from_cache);  // the entry was still written
+}
+
+// Issue 29 finding 6: a cache dir others may write in was silently trusted
+// (they could plant an entry that makes an edited model look unchanged).
+TEST_F(WeightsDigestTest, GroupOrWorldWritableCacheDirIsNotUsed) {
+  fs::create_directories(options_.cache_dir);
+  fs::permissions(options_.cache_dir, fs::perms::all);
+  auto d = DigestWeights(model_, 0, options_);
+  ASSERT_TRUE(d.ok());  // hashing still works; only the cache is skipped
+  EXPECT_EQ(CacheEntries(), 0u);
+  EXPECT_FALSE(DigestWeights(model_, 0, options_)->from_cache);
 }
 
 // One flipped byte anywhere in the tensor data changes the fingerprint,

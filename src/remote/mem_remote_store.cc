@@ -52,6 +52,47 @@ Status MemRemoteStore::DeleteBlocks(const RemoteScope& scope, std::span<const st
   return Status::OK();
 }
 
+Status MemRemoteStore::ClaimBlocks(const RemoteScope& scope, std::string_view agent_id,
+                                   std::span<const std::string> ids) {
+  AGENTKV_RETURN_IF_ERROR(Enter("claim"));
+  std::lock_guard<std::mutex> l(mu_);
+  auto& mine = agent_blocks_[Key(scope, agent_id)];
+  for (const auto& id : ids) {
+    mine.insert(id);
+    block_agents_[Key(scope, id)].insert(std::string(agent_id));
+  }
+  return Status::OK();
+}
+
+Result<uint32_t> MemRemoteStore::ReleaseBlocks(const RemoteScope& scope, std::string_view agent_id,
+                                               std::span<const std::string> keep, uint64_t if_version) {
+  AGENTKV_RETURN_IF_ERROR(Enter("release"));
+  std::lock_guard<std::mutex> l(mu_);
+  if (if_version > 0) {
+    auto m = manifests_.find(Key(scope, agent_id));
+    if (m == manifests_.end() || m->second.bytes.empty() || m->second.version != if_version) return 0u;
+  }
+  const std::set<std::string> kept(keep.begin(), keep.end());
+  auto& mine = agent_blocks_[Key(scope, agent_id)];
+  uint32_t deleted = 0;
+  for (auto it = mine.begin(); it != mine.end();) {
+    if (kept.count(*it)) {
+      ++it;
+      continue;
+    }
+    const std::string bkey = Key(scope, *it);
+    auto& agents = block_agents_[bkey];
+    agents.erase(std::string(agent_id));
+    if (agents.empty()) {
+      block_agents_.erase(bkey);
+      deleted += static_cast<uint32_t>(blocks_.erase(bkey));
+    }
+    it = mine.erase(it);
+  }
+  if (mine.empty()) agent_blocks_.erase(Key(scope, agent_id));
+  return deleted;
+}
+
 Result<std::optional<RemoteManifest>> MemRemoteStore::GetManifest(const RemoteScope& scope, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(Enter("get manifest"));
   std::lock_guard<std::mutex> l(mu_);

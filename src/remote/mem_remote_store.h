@@ -10,6 +10,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "remote/remote_store.h"
 
@@ -29,6 +30,14 @@ class MemRemoteStore : public RemoteStore {
   Result<uint32_t> PutBlocksIfAbsent(const RemoteScope& scope,
                                      std::span<const std::pair<std::string, std::string_view>> blocks) override;
   Status DeleteBlocks(const RemoteScope& scope, std::span<const std::string> ids) override;
+  Status ClaimBlocks(const RemoteScope& scope, std::string_view agent_id, std::span<const std::string> ids) override;
+  Result<uint32_t> ReleaseBlocks(const RemoteScope& scope, std::string_view agent_id, std::span<const std::string> keep,
+                                 uint64_t if_version) override;
+  // Blocks stored, over every scope (tests: nothing leaks).
+  size_t block_count() {
+    std::lock_guard<std::mutex> l(mu_);
+    return blocks_.size();
+  }
   Result<std::optional<RemoteManifest>> GetManifest(const RemoteScope& scope, std::string_view agent_id) override;
   Result<bool> PutManifestIfNewer(const RemoteScope& scope, std::string_view agent_id, uint64_t version,
                                   std::string_view bytes) override;
@@ -46,6 +55,9 @@ class MemRemoteStore : public RemoteStore {
   std::mutex mu_;
   std::map<std::string, std::string> blocks_;        // GUARDED_BY(mu_)
   std::map<std::string, RemoteManifest> manifests_;  // GUARDED_BY(mu_)
+  // Key(scope, agent) -> its claimed block ids; Key(scope, block) -> agents.
+  std::map<std::string, std::set<std::string>> agent_blocks_;  // GUARDED_BY(mu_)
+  std::map<std::string, std::set<std::string>> block_agents_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace agentkv

@@ -24,6 +24,41 @@ redis.call('HSET', KEYS[1], 'v', v, 'm', ARGV[2])
 return 1
 )lua";
 
+// Block claims (docs/remote.md, "Deletes"). KEYS[1] = the agent's block set
+// ("<scope>a:<agent hash>"), ARGV[1] = the scope prefix, ARGV[2] = the agent
+// hash, ARGV[3..] = block ids; each block's claimants are "<scope>r:<id>".
+// (The r: and b: keys are built in the script: fine on one Redis, which is
+// what docs/remote.md supports; a cluster would need hash tags.)
+constexpr const char* kClaimScript = R"lua(
+for i = 3, #ARGV do
+  redis.call('SADD', KEYS[1], ARGV[i])
+  redis.call('SADD', ARGV[1] .. 'r:' .. ARGV[i], ARGV[2])
+end
+return 1
+)lua";
+
+// KEYS[1] = the agent's block set, KEYS[2] = its manifest key; ARGV[1] =
+// scope prefix, ARGV[2] = agent hash, ARGV[3] = the version the manifest must
+// have ("0": any, or none), ARGV[4..] = the block ids to keep. Returns the
+// number of blocks deleted, -1 if the manifest's version differs.
+constexpr const char* kReleaseScript = R"lua(
+if ARGV[3] ~= '0' and redis.call('HGET', KEYS[2], 'v') ~= ARGV[3] then return -1 end
+local keep = {}
+for i = 4, #ARGV do keep[ARGV[i]] = true end
+local deleted = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if not keep[id] then
+    local refs = ARGV[1] .. 'r:' .. id
+    redis.call('SREM', refs, ARGV[2])
+    redis.call('SREM', KEYS[1], id)
+    if redis.call('SCARD', refs) == 0 then
+      deleted = deleted + redis.call('DEL', ARGV[1] .. 'b:' .. id)
+    end
+  end
+end
+return deleted
+)lua";
+
 timeval Tv(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
 
 struct ReplyDeleter {
@@ -60,6 +95,10 @@ std::string RedisRemoteStore::ScopePrefix(const RemoteScope& scope) {
 std::string RedisRemoteStore::BlockKey(const RemoteScope& scope, std::string_view block_id) {
   return ScopePrefix(scope) + "b:" + std::string(block_id);
 }
+std::string RedisRemoteStore::AgentBlocksKey(const RemoteScope& scope, std::string_view agent_id) {
+  return ScopePrefix(scope) + "a:" + NameHash(agent_id);
+}
+
 std::string RedisRemoteStore::ManifestKey(const RemoteScope& scope, std::string_view agent_id) {
   return ScopePrefix(scope) + "m:" + NameHash(agent_id);
 }
@@ -247,6 +286,29 @@ Status RedisRemoteStore::DeleteBlocks(const RemoteScope& scope, std::span<const 
   std::vector<std::string_view> argv{"DEL"};
   for (const auto& k : keys) argv.push_back(k);
   return Pipeline<char>({argv}, [](redisReply*) -> Result<char> { return char{1}; }).status();
+}
+
+Status RedisRemoteStore::ClaimBlocks(const RemoteScope& scope, std::string_view agent_id,
+                                     std::span<const std::string> ids) {
+  if (ids.empty()) return Status::OK();
+  const std::string key = AgentBlocksKey(scope, agent_id), prefix = ScopePrefix(scope), agent = NameHash(agent_id);
+  std::vector<std::string_view> argv{"EVAL", kClaimScript, "1", key, prefix, agent};
+  for (const auto& id : ids) argv.push_back(id);
+  return Pipeline<char>({argv}, [](redisReply*) -> Result<char> { return char{1}; }).status();
+}
+
+Result<uint32_t> RedisRemoteStore::ReleaseBlocks(const RemoteScope& scope, std::string_view agent_id,
+                                                 std::span<const std::string> keep, uint64_t if_version) {
+  const std::string key = AgentBlocksKey(scope, agent_id), manifest = ManifestKey(scope, agent_id);
+  const std::string prefix = ScopePrefix(scope), agent = NameHash(agent_id), v = std::to_string(if_version);
+  std::vector<std::string_view> argv{"EVAL", kReleaseScript, "2", key, manifest, prefix, agent, v};
+  for (const auto& id : keep) argv.push_back(id);
+  auto r = Pipeline<uint32_t>({argv}, [](redisReply* r) -> Result<uint32_t> {
+    if (r->type != REDIS_REPLY_INTEGER) return Status::IOError("remote: release blocks: unexpected reply");
+    return static_cast<uint32_t>(std::max<long long>(0, r->integer));
+  });
+  if (!r.ok()) return r.status();
+  return r->front();
 }
 
 Result<std::optional<RemoteManifest>> RedisRemoteStore::GetManifest(const RemoteScope& scope,

@@ -45,6 +45,10 @@ class RedisRemoteStore : public RemoteStore {
   Result<uint32_t> PutBlocksIfAbsent(const RemoteScope& scope,
                                      std::span<const std::pair<std::string, std::string_view>> blocks) override;
   Status DeleteBlocks(const RemoteScope& scope, std::span<const std::string> ids) override;
+  // Lua scripts (atomic on the server); see RemoteStore and docs/remote.md.
+  Status ClaimBlocks(const RemoteScope& scope, std::string_view agent_id, std::span<const std::string> ids) override;
+  Result<uint32_t> ReleaseBlocks(const RemoteScope& scope, std::string_view agent_id, std::span<const std::string> keep,
+                                 uint64_t if_version) override;
   Result<std::optional<RemoteManifest>> GetManifest(const RemoteScope& scope, std::string_view agent_id) override;
   Result<bool> PutManifestIfNewer(const RemoteScope& scope, std::string_view agent_id, uint64_t version,
                                   std::string_view bytes) override;
@@ -56,6 +60,7 @@ class RedisRemoteStore : public RemoteStore {
   static std::string ScopePrefix(const RemoteScope& scope);
   static std::string BlockKey(const RemoteScope& scope, std::string_view block_id);
   static std::string ManifestKey(const RemoteScope& scope, std::string_view agent_id);
+  static std::string AgentBlocksKey(const RemoteScope& scope, std::string_view agent_id);
 
  private:
   struct ContextDeleter {

@@ -55,6 +55,25 @@ class RemoteStore {
                                              std::span<const std::pair<std::string, std::string_view>> blocks) = 0;
   virtual Status DeleteBlocks(const RemoteScope& scope, std::span<const std::string> ids) = 0;
 
+  // Block ownership (docs/remote.md, "Deletes"). Blocks are shared by every
+  // agent of a scope that names them, so each agent holds a claim on the
+  // blocks it pushed: the store keeps, per agent, the set of its blocks and,
+  // per block, the set of agents claiming it. A block no agent claims is
+  // deleted by the ReleaseBlocks that drops its last claim.
+  //
+  // Adds `agent_id`'s claim on each of `ids` (atomically). A push claims its
+  // blocks before it checks which exist, so that no concurrent release can
+  // delete a block it then skips uploading.
+  virtual Status ClaimBlocks(const RemoteScope& scope, std::string_view agent_id, std::span<const std::string> ids) = 0;
+  // Drops `agent_id`'s claim on every block it claims that is not in `keep`,
+  // deleting each block left with no claim; returns how many were deleted.
+  // If `if_version` > 0 this is done only while the agent's stored manifest
+  // has exactly that version (else nothing changes and 0 is returned: a newer
+  // push, perhaps by another server, has its own blocks to keep and releases
+  // the rest itself). Atomic.
+  virtual Result<uint32_t> ReleaseBlocks(const RemoteScope& scope, std::string_view agent_id,
+                                         std::span<const std::string> keep, uint64_t if_version) = 0;
+
   // nullopt if the agent has no manifest.
   virtual Result<std::optional<RemoteManifest>> GetManifest(const RemoteScope& scope, std::string_view agent_id) = 0;
   // Atomically replaces the agent's manifest if `version` is greater than the

@@ -143,6 +143,9 @@ Status RemoteTier::Push(const AgentRecord& saved, const std::vector<const KvBloc
   const RemoteScope scope = Scope(saved.ns);
   std::vector<std::string> ids;
   for (const auto& b : saved.blocks) ids.push_back(b.id);
+  // Claimed before the existence check: a block another agent's release
+  // would drop meanwhile is then kept (or found absent and uploaded).
+  AGENTKV_RETURN_IF_ERROR(CountError(store_->ClaimBlocks(scope, saved.agent_id, ids)));
   auto exist = store_->BlocksExist(scope, ids);
   if (!exist.ok()) return CountError(exist.status());
   std::vector<std::string> encoded;
@@ -172,12 +175,17 @@ Status RemoteTier::Push(const AgentRecord& saved, const std::vector<const KvBloc
   if (!manifest.ok()) return manifest.status().WithContext("remote push");
   auto put = store_->PutManifestIfNewer(scope, saved.agent_id, saved.version, *manifest);
   if (!put.ok()) return CountError(put.status());
-  if (*put) {
-    ++counters_.manifests_written;
-    counters_.bytes_written += manifest->size();
-  } else {
-    ++counters_.stale_manifests;
+  if (!*put) {
+    ++counters_.stale_manifests;  // the newer version's push releases what it supersedes
+    return Status::OK();
   }
+  ++counters_.manifests_written;
+  counters_.bytes_written += manifest->size();
+  // The blocks of earlier turns this one no longer names (and no other agent
+  // claims) go now, or every turn would orphan one more for ever.
+  auto released = store_->ReleaseBlocks(scope, saved.agent_id, ids, saved.version);
+  if (!released.ok()) return CountError(released.status());
+  counters_.blocks_deleted += *released;
   return Status::OK();
 }
 
@@ -185,13 +193,22 @@ Status RemoteTier::Delete(std::string_view ns, std::string_view agent_id) {
   const RemoteScope scope = Scope(ns);
   auto got = store_->GetManifest(scope, agent_id);
   if (!got.ok()) return CountError(got.status());
+  if (got->has_value()) {
+    // The current manifest's blocks join the agent's claims (blocks pushed
+    // before claims existed had none), so the release below covers them too.
+    auto rec = DecodeManifest((*got)->bytes);
+    if (rec.ok() && rec->ns == ns && rec->agent_id == agent_id) {
+      std::vector<std::string> ids;
+      for (const auto& b : rec->blocks) ids.push_back(b.id);
+      AGENTKV_RETURN_IF_ERROR(CountError(store_->ClaimBlocks(scope, agent_id, ids)));
+    }
+  }
   AGENTKV_RETURN_IF_ERROR(CountError(store_->DeleteManifest(scope, agent_id)));
-  if (!got->has_value()) return Status::OK();
-  auto rec = DecodeManifest((*got)->bytes);
-  if (!rec.ok()) return Status::OK();  // nothing trustworthy names blocks
-  std::vector<std::string> ids;
-  for (const auto& b : rec->blocks) ids.push_back(b.id);
-  return CountError(store_->DeleteBlocks(scope, ids));
+  // Every block the agent ever pushed that no other agent claims.
+  auto released = store_->ReleaseBlocks(scope, agent_id, {}, /*if_version=*/0);
+  if (!released.ok()) return CountError(released.status());
+  counters_.blocks_deleted += *released;
+  return Status::OK();
 }
 
 std::string RemoteTier::RenderMetrics() const {
@@ -213,6 +230,9 @@ std::string RemoteTier::RenderMetrics() const {
   counter("agentkv_remote_written_bytes_total", "Bytes written to the remote tier.", c.bytes_written);
   counter("agentkv_remote_blocks_written_total", "Blocks written to the remote tier (absent before).",
           c.blocks_written);
+  counter("agentkv_remote_blocks_deleted_total",
+          "Blocks deleted from the remote tier: no agent names them any more (superseded turns, deleted agents).",
+          c.blocks_deleted);
   counter("agentkv_remote_manifests_written_total", "Manifests written to the remote tier.", c.manifests_written);
   counter("agentkv_remote_local_blocks_total",
           "Blocks of a newer remote manifest read from the local disk instead of fetched.", c.local_blocks);

@@ -37,6 +37,7 @@ struct RemoteTierCounters {
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> bytes_written{0};
   std::atomic<uint64_t> blocks_written{0};
+  std::atomic<uint64_t> blocks_deleted{0};  // no agent claims them any more (docs/remote.md, "Deletes")
   std::atomic<uint64_t> manifests_written{0};
   std::atomic<uint64_t> stale_manifests{0};  // pushes refused: a newer version was there
   // Blocks of a fetched manifest the caller already held (its local disk):

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "remote/mem_remote_store.h"
 #include "remote/redis_remote_store.h"
 #include "remote/redis_test_server.h"
 #include "store/block_file.h"
@@ -252,11 +255,96 @@ TEST_F(RemoteTierTest, TenantsShareNothing) {
   }
   EXPECT_EQ(a + b, r->elements);
   freeReplyObject(r);
-  EXPECT_EQ(a, 4u);  // 3 blocks + manifest each
-  EXPECT_EQ(b, 4u);
+  EXPECT_EQ(a, 8u);  // 3 blocks + manifest each, the agent's block set, each block's claimants
+  EXPECT_EQ(b, 8u);
   ASSERT_TRUE(tier_->Delete("tenant-a", "agent").ok());
   EXPECT_EQ(tier_->Fetch("tenant-a", "agent").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(tier_->Fetch("tenant-b", "agent").ok());
+}
+
+// Issue 29 finding 8: a push never removed superseded blocks and a delete
+// removed only the current manifest's (4 of 5 blocks of a deleted agent
+// survived, and it also removed blocks another agent still named). Pushes
+// turn after turn of one agent, forks a second from it, deletes both: the
+// remote holds exactly the blocks the live agents name, every time.
+void CheckBlocksFollowTheLiveAgents(RemoteStore* remote, const std::function<size_t()>& n_blocks) {
+  MemFileSystem fs;
+  auto store = AgentStore::Open(Options(&fs));
+  ASSERT_TRUE(store.ok());
+  RemoteTier tier(remote, kFp, kKvTypes);
+  auto push = [&](const std::string& id, const std::vector<int32_t>& tokens, uint64_t version) {
+    AgentRecord rec = MakeRecord(id, tokens);
+    rec.version = version;
+    auto saved = (*store)->SaveAgent("ns", rec, ProviderFor(tokens));
+    ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+    std::vector<KvBlock> blocks;
+    for (uint32_t i = 0; i < saved->record.blocks.size(); ++i) blocks.push_back(MakeBlock(tokens, i));
+    std::vector<const KvBlock*> ptrs;
+    for (const auto& b : blocks) ptrs.push_back(&b);
+    Status s = tier.Push(saved->record, ptrs);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  };
+  auto blocks_of = [](size_t n_tokens) { return (n_tokens + kBlockTokens - 1) / kBlockTokens; };
+  // Five turns: each ends in a partial block that the next turn replaces.
+  for (uint64_t turn = 1; turn <= 5; ++turn) {
+    const size_t n = 700 + 300 * turn;
+    push("a", MakeTokens(n, 7), turn);
+    EXPECT_EQ(n_blocks(), blocks_of(n)) << "after turn " << turn;
+  }
+  EXPECT_EQ(tier.counters().blocks_deleted.load(), 4u);  // the four superseded partial blocks
+  // A fork naming the first two (full) blocks of "a", then its own partial one.
+  const auto fork = MakeTokens(600, 7);
+  push("b", fork, 1);
+  EXPECT_EQ(n_blocks(), blocks_of(2200) + 1);
+  ASSERT_TRUE(tier.Delete("ns", "a").ok());
+  EXPECT_EQ(n_blocks(), blocks_of(600));  // only b's
+  auto got = tier.Fetch("ns", "b");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->complete);
+  EXPECT_EQ(got->valid_tokens, 600u);
+  ASSERT_TRUE(tier.Delete("ns", "b").ok());
+  EXPECT_EQ(n_blocks(), 0u);
+}
+
+TEST(MemRemoteTierTest, BlocksFollowTheLiveAgents) {
+  MemRemoteStore remote;
+  CheckBlocksFollowTheLiveAgents(&remote, [&] { return remote.block_count(); });
+}
+
+TEST_F(RemoteTierTest, BlocksFollowTheLiveAgents) {
+  CheckBlocksFollowTheLiveAgents(remote_.get(), [&] {
+    redisReply* r = server_.Command({"KEYS", RedisRemoteStore::ScopePrefix({kFp, "ns"}) + "b:*"});
+    const size_t n = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 999;
+    if (r) freeReplyObject(r);
+    return n;
+  });
+  // Deleting both left no claim behind either.
+  redisReply* r = server_.Command({"KEYS", "*"});
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY);
+  EXPECT_EQ(r->elements, 0u);
+  freeReplyObject(r);
+}
+
+// A push that lost the manifest race (a newer version is there) releases
+// nothing: the blocks the newer version names stay.
+TEST_F(RemoteTierTest, StalePushReleasesNothing) {
+  const auto t2 = MakeTokens(1000, 3);
+  SaveAndPush("ns", "agent", t2, 20);
+  MemFileSystem other_fs;
+  auto other = AgentStore::Open(Options(&other_fs));
+  ASSERT_TRUE(other.ok());
+  const auto t1 = MakeTokens(300, 5);
+  AgentRecord rec = MakeRecord("agent", t1);
+  rec.version = 10;
+  auto saved = (*other)->SaveAgent("ns", rec, ProviderFor(t1));
+  ASSERT_TRUE(saved.ok());
+  std::vector<KvBlock> blocks = {MakeBlock(t1, 0), MakeBlock(t1, 1)};
+  ASSERT_TRUE(tier_->Push(saved->record, {&blocks[0], &blocks[1]}).ok());
+  EXPECT_EQ(tier_->counters().blocks_deleted.load(), 0u);
+  auto got = tier_->Fetch("ns", "agent");
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->complete);
+  EXPECT_EQ(got->record.tokens, t2);
 }
 
 TEST_F(RemoteTierTest, OutageIsCountedAndPushResumes) {

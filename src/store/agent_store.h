@@ -68,6 +68,12 @@ struct AgentStoreOptions {
   // records with other kv types.
   std::string kv_types;
   uint64_t disk_budget_bytes = 0;  // 0: unlimited; else LRU deletion of whole agents
+  // 0: none; else each namespace's (tenant's) manifests and block files are
+  // kept under this by deleting that namespace's least recently used agents
+  // first (a save never evicts the agent it saves), so one tenant cannot
+  // push the others out of a shared disk budget. Applied before
+  // disk_budget_bytes, at each save (the saving namespace) and at Open (all).
+  uint64_t disk_budget_per_ns_bytes = 0;
   // No file is created, deleted, moved or written; Save/Delete fail with
   // FailedPrecondition; bad files are reported but not quarantined.
   bool read_only = false;
@@ -330,9 +336,12 @@ class AgentStore {
   Status EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id, uint32_t* evicted);
   // The least recently used agent other than keep_id of keep_ns (nullptr:
   // none kept); false if there is none. *total_bytes (if given): the bytes
-  // of every namespace's manifests and block files.
+  // of every namespace's manifests and block files. only_ns (if given):
+  // that namespace alone, for both the victim and the total.
   bool PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id, NamespaceState** victim_ns,
-                           std::string* victim_id, uint64_t* total_bytes);
+                           std::string* victim_id, uint64_t* total_bytes, const NamespaceState* only_ns = nullptr);
+  // disk_budget_per_ns_bytes for one namespace.
+  Status EnforceNamespaceBudgetLocked(NamespaceState* ns, std::string_view keep_id, uint32_t* evicted);
   // After a save ran out of space: rescans dirty namespaces (removing what
   // failed saves left) and deletes the least recently used agent other than
   // keep_id. false if there was none to delete.

@@ -41,6 +41,13 @@ Status SyncDirIfPresent(FileSystem* fs, const std::string& dir) {
   return st.code() == StatusCode::kNotFound ? Status::OK() : st;
 }
 
+// Refuses a cache directory another user could write in, or a link planted
+// where one goes (docs/store-format.md, "Permissions"); a missing one is fine.
+Status CheckDirIfPresent(FileSystem* fs, const std::string& dir) {
+  Status st = fs->CheckPrivateDir(dir);
+  return st.code() == StatusCode::kNotFound ? Status::OK() : st;
+}
+
 }  // namespace
 
 AgentStore::AgentStore(AgentStoreOptions options)
@@ -75,6 +82,11 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) 
     if (!held.ok()) return held.status().WithContext("open store");
     store->live_ = *held;
   }
+  // Before anything is read or written below it: a directory that another
+  // user owns or may write in would let them read or plant conversations.
+  for (const std::string& dir : {store->options_.cache_dir, store->root_}) {
+    AGENTKV_RETURN_IF_ERROR(CheckDirIfPresent(store->fs_, dir).WithContext("open store: unsafe cache dir"));
+  }
   AGENTKV_RETURN_IF_ERROR(store->ScanAllLocked().WithContext("open store " + store->root_));
   if (!store->options_.read_only) {
     uint32_t evicted = 0;
@@ -104,7 +116,11 @@ Status AgentStore::ScanAllLocked() {
   AGENTKV_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListOrEmpty(fs_, root_));
   namespaces_.clear();
   for (const DirEntry& e : entries) {
-    if (!e.is_dir || !IsBlockId(e.name)) continue;  // not ours: leave it alone
+    if (!IsBlockId(e.name)) continue;  // not ours: leave it alone
+    // A link or file where a namespace directory goes is refused, not
+    // skipped: the first save into that namespace would write through it.
+    AGENTKV_RETURN_IF_ERROR(fs_->CheckPrivateDir(root_ + "/" + e.name).WithContext("unsafe cache dir"));
+    if (!e.is_dir) continue;
     NamespaceState ns;
     ns.dir = root_ + "/" + e.name;
     AGENTKV_RETURN_IF_ERROR(ScanNamespaceLocked(&ns));
@@ -118,6 +134,9 @@ Status AgentStore::ScanAllLocked() {
 Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
   const bool ro = options_.read_only;
   const std::string agents_dir = AgentsDir(*ns), blocks_dir = BlocksDir(*ns);
+  for (const std::string& dir : {agents_dir, blocks_dir, QuarantineDir(*ns)}) {
+    AGENTKV_RETURN_IF_ERROR(CheckDirIfPresent(fs_, dir).WithContext("unsafe cache dir"));
+  }
   // After this fsync, what we see in agents/ is what a crash would keep, so
   // blocks unreferenced by it are safe to delete.
   if (!ro) AGENTKV_RETURN_IF_ERROR(SyncDirIfPresent(fs_, agents_dir));
@@ -306,11 +325,13 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
 }
 
 bool AgentStore::PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id,
-                                     NamespaceState** victim_ns, std::string* victim_id, uint64_t* total_bytes) {
+                                     NamespaceState** victim_ns, std::string* victim_id, uint64_t* total_bytes,
+                                     const NamespaceState* only_ns) {
   const std::string* victim = nullptr;
   int64_t oldest = 0;
   uint64_t total = 0;
   for (auto& [name, ns] : namespaces_) {
+    if (only_ns != nullptr && &ns != only_ns) continue;
     for (const auto& [id, b] : ns.blocks) total += b.file_bytes;
     for (const auto& [id, a] : ns.agents) {
       total += a.manifest_bytes;
@@ -328,8 +349,31 @@ bool AgentStore::PickLruVictimLocked(const NamespaceState* keep_ns, std::string_
   return true;
 }
 
+Status AgentStore::EnforceNamespaceBudgetLocked(NamespaceState* ns, std::string_view keep_id, uint32_t* evicted) {
+  for (;;) {
+    uint64_t total = 0;
+    NamespaceState* victim_ns = nullptr;
+    std::string id;
+    const bool found = PickLruVictimLocked(ns, keep_id, &victim_ns, &id, &total, ns);
+    if (total <= options_.disk_budget_per_ns_bytes || !found) return Status::OK();
+    AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(victim_ns).WithContext("namespace disk budget"));
+    if (!victim_ns->agents.count(id)) continue;  // the rescan changed the picture
+    AKV_LOG_INFO("store: namespace disk budget: evicting agent %s/%s", victim_ns->name.c_str(), id.c_str());
+    AGENTKV_RETURN_IF_ERROR(DeleteAgentLocked(victim_ns, id).WithContext("namespace disk budget"));
+    ++*evicted;
+    ++stats_.agents_evicted;
+  }
+}
+
 Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id,
                                        uint32_t* evicted) {
+  if (options_.disk_budget_per_ns_bytes > 0) {
+    // A save: its own namespace only (the others did not grow). Open: all.
+    for (auto& [name, ns] : namespaces_) {
+      if (keep_ns != nullptr && &ns != keep_ns) continue;
+      AGENTKV_RETURN_IF_ERROR(EnforceNamespaceBudgetLocked(&ns, &ns == keep_ns ? keep_id : "", evicted));
+    }
+  }
   if (options_.disk_budget_bytes == 0) return Status::OK();
   for (;;) {
     uint64_t total = 0;

@@ -1,6 +1,7 @@
 #include "store/agent_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -312,6 +313,45 @@ TEST_F(AgentStoreTest, DiskBudgetEvictsLeastRecentlyUsedAgents) {
   EXPECT_TRUE(store->GetRecord("ns", "a4").ok());
 }
 
+// Issue 29 finding 11: one global LRU let one tenant's saves evict every
+// other tenant's agents. With a per-namespace budget a tenant past it loses
+// its own least recently used agents, and the others keep theirs.
+TEST_F(AgentStoreTest, NamespaceDiskBudgetEvictsThatNamespacesAgentsFirst) {
+  std::vector<std::vector<int32_t>> tokens;
+  for (uint32_t i = 0; i < 8; ++i) tokens.push_back(MakeTokens(300, 40 + i));
+  uint64_t per_agent = 0;
+  {
+    auto store = Open();
+    ASSERT_TRUE(Save(store.get(), "ns", "probe", tokens[0]).ok());
+    per_agent = store->stats().disk_bytes;
+    ASSERT_TRUE(store->DeleteAgent("ns", "probe").ok());
+  }
+  AgentStoreOptions o = Options(&fault_);
+  o.disk_budget_per_ns_bytes = per_agent * 2 + per_agent / 2;  // two agents each
+  o.disk_budget_bytes = per_agent * 5;                         // and room for the quiet tenant
+  auto store = Open(o);
+  ASSERT_TRUE(Save(store.get(), "quiet", "q0", tokens[0]).ok());
+  ASSERT_TRUE(Save(store.get(), "quiet", "q1", tokens[1]).ok());
+  for (uint32_t i = 0; i < 6; ++i) {  // the noisy tenant saves far past its share
+    auto res = store->SaveAgent("noisy", MakeRecord("n" + std::to_string(i), tokens[2 + i]), ProviderFor(tokens[2 + i]));
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+  }
+  EXPECT_TRUE(LoadsExactly(store.get(), "quiet", "q0", tokens[0]));  // untouched
+  EXPECT_TRUE(LoadsExactly(store.get(), "quiet", "q1", tokens[1]));
+  EXPECT_TRUE(LoadsExactly(store.get(), "noisy", "n5", tokens[7]));  // its newest two
+  EXPECT_TRUE(LoadsExactly(store.get(), "noisy", "n4", tokens[6]));
+  EXPECT_EQ(store->GetRecord("noisy", "n3").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->GetRecord("noisy", "n0").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->stats().agents_evicted, 4u);
+  // At Open too: a smaller share leaves each namespace its newest agent.
+  o.disk_budget_per_ns_bytes = per_agent + per_agent / 2;
+  store.reset();
+  store = Open(o);
+  EXPECT_EQ(store->stats().agents, 2u);
+  EXPECT_TRUE(store->GetRecord("quiet", "q1").ok());
+  EXPECT_TRUE(store->GetRecord("noisy", "n5").ok());
+}
+
 TEST_F(AgentStoreTest, ReadOnlyStoreChangesNothing) {
   auto tokens = MakeTokens(300, 1);
   {
@@ -402,6 +442,41 @@ TEST(AgentStorePosixTest, RoundTripOnDisk) {
   auto left = fs.ListDir(dir + "/" + kFp + "/" + NameHash("ns") + "/blocks");
   ASSERT_TRUE(left.ok());
   EXPECT_TRUE(left->empty());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
+// Issue 29 finding 6: a cache dir (or any directory in it) that another
+// user owns or may write in was trusted; the store now refuses to open.
+TEST(AgentStorePosixTest, RefusesCacheDirsOthersMayWriteIn) {
+  std::string dir = ::testing::TempDir() + "/agentkv_store_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  PosixFileSystem fs;
+  {
+    auto store = AgentStore::Open(Options(&fs, dir));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE(Save(store->get(), "ns", "a", MakeTokens(300, 5)).ok());
+  }
+  const std::string ns_dir = dir + "/" + kFp + "/" + NameHash("ns");
+  for (const std::string& d : {dir, dir + "/" + kFp, ns_dir, ns_dir + "/agents", ns_dir + "/blocks"}) {
+    ASSERT_EQ(::chmod(d.c_str(), 0777), 0) << d;
+    auto store = AgentStore::Open(Options(&fs, dir));
+    EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition) << d;
+    EXPECT_NE(store.status().message().find(d + " has mode 0777"), std::string::npos) << store.status().ToString();
+    ASSERT_EQ(::chmod(d.c_str(), 0700), 0);
+  }
+  // A link planted where a namespace directory goes is refused, not skipped.
+  const std::string other = dir + "/other";
+  ASSERT_EQ(::mkdir(other.c_str(), 0700), 0);
+  const std::string planted = dir + "/" + kFp + "/" + NameHash("ns2");
+  ASSERT_EQ(::symlink(other.c_str(), planted.c_str()), 0);
+  EXPECT_EQ(AgentStore::Open(Options(&fs, dir)).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_EQ(::unlink(planted.c_str()), 0);
+  EXPECT_TRUE(AgentStore::Open(Options(&fs, dir)).ok());
+  if (::chown(ns_dir.c_str(), 65534, 65534) == 0) {  // root only
+    auto store = AgentStore::Open(Options(&fs, dir));
+    EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(store.status().message().find("owned by uid 65534"), std::string::npos) << store.status().ToString();
+  }
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 

@@ -14,7 +14,7 @@ Status WritePiecesAtomically(FileSystem* fs, const std::string& path,
                              const std::vector<std::string_view>& pieces, bool sync_dir) {
   const std::string tmp = path + std::string(kTempSuffix);
   auto write_tmp = [&]() -> Status {
-    AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs->NewWritableFile(tmp));
+    AGENTKV_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs->NewTempFile(tmp));
     for (std::string_view piece : pieces) {
       if (piece.empty()) continue;
       AGENTKV_RETURN_IF_ERROR(file->Append(piece));

@@ -67,6 +67,8 @@ class FaultInjectingFileSystem final : public FileSystem {
   Result<std::vector<DirEntry>> ListDir(const std::string& dir) override;
   Status CreateDirs(const std::string& dir) override;
   Status RemoveDir(const std::string& dir) override;
+  // Passed through (no fault is injected): the wrapped disk's ownership rule.
+  Status CheckPrivateDir(const std::string& dir) override { return base_->CheckPrivateDir(dir); }
   Status SyncDir(const std::string& dir) override;
   // Taking a lock is an operation ("lock"); releasing it is not (it cannot fail).
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override;

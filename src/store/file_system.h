@@ -60,8 +60,17 @@ class FileSystem {
   virtual ~FileSystem() = default;
 
   // Creates (readable and writable by the owner only, on disk) or truncates
-  // `path`. REQUIRES: its parent directory exists.
+  // `path`. REQUIRES: its parent directory exists. On disk a symlink at
+  // `path` is never followed and another user's file is never truncated
+  // (FailedPrecondition).
   virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  // A fresh file at `path` for a write-then-rename: whatever entry is there
+  // (a leftover temp file, a planted link) is removed first, never opened;
+  // on disk the file is created exclusively (O_EXCL), owner-only. The
+  // default (in-memory file systems and wrappers) is NewWritableFile.
+  virtual Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& path) {
+    return NewWritableFile(path);
+  }
   // The whole file.
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
   // Up to `n` bytes at `offset` (fewer at end of file; empty past it).
@@ -83,6 +92,14 @@ class FileSystem {
   virtual Result<std::vector<DirEntry>> ListDir(const std::string& dir) = 0;
   // mkdir -p, new directories owner-only (0700 on disk). OK if it already exists.
   virtual Status CreateDirs(const std::string& dir) = 0;
+  // OK if `dir` may hold cache files: on disk, a real directory (not a
+  // symlink) owned by this process's user and not writable by group or
+  // others; FailedPrecondition (saying why and what to do) otherwise;
+  // NotFound if it does not exist. The default (in-memory) accepts any
+  // existing directory.
+  virtual Status CheckPrivateDir(const std::string& dir) {
+    return Exists(dir) ? Status::OK() : Status::NotFound("check dir " + dir + ": not found");
+  }
   // Removes an empty directory.
   virtual Status RemoveDir(const std::string& dir) = 0;
   // Makes the directory's entries (creations, renames, removals) durable.

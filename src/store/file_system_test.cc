@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 
 #include "store/durable_io.h"
 #include "store/fault_file_system.h"
@@ -224,6 +226,96 @@ TEST_F(PosixFileSystemTest, NewFilesAndDirectoriesAreOwnerOnly) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(::stat((d + "/f").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Issue 29 finding 6: a symlink planted where a block's or manifest's temp
+// file goes made a root server write the conversation into the attacker's
+// file (O_TRUNC followed it).
+TEST_F(PosixFileSystemTest, LinkPlantedAtATempFileIsNotFollowed) {
+  PosixFileSystem fs;
+  const std::string victim = dir_ + "/victim", target = dir_ + "/m.json";
+  std::ofstream(victim) << "untouched";
+  ASSERT_EQ(::symlink(victim.c_str(), (target + std::string(kTempSuffix)).c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomically(&fs, target, "conversation", true).ok());
+  EXPECT_EQ(Slurp(victim), "untouched");
+  EXPECT_EQ(*fs.ReadFile(target), "conversation");
+  struct stat st;
+  ASSERT_EQ(::lstat(target.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// Nor at the file itself: NewWritableFile and reads refuse the link.
+TEST_F(PosixFileSystemTest, LinkPlantedAtAFileIsNeitherWrittenNorRead) {
+  PosixFileSystem fs;
+  const std::string victim = dir_ + "/victim", target = dir_ + "/b.safetensors";
+  std::ofstream(victim) << "untouched";
+  ASSERT_EQ(::symlink(victim.c_str(), target.c_str()), 0);
+  auto w = fs.NewWritableFile(target);
+  EXPECT_EQ(w.status().code(), StatusCode::kFailedPrecondition) << w.status().ToString();
+  EXPECT_EQ(Slurp(victim), "untouched");
+  EXPECT_FALSE(fs.ReadFile(target).ok());
+  EXPECT_FALSE(fs.LockFile(target).ok());
+  // A hard link to a file elsewhere is not truncated either.
+  const std::string hard = dir_ + "/hard";
+  ASSERT_EQ(::link(victim.c_str(), hard.c_str()), 0);
+  EXPECT_EQ(fs.NewWritableFile(hard).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Slurp(victim), "untouched");
+}
+
+// Issue 29 finding 6: a file that was left 0644 stays no longer so once rewritten.
+TEST_F(PosixFileSystemTest, RewrittenFileBecomesOwnerOnly) {
+  PosixFileSystem fs;
+  const std::string f = dir_ + "/f";
+  std::ofstream(f) << "old";
+  ASSERT_EQ(::chmod(f.c_str(), 0644), 0);
+  ASSERT_TRUE(WriteUnsynced(&fs, f, "new").ok());
+  struct stat st;
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(Slurp(f), "new");
+}
+
+// Issue 29 finding 6: pre-existing directories were trusted whatever their
+// owner or mode.
+TEST_F(PosixFileSystemTest, CheckPrivateDirRefusesLinksWritableAndForeignDirs) {
+  PosixFileSystem fs;
+  const std::string d = dir_ + "/d";
+  ASSERT_TRUE(fs.CreateDirs(d).ok());
+  EXPECT_TRUE(fs.CheckPrivateDir(d).ok());
+  EXPECT_EQ(fs.CheckPrivateDir(dir_ + "/absent").code(), StatusCode::kNotFound);
+  for (mode_t mode : {0777, 0770, 0702, 01777}) {
+    ASSERT_EQ(::chmod(d.c_str(), mode), 0);
+    Status st = fs.CheckPrivateDir(d);
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << std::oct << mode;
+    EXPECT_NE(st.message().find("chmod 700"), std::string::npos) << st.ToString();
+  }
+  ASSERT_EQ(::chmod(d.c_str(), 0700), 0);
+  const std::string link = dir_ + "/link";
+  ASSERT_EQ(::symlink(d.c_str(), link.c_str()), 0);
+  EXPECT_EQ(fs.CheckPrivateDir(link).code(), StatusCode::kFailedPrecondition);
+  std::ofstream(dir_ + "/file") << "x";
+  EXPECT_EQ(fs.CheckPrivateDir(dir_ + "/file").code(), StatusCode::kFailedPrecondition);
+  // Another owner: needs the right to chown (root here).
+  if (::chown(d.c_str(), 65534, 65534) != 0) GTEST_SKIP() << "chown not permitted: ownership case not tested";
+  Status st = fs.CheckPrivateDir(d);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("owned by uid 65534"), std::string::npos) << st.ToString();
+}
+
+// CreateDirs never creates through a link planted where a directory goes.
+TEST_F(PosixFileSystemTest, CreateDirsThroughAPlantedLinkFails) {
+  PosixFileSystem fs;
+  const std::string elsewhere = dir_ + "/elsewhere";
+  ASSERT_EQ(::mkdir(elsewhere.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink("/nonexistent-agentkv-target", (dir_ + "/dangling").c_str()), 0);
+  EXPECT_FALSE(fs.CreateDirs(dir_ + "/dangling").ok());
+  EXPECT_FALSE(fs.Exists("/nonexistent-agentkv-target"));
 }
 
 }  // namespace

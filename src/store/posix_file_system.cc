@@ -13,6 +13,8 @@
 #include <cstring>
 #include <vector>
 
+#include "util/private_path.h"
+
 namespace agentkv {
 namespace {
 
@@ -104,7 +106,8 @@ int LockWholeFile(int fd, bool exclusive, bool test, bool* held) {
 }
 
 Result<std::string> ReadAt(const std::string& path, uint64_t offset, size_t n, bool whole) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NOFOLLOW: a link planted as a manifest or block is not read through.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return PosixError("open", path, errno);
   if (whole) {
     struct stat st;
@@ -142,10 +145,21 @@ FileSystem* DefaultFileSystem() {
 
 Result<std::unique_ptr<WritableFile>> PosixFileSystem::NewWritableFile(const std::string& path) {
   NoteFileAccess("NewWritableFile", path);
-  // Owner-only: manifests hold the agents' conversations in plain text.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return PosixError("create", path, errno);
+  // Owner-only: manifests hold the agents' conversations in plain text. A
+  // symlink or another user's file planted at `path` is refused, not written.
+  AGENTKV_ASSIGN_OR_RETURN(int fd, OpenPrivateFile(path, /*exclusive=*/false));
   return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+}
+
+Result<std::unique_ptr<WritableFile>> PosixFileSystem::NewTempFile(const std::string& path) {
+  NoteFileAccess("NewTempFile", path);
+  AGENTKV_ASSIGN_OR_RETURN(int fd, OpenPrivateFile(path, /*exclusive=*/true));
+  return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+}
+
+Status PosixFileSystem::CheckPrivateDir(const std::string& dir) {
+  NoteFileAccess("CheckPrivateDir", dir);
+  return agentkv::CheckPrivateDir(dir);
 }
 
 Result<std::string> PosixFileSystem::ReadFile(const std::string& path) {
@@ -161,7 +175,7 @@ Result<std::string> PosixFileSystem::ReadRange(const std::string& path, uint64_t
 Result<size_t> PosixFileSystem::ReadScattered(const std::string& path, uint64_t offset,
                                               std::span<const std::span<uint8_t>> pieces) {
   NoteFileAccess("ReadScattered", path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return PosixError("open", path, errno);
   std::vector<iovec> iov;
   iov.reserve(pieces.size());
@@ -229,7 +243,7 @@ Result<std::vector<DirEntry>> PosixFileSystem::ListDir(const std::string& dir) {
     bool is_dir = e->d_type == DT_DIR;
     if (e->d_type == DT_UNKNOWN) {
       struct stat st;
-      is_dir = ::stat(JoinPath(dir, name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      is_dir = ::lstat(JoinPath(dir, name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);  // a link is no dir
     }
     out.push_back({std::move(name), is_dir});
   }
@@ -239,16 +253,7 @@ Result<std::vector<DirEntry>> PosixFileSystem::ListDir(const std::string& dir) {
 
 Status PosixFileSystem::CreateDirs(const std::string& dir) {
   NoteFileAccess("CreateDirs", dir);
-  if (dir.empty()) return Status::OK();
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return Status::OK();
-    return Status::IOError("mkdir " + dir + ": exists and is not a directory");
-  }
-  std::string parent = ParentDir(dir);
-  if (!parent.empty() && parent != dir) AGENTKV_RETURN_IF_ERROR(CreateDirs(parent));
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return PosixError("mkdir", dir, errno);  // owner-only
-  return Status::OK();
+  return CreatePrivateDirs(dir);  // 0700 whatever the umask; never through a planted link
 }
 
 Status PosixFileSystem::RemoveDir(const std::string& dir) {
@@ -270,7 +275,7 @@ Status PosixFileSystem::SyncDir(const std::string& dir) {
 
 Result<std::unique_ptr<FileLock>> PosixFileSystem::LockFile(const std::string& path) {
   NoteFileAccess("LockFile", path);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return PosixError("create lock file", path, errno);
   int err = LockWholeFile(fd, /*exclusive=*/true, /*test=*/false, nullptr);
   if (err != 0) {
@@ -285,7 +290,7 @@ Result<std::unique_ptr<FileLock>> PosixFileSystem::LockFile(const std::string& p
 
 Result<bool> PosixFileSystem::IsLockHeld(const std::string& path) {
   NoteFileAccess("IsLockHeld", path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return false;
     return PosixError("open lock file", path, errno);

@@ -8,7 +8,11 @@ namespace agentkv {
 
 class PosixFileSystem final : public FileSystem {
  public:
+  // Never follows a symlink at `path`; truncates only a regular file of ours.
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  // Unlinks whatever is at `path`, then O_CREAT | O_EXCL | O_NOFOLLOW, 0600.
+  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& path) override;
+  Status CheckPrivateDir(const std::string& dir) override;
   Result<std::string> ReadFile(const std::string& path) override;
   bool ConcurrentReads() const override { return true; }  // plain syscalls, no shared state
   Result<std::string> ReadRange(const std::string& path, uint64_t offset, size_t n) override;
