@@ -493,8 +493,8 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
   echo["max_output_tokens"] = nullptr;
   if (const json* v = Field(body, "max_output_tokens")) {
     if (!v->is_number_integer()) return TypeError("max_output_tokens", "an integer");
-    if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(kMaxTokensLimit)
-                                : (v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxTokensLimit)) {
+    const bool too_big = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(kMaxTokensLimit);
+    if (too_big || v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxTokensLimit) {
       return InvalidValue("'max_output_tokens' must be in [1, " + std::to_string(kMaxTokensLimit) + "].",
                           "max_output_tokens");
     }
