@@ -71,7 +71,9 @@ json ResponsesObject(const ResponsesMeta& meta, const char* status, FinishReason
   j["usage"] = nullptr;
   if (usage != nullptr) {
     j["usage"] = {{"input_tokens", usage->prompt_tokens},
-                  {"input_tokens_details", {{"cached_tokens", usage->cached_tokens}}},
+                  // cache_write_tokens: 0, agentkv caches every prompt without a write
+                  // premium (as Anthropic's cache_creation_input_tokens).
+                  {"input_tokens_details", {{"cached_tokens", usage->cached_tokens}, {"cache_write_tokens", 0}}},
                   {"output_tokens", usage->completion_tokens},
                   {"output_tokens_details", {{"reasoning_tokens", 0}}},
                   {"total_tokens", usage->prompt_tokens + usage->completion_tokens},
