@@ -77,7 +77,7 @@ const char* ResponsesStatus(FinishReason finish);
 
 // The Response object: id, object "response", created_at, status, error,
 // incomplete_details ({"reason":"max_output_tokens"} when `finish` is
-// kLength), model, output, output_text, usage (null when `usage` is null:
+// kLength), model, output, output_text, usage (left out when `usage` is null:
 // the object as a stream opens), and the echoed settings. `status`
 // overrides ResponsesStatus(finish) when non-null ("in_progress", "failed").
 nlohmann::json ResponsesObject(const ResponsesMeta& meta, const char* status, FinishReason finish,

@@ -68,8 +68,7 @@ json ResponsesObject(const ResponsesMeta& meta, const char* status, FinishReason
   j["model"] = meta.model;
   j["output"] = std::move(output);
   j["output_text"] = output_text;
-  j["usage"] = nullptr;
-  if (usage != nullptr) {
+  if (usage != nullptr) {  // left out until known (the spec's usage is not nullable)
     j["usage"] = {{"input_tokens", usage->prompt_tokens},
                   // cache_write_tokens: 0, agentkv caches every prompt without a write
                   // premium (as Anthropic's cache_creation_input_tokens).

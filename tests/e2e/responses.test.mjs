@@ -86,7 +86,7 @@ test('function tool round trip: the call, its output, the cache reused', async (
   const agent = { headers: { 'X-Agent-Id': 'rs-tools' } };
   const input = [{ role: 'user', content: 'What is the weather in Paris?' }];
   const r1 = await client.responses.create(req(input, {
-    tools: [WEATHER], tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 40,
+    tools: [WEATHER], tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 200,
   }), agent);
   assertSchema('Response', r1);
   const call = r1.output.find((o) => o.type === 'function_call');
