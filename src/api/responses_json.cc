@@ -232,9 +232,14 @@ MaybeError ParseInput(const json& body, std::vector<ChatMessage>* out) {
   return std::nullopt;
 }
 
-// Hosted tools run by OpenAI's servers; agentkv has none. Ignoring them only
-// means the model is not offered them (Codex sends web_search when enabled).
-bool IgnoredToolType(const std::string& t) { return t == "web_search" || t == "web_search_preview"; }
+// Tool types Codex sends whose calls are not function calls: web_search (run
+// by OpenAI's servers, when enabled), local_shell (codex-mini models) and
+// custom (freeform apply_patch, gpt-5-codex models). Refusing them would make
+// Codex unusable under those model names; ignored, the model is not offered
+// them and works with the function tools (Codex's shell among them).
+bool IgnoredToolType(const std::string& t) {
+  return t == "web_search" || t == "web_search_preview" || t == "local_shell" || t == "custom";
+}
 
 MaybeError ParseTools(const json& body, GenerationRequest* out, json* echo) {
   const json* tools = Field(body, "tools");
@@ -251,7 +256,8 @@ MaybeError ParseTools(const json& body, GenerationRequest* out, json* echo) {
     if (IgnoredToolType(ty)) continue;
     if (ty != "function") {
       return Unsupported("Tools of type '" + ty.substr(0, 40) +
-                             "' are not supported; only 'function' (web_search is ignored; see docs/api.md).",
+                             "' are not supported; only 'function' (web_search, local_shell and custom are ignored; see "
+                             "docs/api.md).",
                          param + ".type");
     }
     ToolDefinition def;

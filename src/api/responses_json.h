@@ -8,8 +8,8 @@
 // Accepted: model, instructions (a system message first), input (a string:
 // one user message; or items: message {role user|assistant|system|developer,
 // content: string | input_text/output_text/refusal parts}, function_call,
-// function_call_output, reasoning), tools (type "function"; the hosted
-// web_search / web_search_preview are ignored), tool_choice,
+// function_call_output, reasoning), tools (type "function"; web_search,
+// web_search_preview, local_shell and custom are ignored), tool_choice,
 // parallel_tool_calls, max_output_tokens, temperature [0,2], top_p (0,1],
 // stream, store (nothing is kept either way), text.format (text,
 // json_object, json_schema), reasoning.effort ("none": no thinking),
@@ -19,7 +19,7 @@
 // Refused with 400 naming the field: previous_response_id, conversation,
 // background, prompt (agentkv stores nothing server-side), item_reference and
 // other item types, image / file / audio content, other tool types
-// (local_shell, custom, file_search, ...), a function_call_output answering
+// (file_search, code_interpreter, mcp, ...), a function_call_output answering
 // no earlier function_call. `null` counts as absent; unknown fields are
 // ignored. Full rules: docs/api.md, "OpenAI Responses API".
 //

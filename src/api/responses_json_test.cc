@@ -160,10 +160,12 @@ TEST(ResponsesJsonTest, ToolsToolChoiceAndTextFormat) {
   ResponsesMeta meta;
   auto e = ParseResponsesRequest(
       With(R"(,"tools":[{"type":"function","name":"shell","description":"run","parameters":{"type":"object"},
-              "strict":false},{"type":"web_search"}],"tool_choice":{"type":"function","name":"shell"})"),
+              "strict":false},{"type":"web_search"},{"type":"local_shell"},
+              {"type":"custom","name":"apply_patch","format":{"type":"grammar"}}],
+              "tool_choice":{"type":"function","name":"shell"})"),
       Ctx(), &r, &meta);
   ASSERT_FALSE(e) << e->message;
-  ASSERT_EQ(r.tools.size(), 1u);  // web_search ignored
+  ASSERT_EQ(r.tools.size(), 1u);  // web_search, local_shell and custom ignored
   EXPECT_EQ(r.tools[0].name, "shell");
   EXPECT_EQ(r.tools[0].description, "run");
   EXPECT_EQ(r.tools[0].parameters, R"({"type":"object"})");
@@ -206,8 +208,8 @@ TEST(ResponsesJsonTest, BadInputsNameTheirField) {
   ExpectError(With(R"(,"previous_response_id":"resp_1")"), "previous_response_id");
   ExpectError(With(R"(,"conversation":"conv_1")"), "conversation");
   ExpectError(With(R"(,"background":true)"), "background");
-  ExpectError(With(R"(,"tools":[{"type":"local_shell"}])"), "tools[0].type");
-  ExpectError(With(R"(,"tools":[{"type":"custom","name":"apply_patch"}])"), "tools[0].type");
+  ExpectError(With(R"(,"tools":[{"type":"file_search","vector_store_ids":["vs_1"]}])"), "tools[0].type");
+  ExpectError(With(R"(,"tools":[{"type":"web_search"},{"type":"mcp","server_label":"x"}])"), "tools[1].type");
   ExpectError(With(R"(,"tools":[{"type":"function","name":"bad name"}])"), "tools[0].name");
   ExpectError(With(R"(,"tool_choice":{"type":"function","name":"ghost"})"), "tool_choice.name");
   ExpectError(With(R"(,"tool_choice":"required")"), "tool_choice");

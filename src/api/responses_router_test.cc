@@ -156,5 +156,55 @@ TEST_F(ResponsesRouterTest, CodexHeadersAndPromptCacheKeyNameTheAgent) {
   EXPECT_EQ(backend_.last_request().parent_agent_id, "conv-1");
 }
 
+// Codex CLI's requests (codex-rs ResponsesApiRequest, as it sends them to a
+// custom provider): streamed, store false, reasoning echoed back encrypted,
+// non-function tools among the functions, the conversation id both as
+// prompt_cache_key and as the session_id header. Turn 2 reuses turn 1.
+TEST_F(ResponsesRouterTest, CodexConversationStreamsAndStaysCached) {
+  const std::string head = R"({"model":"gpt-5-codex","instructions":"You are Codex, a coding agent.",
+    "tools":[{"type":"function","name":"shell","description":"Runs a shell command","strict":false,
+              "parameters":{"type":"object","properties":{"command":{"type":"array","items":{"type":"string"}}},
+                            "required":["command"],"additionalProperties":false}},
+             {"type":"custom","name":"apply_patch","description":"Edit files","format":{"type":"grammar",
+              "syntax":"lark","definition":"start: /.+/"}},
+             {"type":"web_search"}],
+    "tool_choice":"auto","parallel_tool_calls":false,"reasoning":{"effort":"medium","summary":"auto"},
+    "store":false,"stream":true,"include":["reasoning.encrypted_content"],
+    "prompt_cache_key":"0199a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b","text":{"verbosity":"medium"},
+    "input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"<permissions>"}]},
+             {"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>"}]},
+             {"type":"message","role":"user","content":[{"type":"input_text","text":"list files"}]})";
+  const std::vector<std::pair<std::string, std::string>> headers = {
+      {"session_id", "0199a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"}, {"OpenAI-Beta", "responses=experimental"},
+      {"originator", "codex_cli_rs"}};
+  HttpResponse r = Post(head + "]}", headers);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string sse = Drain(r);
+  EXPECT_NE(sse.find("event: response.completed"), std::string::npos) << sse;
+  ASSERT_EQ(backend_.last_request().tools.size(), 1u);
+  EXPECT_EQ(backend_.last_request().agent_id, "0199a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b");
+  r = Post(head + R"(,
+      {"type":"reasoning","summary":[{"type":"summary_text","text":"I will list."}],"content":null,
+       "encrypted_content":"gAAAAB..."},
+      {"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"call_abc"},
+      {"type":"function_call_output","call_id":"call_abc","output":"a.txt\nb.txt"},
+      {"type":"message","role":"assistant","content":[{"type":"output_text","text":"Two files."}]},
+      {"type":"message","role":"user","content":[{"type":"input_text","text":"thanks"}]}]})",
+           headers);
+  ASSERT_EQ(r.status, 200) << r.body;
+  sse = Drain(r);
+  const std::string prefix = "event: response.completed\ndata: ";
+  const size_t done = sse.find(prefix);
+  ASSERT_NE(done, std::string::npos) << sse;
+  const size_t start = done + prefix.size();
+  const json completed = json::parse(sse.substr(start, sse.find("\n\n", start) - start));
+  EXPECT_GT(completed["response"]["usage"]["input_tokens_details"]["cached_tokens"], 0);
+  const GenerationRequest sent = backend_.last_request();
+  ASSERT_EQ(sent.messages.size(), 8u);
+  EXPECT_EQ(sent.messages[4].reasoning_content, "I will list.");
+  EXPECT_EQ(sent.messages[5].tool_name, "shell");
+  EXPECT_EQ(sent.messages[6].content, "Two files.");
+}
+
 }  // namespace
 }  // namespace agentkv::api

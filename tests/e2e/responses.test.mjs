@@ -133,7 +133,7 @@ test('refused: stored state, images, unknown tools (OpenAI error shape)', async 
     [{ previous_response_id: 'resp_1' }, 'previous_response_id'],
     [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] },
       'input[0].content[0].type'],
-    [{ tools: [{ type: 'local_shell' }] }, 'tools[0].type'],
+    [{ tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[0].type'],
   ]) {
     const r = await rawRequest(server, 'POST', '/v1/responses', { body: { ...req('hi'), ...extra } });
     assert.equal(r.status, 400, r.text);
