@@ -112,6 +112,31 @@ test('function tool round trip: the call, its output, the cache reused', async (
   assert.equal(final.usage.agentkv.agent_id, 'rs-tools');
 });
 
+test('streamed function calls: argument deltas join to each call', async () => {
+  const stream = await client.responses.create(req([{ role: 'user', content: 'Weather in Rome?' }], {
+    tools: [WEATHER], tool_choice: 'required', max_output_tokens: 200, stream: true,
+  }), { headers: { 'X-Agent-Id': 'rs-stream-call' } });
+  const args = new Map();  // item_id -> joined deltas
+  const done = [];
+  let final;
+  for await (const ev of stream) {
+    assertSchema('ResponseStreamEvent', ev);
+    if (ev.type === 'response.function_call_arguments.delta') args.set(ev.item_id, (args.get(ev.item_id) ?? '') + ev.delta);
+    if (ev.type === 'response.function_call_arguments.done') done.push(ev);
+    if (ev.type === 'response.completed' || ev.type === 'response.incomplete') final = ev.response;
+  }
+  assertSchema('Response', final);
+  const calls = final.output.filter((o) => o.type === 'function_call');
+  assert.ok(calls.length >= 1 && calls.length === done.length, JSON.stringify(final.output));
+  for (const [i, call] of calls.entries()) {
+    assert.equal(done[i].item_id, call.id);
+    assert.equal(done[i].name, 'get_weather');
+    assert.equal(done[i].arguments, args.get(call.id));
+    assert.equal(call.arguments, args.get(call.id));
+    assert.ok(['Paris', 'Rome'].includes(JSON.parse(call.arguments).city), call.arguments);
+  }
+});
+
 test('one agent, one cache: chat completions then responses', async () => {
   const agent = { headers: { 'X-Agent-Id': 'rs-both' } };
   const c = await client.chat.completions.create({
