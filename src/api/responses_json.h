@@ -2,6 +2,7 @@
 // OpenAI Responses API (POST /v1/responses, what Codex CLI sends): request
 // parsing into the same GenerationRequest the chat route builds, and the
 // response object and its output items. The stream is responses_sse.h.
+// The input items are responses_input.h.
 // Shapes: ../shared/spec/openai-openapi.json, schemas CreateResponse and
 // Response.
 //
