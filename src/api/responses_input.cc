@@ -7,6 +7,7 @@
 #include <map>
 
 #include "api/json_fields.h"
+#include "api/responses_json.h"
 
 namespace agentkv::api {
 namespace {
@@ -126,6 +127,10 @@ class InputBuilder {
     if (MaybeError e = RequireString(item, "call_id", param, &call.id)) return e;
     if (MaybeError e = RequireString(item, "name", param, &call.name)) return e;
     if (MaybeError e = RequireString(item, "arguments", param, &call.arguments)) return e;
+    if (const json* ns = Field(item, "namespace")) {  // rendered as the model saw it (responses_json.h)
+      if (!ns->is_string()) return TypeError(param + ".namespace", "a string");
+      call.name = NamespacedToolName(ns->get<std::string>(), call.name);
+    }
     // Templates render arguments as JSON (as the chat route requires).
     const json args = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
     if (args.is_discarded() || !args.is_object()) {

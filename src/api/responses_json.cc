@@ -61,27 +61,49 @@ bool IgnoredToolType(const std::string& t) {
   return t == "web_search" || t == "web_search_preview" || t == "local_shell" || t == "custom";
 }
 
-MaybeError ParseTools(const json& body, GenerationRequest* out, json* echo) {
-  const json* tools = Field(body, "tools");
-  *echo = json::array();
-  if (tools == nullptr) return std::nullopt;
-  if (!tools->is_array()) return TypeError("tools", "an array");
+MaybeError ParseTool(const json& t, const std::string& param, const std::string& ns, GenerationRequest* out,
+                     ResponsesMeta* meta, json* echo);
+
+// {type:"namespace", name, description, tools:[function | custom]}: its
+// functions become tools named "<namespace>__<name>" (NamespacedToolName).
+MaybeError ParseNamespace(const json& t, const std::string& param, GenerationRequest* out, ResponsesMeta* meta,
+                          json* echo) {
+  std::string ns;
+  if (MaybeError e = RequireString(t, "name", param, &ns)) return e;
+  const json* tools = Field(t, "tools");
+  if (tools == nullptr || !tools->is_array()) return TypeError(param + ".tools", "an array of tools");
+  json flattened = json::array();  // the Response echoes the namespace as sent
   for (size_t i = 0; i < tools->size(); ++i) {
-    const json& t = (*tools)[i];
-    const std::string param = "tools[" + std::to_string(i) + "]";
+    if (MaybeError e =
+            ParseTool((*tools)[i], param + ".tools[" + std::to_string(i) + "]", ns, out, meta, &flattened)) {
+      return e;
+    }
+  }
+  echo->push_back(t);
+  return std::nullopt;
+}
+
+MaybeError ParseTool(const json& t, const std::string& param, const std::string& ns, GenerationRequest* out,
+                     ResponsesMeta* meta, json* echo) {
+  {
     if (!t.is_object()) return TypeError(param, "an object");
     const json* type = Field(t, "type");
     if (type == nullptr || !type->is_string()) return TypeError(param + ".type", "a string");
     const std::string& ty = type->get_ref<const std::string&>();
-    if (IgnoredToolType(ty)) continue;
+    if (IgnoredToolType(ty)) return std::nullopt;
+    if (ty == "namespace" && ns.empty()) return ParseNamespace(t, param, out, meta, echo);
     if (ty != "function") {
       return Unsupported("Tools of type '" + ty.substr(0, 40) +
-                             "' are not supported; only 'function' (web_search, local_shell and custom are ignored; see "
-                             "docs/api.md).",
+                             "' are not supported; only 'function' and 'namespace' (web_search, local_shell and "
+                             "custom are ignored; see docs/api.md).",
                          param + ".type");
     }
     ToolDefinition def;
     if (MaybeError e = RequireString(t, "name", param, &def.name)) return e;
+    if (!ns.empty()) {
+      meta->namespaced[NamespacedToolName(ns, def.name)] = {ns, def.name};
+      def.name = NamespacedToolName(ns, def.name);
+    }
     if (!ValidToolName(def.name)) {
       return InvalidValue("'" + param + ".name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -.", param + ".name");
     }
@@ -107,6 +129,17 @@ MaybeError ParseTools(const json& body, GenerationRequest* out, json* echo) {
                      {"parameters", def.parameters.empty() ? json(nullptr) : json::parse(def.parameters)},
                      {"strict", def.strict}});
     out->tools.push_back(std::move(def));
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseTools(const json& body, GenerationRequest* out, ResponsesMeta* meta, json* echo) {
+  const json* tools = Field(body, "tools");
+  *echo = json::array();
+  if (tools == nullptr) return std::nullopt;
+  if (!tools->is_array()) return TypeError("tools", "an array");
+  for (size_t i = 0; i < tools->size(); ++i) {
+    if (MaybeError e = ParseTool((*tools)[i], "tools[" + std::to_string(i) + "]", "", out, meta, echo)) return e;
   }
   return std::nullopt;
 }
@@ -306,7 +339,7 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
     echo["instructions"] = *v;
   }
   if (MaybeError e = ParseResponsesInput(body, &out->messages)) return e;
-  if (MaybeError e = ParseTools(body, out, &echo["tools"])) return e;
+  if (MaybeError e = ParseTools(body, out, meta, &echo["tools"])) return e;
   if (MaybeError e = ParseToolChoice(body, out, &echo["tool_choice"])) return e;
   if (const json* v = Field(body, "parallel_tool_calls")) {
     if (!v->is_boolean()) return TypeError("parallel_tool_calls", "a boolean");

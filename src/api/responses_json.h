@@ -28,6 +28,7 @@
 // /v1/chat/completions (text parts joined with "\n", a call's message
 // holds the text before it), so an agent shares its cache across both APIs.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,7 +51,14 @@ struct ResponsesMeta {
   // max_output_tokens, store, metadata, text, reasoning, truncation,
   // service_tier, user, prompt_cache_key, ...), defaults filled in.
   nlohmann::json echo = nlohmann::json::object();
+  // Functions of `namespace` tools (Codex groups its subagent tools so): the
+  // model sees them as "<namespace>__<name>"; a call of one is returned as
+  // {namespace, name}. Flattened name -> {namespace, name}.
+  std::map<std::string, std::pair<std::string, std::string>> namespaced;
 };
+
+// The name the model sees for function `name` of namespace `ns`.
+inline std::string NamespacedToolName(const std::string& ns, const std::string& name) { return ns + "__" + name; }
 
 // On success fills *out (kind kChat; not request_id, namespace_id, cancel)
 // and meta->model / meta->echo, returns nullopt. On failure returns the
@@ -67,8 +75,10 @@ std::string ResponsesItemId(const ResponsesMeta& meta, const char* prefix, size_
 // "output_text","text","annotations":[],"logprobs":[]}]} (content [] when
 // `text` is null: the item as it opens).
 nlohmann::json ResponsesMessageItem(const std::string& id, const std::string* text, const char* status);
-// {"type":"function_call","id","call_id","name","arguments","status"}.
-nlohmann::json ResponsesFunctionCallItem(const std::string& id, const ToolCall& call, const char* status);
+// {"type":"function_call","id","call_id","name","arguments","status"}, plus
+// "namespace" (and the name inside it) for a function of a namespace tool.
+nlohmann::json ResponsesFunctionCallItem(const ResponsesMeta& meta, const std::string& id, const ToolCall& call,
+                                         const char* status);
 // {"type":"reasoning","id","summary":[],"content":[{"type":"reasoning_text",
 // "text"}]} (content [] when `text` is null).
 nlohmann::json ResponsesReasoningItem(const std::string& id, const std::string* text, const char* status);

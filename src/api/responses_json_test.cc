@@ -244,6 +244,42 @@ TEST(ResponsesJsonTest, PromptCacheKeyNamesTheAgentAfterExplicitIds) {
   EXPECT_EQ(tool.agent_id, "sess-9");
 }
 
+// Codex 0.169 groups its subagent tools in a namespace tool: the model sees
+// "<namespace>__<name>", the call comes back as {namespace, name}, and sent
+// back it renders as the model wrote it.
+TEST(ResponsesJsonTest, NamespaceToolsFlattenAndSplitBack) {
+  GenerationRequest r;
+  ResponsesMeta meta;
+  auto e = ParseResponsesRequest(
+      With(R"(,"tools":[{"type":"namespace","name":"multi_agent_v1","description":"Sub-agents","tools":[
+              {"type":"function","name":"spawn_agent","description":"Spawn","parameters":{"type":"object"}},
+              {"type":"custom","name":"freeform"}]}])"),
+      Ctx(), &r, &meta);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].name, "multi_agent_v1__spawn_agent");
+  meta.id = "resp_abc";
+  const std::vector<ToolCall> calls = {{"call_1", "multi_agent_v1__spawn_agent", "{}"}};
+  json body = json::parse(ResponsesJson(meta, "", "", calls, FinishReason::kToolCalls, Usage{}));
+  EXPECT_EQ(body["output"][0]["namespace"], "multi_agent_v1");
+  EXPECT_EQ(body["output"][0]["name"], "spawn_agent");
+  ResponsesSseEncoder enc(meta);
+  std::string sse = enc.ToolCall({0, "call_1", "multi_agent_v1__spawn_agent", "{}"});
+  sse += enc.Finish(FinishReason::kToolCalls, Usage{});
+  EXPECT_NE(sse.find(R"("name":"spawn_agent","namespace":"multi_agent_v1")"), std::string::npos) << sse;
+  EXPECT_EQ(sse.find("multi_agent_v1__"), std::string::npos) << sse;
+
+  GenerationRequest back;
+  ASSERT_FALSE(Parse(R"({"input":[{"role":"user","content":"go"},
+      {"type":"function_call","call_id":"call_1","namespace":"multi_agent_v1","name":"spawn_agent","arguments":"{}"},
+      {"type":"function_call_output","call_id":"call_1","output":"ok"}]})",
+                     &back));
+  EXPECT_EQ(back.messages[1].tool_calls[0].name, "multi_agent_v1__spawn_agent");
+  EXPECT_EQ(back.messages[2].tool_name, "multi_agent_v1__spawn_agent");
+  ExpectError(With(R"(,"tools":[{"type":"namespace","name":"n"}])"), "tools[0].tools");
+  ExpectError(With(R"(,"tools":[{"type":"namespace","name":"n","tools":[{"type":"mcp"}]}])"), "tools[0].tools[0].type");
+}
+
 // The required keys of the spec's Response schema (and of the items and usage
 // it references): openai-openapi.json, components.schemas.Response,
 // OutputMessage, OutputTextContent, FunctionToolCall, ResponseUsage.

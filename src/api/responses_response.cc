@@ -26,9 +26,15 @@ json ResponsesMessageItem(const std::string& id, const std::string* text, const 
   return {{"type", "message"}, {"id", id}, {"status", status}, {"role", "assistant"}, {"content", content}};
 }
 
-json ResponsesFunctionCallItem(const std::string& id, const ToolCall& call, const char* status) {
-  return {{"type", "function_call"}, {"id", id},         {"call_id", call.id},
-          {"name", call.name},       {"arguments", call.arguments}, {"status", status}};
+json ResponsesFunctionCallItem(const ResponsesMeta& meta, const std::string& id, const ToolCall& call,
+                               const char* status) {
+  json item = {{"type", "function_call"}, {"id", id},         {"call_id", call.id},
+               {"name", call.name},       {"arguments", call.arguments}, {"status", status}};
+  if (auto it = meta.namespaced.find(call.name); it != meta.namespaced.end()) {
+    item["namespace"] = it->second.first;
+    item["name"] = it->second.second;
+  }
+  return item;
 }
 
 json ResponsesReasoningItem(const std::string& id, const std::string* text, const char* status) {
@@ -98,7 +104,7 @@ std::string ResponsesJson(const ResponsesMeta& meta, std::string_view reasoning,
         ResponsesMessageItem(ResponsesItemId(meta, "msg", output.size()), &t, cut ? "incomplete" : "completed"));
   }
   for (const ToolCall& call : tool_calls) {
-    output.push_back(ResponsesFunctionCallItem(ResponsesItemId(meta, "fc", output.size()), call, "completed"));
+    output.push_back(ResponsesFunctionCallItem(meta, ResponsesItemId(meta, "fc", output.size()), call, "completed"));
   }
   return ResponsesObject(meta, nullptr, finish, std::move(output), &usage)
       .dump(-1, ' ', false, json::error_handler_t::replace);

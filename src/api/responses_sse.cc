@@ -37,7 +37,7 @@ std::string ResponsesSseEncoder::Open(ItemKind kind, const std::string& call_id,
     case ItemKind::kFunctionCall:
       item_id_ = ResponsesItemId(meta_, "fc", index);
       call_ = {call_id, name, ""};
-      item = ResponsesFunctionCallItem(item_id_, call_, "in_progress");
+      item = ResponsesFunctionCallItem(meta_, item_id_, call_, "in_progress");
       break;
     case ItemKind::kNone:
       return out;
@@ -77,9 +77,9 @@ std::string ResponsesSseEncoder::Close(const char* status) {
       break;
     case ItemKind::kFunctionCall:
       call_.arguments = item_text_;
-      item = ResponsesFunctionCallItem(item_id_, call_, "completed");
+      item = ResponsesFunctionCallItem(meta_, item_id_, call_, "completed");
       out += Frame("response.function_call_arguments.done",
-                   {{"item_id", item_id_}, {"output_index", index}, {"name", call_.name}, {"arguments", item_text_}});
+                   {{"item_id", item_id_}, {"output_index", index}, {"name", item["name"]}, {"arguments", item_text_}});
       break;
     case ItemKind::kNone:
       break;
