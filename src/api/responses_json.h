@@ -9,8 +9,9 @@
 // Accepted: model, instructions (a system message first), input (a string:
 // one user message; or items: message {role user|assistant|system|developer,
 // content: string | input_text/output_text/refusal parts}, function_call,
-// function_call_output, reasoning), tools (type "function"; web_search,
-// web_search_preview, local_shell and custom are ignored), tool_choice,
+// function_call_output, reasoning), tools (type "function", and "namespace"
+// groups of functions; web_search, web_search_preview, local_shell and
+// custom are ignored), tool_choice,
 // parallel_tool_calls, max_output_tokens, temperature [0,2], top_p (0,1],
 // stream, store (nothing is kept either way), text.format (text,
 // json_object, json_schema), reasoning.effort ("none": no thinking),
