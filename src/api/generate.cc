@@ -1,4 +1,5 @@
-// POST /v1/chat/completions, /v1/completions and /v1/messages (Anthropic):
+// POST /v1/chat/completions, /v1/completions, /v1/messages (Anthropic) and
+// /v1/responses:
 // validate, submit, then either collect the reply (JSON) or hand an SSE
 // stream to the adapter.
 // Both paths read the same GenerationChannel events through the same
@@ -11,6 +12,8 @@
 #include "api/anthropic_sse.h"
 #include "api/generation_channel.h"
 #include "api/openai_json.h"
+#include "api/responses_json.h"
+#include "api/responses_sse.h"
 #include "api/router.h"
 #include "api/sse.h"
 #include "util/log.h"
@@ -119,6 +122,7 @@ int64_t NowUnixSeconds() {
 HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Route route, bool isolated) {
   const RequestKind kind = route == Route::kCompletion ? RequestKind::kCompletion : RequestKind::kChat;
   const bool anthropic = route == Route::kMessages;
+  const bool responses = route == Route::kResponses;
   const auto received = std::chrono::steady_clock::now();
   if (req.body.size() > options_.max_body_bytes) {
     ApiError e = InvalidRequest("The request body exceeds " + std::to_string(options_.max_body_bytes) +
@@ -157,7 +161,9 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
   ctx.system_fingerprint = backend_->SystemFingerprint();
   GenerationRequest gen;
   std::string model_echo;
-  std::optional<ApiError> error = anthropic ? ParseMessagesRequest(req.body, ctx, &gen, &model_echo)
+  ResponsesMeta responses_meta;
+  std::optional<ApiError> error = anthropic   ? ParseMessagesRequest(req.body, ctx, &gen, &model_echo)
+                                  : responses ? ParseResponsesRequest(req.body, ctx, &gen, &responses_meta)
                                   : kind == RequestKind::kChat ? ParseChatRequest(req.body, ctx, &gen)
                                                                : ParseCompletionRequest(req.body, ctx, &gen);
   parsing.reset();  // the DOM is gone; what remains is ~1x the body
@@ -169,7 +175,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
 
   // A prompt too long for the context whatever its tokens is refused by its
   // size, before anything tokenizes it; the exact token count is Submit's.
-  const char* prompt_param = kind == RequestKind::kChat ? "messages" : "prompt";
+  const char* prompt_param = responses ? "input" : kind == RequestKind::kChat ? "messages" : "prompt";
   const int64_t prompt_bytes = RenderableBytes(gen);
   // Every rendered message takes at least one token, so more messages than
   // the context holds cannot fit either (even empty ones).
@@ -185,6 +191,8 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
 
   const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind, ctx.system_fingerprint};
   const MessageMeta message_meta{gen.request_id, model_echo, anthropic && gen.enable_thinking.value_or(false)};
+  responses_meta.id = meta.id;
+  responses_meta.created_at = meta.created;
   const bool stream = gen.stream;
   const bool include_usage = gen.include_usage;
   CancellationToken cancel = gen.cancel;
@@ -223,6 +231,8 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
     std::unique_ptr<StreamEncoder> encoder;
     if (anthropic) {
       encoder = std::make_unique<AnthropicSseEncoder>(message_meta);
+    } else if (responses) {
+      encoder = std::make_unique<ResponsesSseEncoder>(std::move(responses_meta));
     } else {
       encoder = std::make_unique<SseEncoder>(meta, include_usage);
     }
@@ -254,8 +264,9 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
       r.headers.emplace_back("X-Request-Id", meta.id);
       if (anthropic) r.headers.emplace_back("request-id", meta.id);
       if (!e.usage.agent_id.empty()) r.headers.emplace_back("X-Agent-Id", e.usage.agent_id);
-      r.body = anthropic ? AnthropicMessageJson(message_meta, reasoning, text, tool_calls, e.finish, e.usage)
-                         : CompletionJson(meta, reasoning, text, tool_calls, e.finish, e.usage);
+      r.body = anthropic   ? AnthropicMessageJson(message_meta, reasoning, text, tool_calls, e.finish, e.usage)
+               : responses ? ResponsesJson(responses_meta, reasoning, text, tool_calls, e.finish, e.usage)
+                           : CompletionJson(meta, reasoning, text, tool_calls, e.finish, e.usage);
       return r;
     }
   }

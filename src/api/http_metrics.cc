@@ -5,7 +5,8 @@ namespace {
 
 const char* RouteName(size_t r) {
   static constexpr const char* kNames[] = {"chat_completions", "completions", "models", "health",
-                                           "metrics",          "agents",      "messages", "other"};
+                                           "metrics",          "agents",      "messages", "responses",
+                                           "other"};
   return kNames[r];
 }
 

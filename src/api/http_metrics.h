@@ -19,6 +19,7 @@ enum class Route {
   kMetrics,
   kAgents,  // list, get, delete
   kMessages,  // Anthropic POST /v1/messages
+  kResponses,  // OpenAI POST /v1/responses
   kOther,   // unknown path or method
   kCount
 };

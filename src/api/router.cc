@@ -90,7 +90,10 @@ Router::Router(Backend* backend, ApiKeys keys, RouterOptions options)
 
 std::string Router::NextRequestId(Route route) {
   const uint64_t n = next_id_.fetch_add(1, std::memory_order_relaxed);
-  const char* prefix = route == Route::kMessages ? "msg_" : route == Route::kChat ? "chatcmpl-" : "cmpl-";
+  const char* prefix = route == Route::kMessages    ? "msg_"
+                       : route == Route::kResponses ? "resp_"
+                       : route == Route::kChat      ? "chatcmpl-"
+                                                    : "cmpl-";
   return prefix + Hex64(Xxh3_64(&n, sizeof(n), id_seed_));
 }
 
@@ -165,6 +168,9 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
   } else if (p == "/v1/messages") {
     *route = Route::kMessages;
     allowed = "POST";
+  } else if (p == "/v1/responses") {
+    *route = Route::kResponses;
+    allowed = "POST";
   } else if (p == "/v1/models") {
     *route = Route::kModels;
     allowed = "GET";
@@ -217,6 +223,7 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
     case Route::kChat:
     case Route::kCompletion:
     case Route::kMessages:
+    case Route::kResponses:
       return Generate(req, *ns, *route, tenant->isolated);
     case Route::kModels:
       if (!backend_->IsReady()) {

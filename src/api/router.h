@@ -10,6 +10,8 @@
 //   POST   /v1/completions              JSON or SSE
 //   POST   /v1/messages                 Anthropic Messages API, JSON or SSE;
 //                                       every error in Anthropic's shape
+//   POST   /v1/responses                OpenAI Responses API, JSON or SSE
+//                                       (stateless: nothing is stored)
 //   GET    /metrics                     Prometheus text
 //   GET    /v1/agents                   the caller's namespace only
 //   GET    /v1/agents/{id}
@@ -111,7 +113,7 @@ class Router {
 
  private:
   HttpResponse Dispatch(const HttpRequest& request, Route* route);
-  // route: kChat, kCompletion or kMessages.
+  // route: kChat, kCompletion, kMessages or kResponses.
   // `isolated`: the key's attribute (GenerationRequest::isolated).
   HttpResponse Generate(const HttpRequest& request, const std::string& namespace_id, Route route, bool isolated);
   HttpResponse Agents(const HttpRequest& request, const std::string& namespace_id);

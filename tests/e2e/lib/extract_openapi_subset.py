@@ -7,7 +7,7 @@ import json
 import sys
 
 ROOTS = ["CreateChatCompletionResponse", "CreateChatCompletionStreamResponse", "CreateCompletionResponse",
-         "ErrorResponse"]
+         "ErrorResponse", "Response", "ResponseStreamEvent"]
 
 doc = json.load(open(sys.argv[1]))
 schemas = doc["components"]["schemas"]

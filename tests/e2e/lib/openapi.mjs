@@ -32,7 +32,7 @@ function denullable(node) {
   return out;
 }
 
-const ajv = new Ajv({ strict: false, allErrors: true, formats: { uri: true, unixtime: true } });
+const ajv = new Ajv({ strict: false, allErrors: true, formats: { uri: true, unixtime: true, float: true } });
 ajv.addSchema({ $id: 'openai', components: denullable(doc.components) });
 const validators = new Map();
 
