@@ -78,10 +78,10 @@ Router::Router(Backend* backend, ApiKeys keys, RouterOptions options)
     : backend_(backend),
       keys_(std::move(keys)),
       options_(std::move(options)),
-      tenants_(options_.max_requests_per_tenant),
       created_unix_s_(std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()),
+      tenants_(options_.max_requests_per_tenant),
       parse_budget_(options_.parse_budget ? options_.parse_budget
                                           : std::make_shared<ParseBudget>(options_.max_parsing_bytes)) {
   std::random_device rd;
