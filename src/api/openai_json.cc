@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <new>
 
 #include <nlohmann/json.hpp>
 
@@ -227,30 +226,6 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
   return std::nullopt;
 }
 
-json ParseBody(std::string_view body, MaybeError* error) {
-  json j;
-  const JsonParse parsed = ParseBoundedJson(body, &j);
-  if (parsed == JsonParse::kTooDeep) {
-    *error = JsonTooDeep("The request body", "");
-  } else if (parsed == JsonParse::kInvalid) {
-    *error = InvalidRequest("The request body is not valid JSON.", "", "invalid_json");
-  } else if (!j.is_object()) {
-    *error = InvalidRequest("The request body must be a JSON object.", "", "invalid_json");
-  }
-  return j;
-}
-
-template <typename Fn>
-MaybeError Guarded(Fn fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    throw;  // not the client's mistake: the router answers 503
-  } catch (const std::exception& ex) {  // a type check we missed: still a 400
-    return InvalidRequest(std::string("Invalid request: ") + ex.what(), "");
-  }
-}
-
 }  // namespace
 
 MaybeError CheckModel(std::string_view name, const ParseContext& ctx) {
@@ -269,10 +244,7 @@ MaybeError ResolveRequestAgent(const ParseContext& ctx, std::optional<std::strin
 }
 
 MaybeError ParseChatRequest(std::string_view body, const ParseContext& ctx, GenerationRequest* out) {
-  return Guarded([&]() -> MaybeError {
-    MaybeError error;
-    const json j = ParseBody(body, &error);
-    if (error) return error;
+  return ParseJsonObjectBody(body, [&](const json& j) -> MaybeError {
     out->kind = RequestKind::kChat;
     if (MaybeError e = ParseMessages(j, &out->messages)) return e;
     if (MaybeError e = ParseToolsAndFormat(j, out)) return e;
@@ -283,10 +255,7 @@ MaybeError ParseChatRequest(std::string_view body, const ParseContext& ctx, Gene
 
 MaybeError ParseCompletionRequest(std::string_view body, const ParseContext& ctx,
                                   GenerationRequest* out) {
-  return Guarded([&]() -> MaybeError {
-    MaybeError error;
-    const json j = ParseBody(body, &error);
-    if (error) return error;
+  return ParseJsonObjectBody(body, [&](const json& j) -> MaybeError {
     out->kind = RequestKind::kCompletion;
     const json* p = Field(j, "prompt");
     if (p == nullptr) return InvalidRequest("'prompt' is required.", "prompt", "missing_required_parameter");
