@@ -24,19 +24,7 @@ MaybeError ParseTool(const json& t, const std::string& param, ToolDefinition* ou
     return InvalidRequest("'" + param + ".function.name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -.",
                           param + ".function.name", "invalid_value");
   }
-  if (const json* d = Field(*fn, "description")) {
-    if (!d->is_string()) return TypeError(param + ".function.description", "a string");
-    out->description = d->get<std::string>();
-  }
-  if (const json* p = Field(*fn, "parameters")) {
-    if (!p->is_object()) return TypeError(param + ".function.parameters", "a JSON Schema object");
-    out->parameters = p->dump();
-  }
-  if (const json* s = Field(*fn, "strict")) {
-    if (!s->is_boolean()) return TypeError(param + ".function.strict", "a boolean");
-    out->strict = s->get<bool>();
-  }
-  return std::nullopt;
+  return ParseFunctionToolFields(*fn, param + ".function", out);
 }
 
 MaybeError ParseToolChoice(const json& body, GenerationRequest* out) {
@@ -118,6 +106,22 @@ MaybeError ParseResponseFormat(const json& body, ResponseFormat* out) {
 }
 
 }  // namespace
+
+MaybeError ParseFunctionToolFields(const json& fn, const std::string& param, ToolDefinition* out) {
+  if (const json* d = Field(fn, "description")) {
+    if (!d->is_string()) return TypeError(param + ".description", "a string");
+    out->description = d->get<std::string>();
+  }
+  if (const json* p = Field(fn, "parameters")) {
+    if (!p->is_object()) return TypeError(param + ".parameters", "a JSON Schema object");
+    out->parameters = p->dump();
+  }
+  if (const json* s = Field(fn, "strict")) {
+    if (!s->is_boolean()) return TypeError(param + ".strict", "a boolean");
+    out->strict = s->get<bool>();
+  }
+  return std::nullopt;
+}
 
 MaybeError ParseAssistantToolCalls(const json& m, const std::string& param, ChatMessage* msg) {
   if (Field(m, "function_call") != nullptr) {

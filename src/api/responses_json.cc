@@ -8,6 +8,7 @@
 #include "api/bounded_json.h"
 #include "api/identity.h"
 #include "api/json_fields.h"
+#include "api/openai_tools.h"
 #include "api/responses_input.h"
 #include "util/hash.h"
 
@@ -76,18 +77,7 @@ MaybeError ParseTool(const json& t, const std::string& param, const std::string&
       return InvalidValueError("'" + param + ".name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -.",
                                param + ".name");
     }
-    if (const json* d = Field(t, "description")) {
-      if (!d->is_string()) return TypeError(param + ".description", "a string");
-      def.description = d->get<std::string>();
-    }
-    if (const json* p = Field(t, "parameters")) {
-      if (!p->is_object()) return TypeError(param + ".parameters", "a JSON Schema object");
-      def.parameters = p->dump();
-    }
-    if (const json* s = Field(t, "strict")) {
-      if (!s->is_boolean()) return TypeError(param + ".strict", "a boolean");
-      def.strict = s->get<bool>();
-    }
+    if (MaybeError e = ParseFunctionToolFields(t, param, &def)) return e;
     for (const ToolDefinition& other : out->tools) {
       if (other.name == def.name) return InvalidValueError("Two tools are named '" + def.name + "'.", "tools");
     }
