@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <new>
 
 #include <nlohmann/json.hpp>
 
@@ -287,18 +286,7 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
 
 MaybeError ParseMessagesRequest(std::string_view body, const ParseContext& ctx, GenerationRequest* out,
                                 std::string* model_echo) {
-  try {
-    json j;
-    const JsonParse parsed = ParseBoundedJson(body, &j);
-    if (parsed == JsonParse::kTooDeep) return JsonTooDeep("The request body", "");
-    if (parsed == JsonParse::kInvalid) return InvalidRequest("The request body is not valid JSON.", "", "invalid_json");
-    if (!j.is_object()) return InvalidRequest("The request body must be a JSON object.", "", "invalid_json");
-    return ParseRequest(j, ctx, out, model_echo);
-  } catch (const std::bad_alloc&) {
-    throw;  // not the client's mistake: the router answers 503
-  } catch (const std::exception& ex) {  // a type check we missed: still a 400
-    return InvalidRequest(std::string("Invalid request: ") + ex.what(), "");
-  }
+  return ParseJsonObjectBody(body, [&](const json& j) { return ParseRequest(j, ctx, out, model_echo); });
 }
 
 }  // namespace agentkv::api

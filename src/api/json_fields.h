@@ -1,9 +1,11 @@
 #pragma once
 // Small helpers shared by the request parsers (openai_json.cc,
-// openai_tools.cc, anthropic_json.cc, anthropic_tools.cc): field lookup with
-// the "null means absent" rule both APIs follow, the tool-name rule both
-// share, and the OpenAI-worded type error.
+// openai_tools.cc, anthropic_json.cc, anthropic_tools.cc, responses_json.cc,
+// responses_input.cc): field lookup with the "null means absent" rule both
+// APIs follow, the tool-name rule both share, and the OpenAI-worded errors
+// and field readers (Chat Completions and Responses word them alike).
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -33,6 +35,48 @@ inline bool ValidToolName(const std::string& name) {
 // 400 invalid_type: "'param' must be <expected>."
 inline std::optional<ApiError> TypeError(const std::string& param, const char* expected) {
   return InvalidRequest("'" + param + "' must be " + expected + ".", param, "invalid_type");
+}
+
+// 400 unsupported / invalid_value with the message `what`.
+inline std::optional<ApiError> UnsupportedError(const std::string& what, const std::string& param) {
+  return InvalidRequest(what, param, "unsupported");
+}
+inline std::optional<ApiError> InvalidValueError(const std::string& what, const std::string& param) {
+  return InvalidRequest(what, param, "invalid_value");
+}
+
+// 400 missing_required_parameter: "'param' is required."
+inline std::optional<ApiError> MissingError(const std::string& param) {
+  return InvalidRequest("'" + param + "' is required.", param, "missing_required_parameter");
+}
+
+// The required string obj[name] into *out; errors name "param.name".
+inline std::optional<ApiError> RequireStringField(const nlohmann::json& obj, const char* name, const std::string& param,
+                                                  std::string* out) {
+  const nlohmann::json* v = Field(obj, name);
+  if (v == nullptr) return MissingError(param + "." + name);
+  if (!v->is_string()) return TypeError(param + "." + name, "a string");
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+// The optional number obj[name] into *out (left as is when absent); finite
+// and in [lo, hi], or (lo, hi] when lo_open, else 400 invalid_value
+// "'name' must be in [lo, hi]."
+inline std::optional<ApiError> GetNumberInRange(const nlohmann::json& obj, const char* name, double lo, double hi,
+                                                bool lo_open, float* out) {
+  const nlohmann::json* v = Field(obj, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return TypeError(name, "a number");
+  const double d = v->get<double>();
+  const bool lo_ok = lo_open ? d > lo : d >= lo;
+  if (!std::isfinite(d) || !lo_ok || d > hi) {
+    return InvalidValueError("'" + std::string(name) + "' must be in " + (lo_open ? "(" : "[") +
+                                 nlohmann::json(lo).dump() + ", " + nlohmann::json(hi).dump() + "].",
+                             name);
+  }
+  *out = static_cast<float>(d);
+  return std::nullopt;
 }
 
 // 400 in Anthropic's wording, "param: what" (how Anthropic's own messages

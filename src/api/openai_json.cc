@@ -3,10 +3,8 @@
 
 #include "api/openai_json.h"
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
-#include <new>
 
 #include <nlohmann/json.hpp>
 
@@ -27,21 +25,6 @@ constexpr size_t kMaxStopStrings = 4;
 
 MaybeError RangeError(const std::string& param, const std::string& range) {
   return InvalidRequest("'" + param + "' must be " + range + ".", param, "invalid_value");
-}
-
-MaybeError GetNumber(const json& obj, const char* name, double lo, double hi, bool lo_open,
-                     float* out) {
-  const json* v = Field(obj, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return TypeError(name, "a number");
-  const double d = v->get<double>();
-  const bool lo_ok = lo_open ? d > lo : d >= lo;
-  if (!std::isfinite(d) || !lo_ok || d > hi) {
-    return RangeError(name, std::string(lo_open ? "in (" : "in [") + json(lo).dump() + ", " +
-                                json(hi).dump() + "]");
-  }
-  *out = static_cast<float>(d);
-  return std::nullopt;
 }
 
 // Integers only (10.0 is refused, as OpenAI does).
@@ -120,8 +103,8 @@ MaybeError ParseCommon(const json& body, const ParseContext& ctx, GenerationRequ
     if (MaybeError e = GetInt(mct != nullptr ? *mct : *mt, param, 1, kMaxTokensLimit, &n)) return e;
     s.max_tokens = static_cast<int32_t>(n);
   }
-  if (MaybeError e = GetNumber(body, "temperature", 0.0, 2.0, false, &s.temperature)) return e;
-  if (MaybeError e = GetNumber(body, "top_p", 0.0, 1.0, true, &s.top_p)) return e;
+  if (MaybeError e = GetNumberInRange(body, "temperature", 0.0, 2.0, false, &s.temperature)) return e;
+  if (MaybeError e = GetNumberInRange(body, "top_p", 0.0, 1.0, true, &s.top_p)) return e;
   if (const json* v = Field(body, "top_k")) {
     int64_t k = 0;
     if (MaybeError e = GetInt(*v, "top_k", 0, std::numeric_limits<int32_t>::max(), &k)) return e;
@@ -137,8 +120,8 @@ MaybeError ParseCommon(const json& body, const ParseContext& ctx, GenerationRequ
   }
   if (MaybeError e = ParseStop(body, &s.stop)) return e;
   float penalty = 0;  // accepted for compatibility, range-checked, not applied
-  if (MaybeError e = GetNumber(body, "presence_penalty", -2.0, 2.0, false, &penalty)) return e;
-  if (MaybeError e = GetNumber(body, "frequency_penalty", -2.0, 2.0, false, &penalty)) return e;
+  if (MaybeError e = GetNumberInRange(body, "presence_penalty", -2.0, 2.0, false, &penalty)) return e;
+  if (MaybeError e = GetNumberInRange(body, "frequency_penalty", -2.0, 2.0, false, &penalty)) return e;
   if (const json* v = Field(body, "n")) {
     int64_t n = 0;
     if (MaybeError e = GetInt(*v, "n", 1, 1, &n)) return e;
@@ -227,30 +210,6 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
   return std::nullopt;
 }
 
-json ParseBody(std::string_view body, MaybeError* error) {
-  json j;
-  const JsonParse parsed = ParseBoundedJson(body, &j);
-  if (parsed == JsonParse::kTooDeep) {
-    *error = JsonTooDeep("The request body", "");
-  } else if (parsed == JsonParse::kInvalid) {
-    *error = InvalidRequest("The request body is not valid JSON.", "", "invalid_json");
-  } else if (!j.is_object()) {
-    *error = InvalidRequest("The request body must be a JSON object.", "", "invalid_json");
-  }
-  return j;
-}
-
-template <typename Fn>
-MaybeError Guarded(Fn fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    throw;  // not the client's mistake: the router answers 503
-  } catch (const std::exception& ex) {  // a type check we missed: still a 400
-    return InvalidRequest(std::string("Invalid request: ") + ex.what(), "");
-  }
-}
-
 }  // namespace
 
 MaybeError CheckModel(std::string_view name, const ParseContext& ctx) {
@@ -269,10 +228,7 @@ MaybeError ResolveRequestAgent(const ParseContext& ctx, std::optional<std::strin
 }
 
 MaybeError ParseChatRequest(std::string_view body, const ParseContext& ctx, GenerationRequest* out) {
-  return Guarded([&]() -> MaybeError {
-    MaybeError error;
-    const json j = ParseBody(body, &error);
-    if (error) return error;
+  return ParseJsonObjectBody(body, [&](const json& j) -> MaybeError {
     out->kind = RequestKind::kChat;
     if (MaybeError e = ParseMessages(j, &out->messages)) return e;
     if (MaybeError e = ParseToolsAndFormat(j, out)) return e;
@@ -283,10 +239,7 @@ MaybeError ParseChatRequest(std::string_view body, const ParseContext& ctx, Gene
 
 MaybeError ParseCompletionRequest(std::string_view body, const ParseContext& ctx,
                                   GenerationRequest* out) {
-  return Guarded([&]() -> MaybeError {
-    MaybeError error;
-    const json j = ParseBody(body, &error);
-    if (error) return error;
+  return ParseJsonObjectBody(body, [&](const json& j) -> MaybeError {
     out->kind = RequestKind::kCompletion;
     const json* p = Field(j, "prompt");
     if (p == nullptr) return InvalidRequest("'prompt' is required.", "prompt", "missing_required_parameter");

@@ -11,45 +11,20 @@ using MaybeError = std::optional<ApiError>;
 
 constexpr size_t kMaxTools = 128;
 
-MaybeError Unsupported(const std::string& what, const std::string& param) {
-  return InvalidRequest(what, param, "unsupported");
-}
-
-MaybeError RequireString(const json& obj, const char* name, const std::string& param, std::string* out) {
-  const json* v = Field(obj, name);
-  if (v == nullptr) return InvalidRequest("'" + param + "." + name + "' is required.", param + "." + name,
-                                          "missing_required_parameter");
-  if (!v->is_string()) return TypeError(param + "." + name, "a string");
-  *out = v->get<std::string>();
-  return std::nullopt;
-}
-
 MaybeError ParseTool(const json& t, const std::string& param, ToolDefinition* out) {
   if (!t.is_object()) return TypeError(param, "an object");
   const json* type = Field(t, "type");
   if (type == nullptr || !type->is_string() || *type != "function") {
-    return Unsupported("Only tools of type 'function' are supported.", param + ".type");
+    return UnsupportedError("Only tools of type 'function' are supported.", param + ".type");
   }
   const json* fn = Field(t, "function");
   if (fn == nullptr || !fn->is_object()) return TypeError(param + ".function", "an object");
-  if (MaybeError e = RequireString(*fn, "name", param + ".function", &out->name)) return e;
+  if (MaybeError e = RequireStringField(*fn, "name", param + ".function", &out->name)) return e;
   if (!ValidToolName(out->name)) {
     return InvalidRequest("'" + param + ".function.name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -.",
                           param + ".function.name", "invalid_value");
   }
-  if (const json* d = Field(*fn, "description")) {
-    if (!d->is_string()) return TypeError(param + ".function.description", "a string");
-    out->description = d->get<std::string>();
-  }
-  if (const json* p = Field(*fn, "parameters")) {
-    if (!p->is_object()) return TypeError(param + ".function.parameters", "a JSON Schema object");
-    out->parameters = p->dump();
-  }
-  if (const json* s = Field(*fn, "strict")) {
-    if (!s->is_boolean()) return TypeError(param + ".function.strict", "a boolean");
-    out->strict = s->get<bool>();
-  }
-  return std::nullopt;
+  return ParseFunctionToolFields(*fn, param + ".function", out);
 }
 
 MaybeError ParseToolChoice(const json& body, GenerationRequest* out) {
@@ -73,12 +48,12 @@ MaybeError ParseToolChoice(const json& body, GenerationRequest* out) {
   } else if (v->is_object()) {
     const json* type = Field(*v, "type");
     if (type == nullptr || !type->is_string() || *type != "function") {
-      return Unsupported("Only tool_choice {\"type\":\"function\",\"function\":{\"name\":...}} is supported.",
-                         "tool_choice.type");
+      return UnsupportedError("Only tool_choice {\"type\":\"function\",\"function\":{\"name\":...}} is supported.",
+                              "tool_choice.type");
     }
     const json* fn = Field(*v, "function");
     if (fn == nullptr || !fn->is_object()) return TypeError("tool_choice.function", "an object");
-    if (MaybeError e = RequireString(*fn, "name", "tool_choice.function", &out->tool_choice.function)) return e;
+    if (MaybeError e = RequireStringField(*fn, "name", "tool_choice.function", &out->tool_choice.function)) return e;
     out->tool_choice.mode = ToolChoiceMode::kFunction;
     bool known = false;
     for (const ToolDefinition& t : out->tools) known = known || t.name == out->tool_choice.function;
@@ -110,7 +85,7 @@ MaybeError ParseResponseFormat(const json& body, ResponseFormat* out) {
     out->type = ResponseFormatType::kJsonSchema;
     const json* js = Field(*v, "json_schema");
     if (js == nullptr || !js->is_object()) return TypeError("response_format.json_schema", "an object");
-    if (MaybeError e = RequireString(*js, "name", "response_format.json_schema", &out->name)) return e;
+    if (MaybeError e = RequireStringField(*js, "name", "response_format.json_schema", &out->name)) return e;
     const json* schema = Field(*js, "schema");
     if (schema == nullptr) {
       out->schema = "{\"type\":\"object\"}";  // OpenAI: schema is optional
@@ -132,9 +107,25 @@ MaybeError ParseResponseFormat(const json& body, ResponseFormat* out) {
 
 }  // namespace
 
+MaybeError ParseFunctionToolFields(const json& fn, const std::string& param, ToolDefinition* out) {
+  if (const json* d = Field(fn, "description")) {
+    if (!d->is_string()) return TypeError(param + ".description", "a string");
+    out->description = d->get<std::string>();
+  }
+  if (const json* p = Field(fn, "parameters")) {
+    if (!p->is_object()) return TypeError(param + ".parameters", "a JSON Schema object");
+    out->parameters = p->dump();
+  }
+  if (const json* s = Field(fn, "strict")) {
+    if (!s->is_boolean()) return TypeError(param + ".strict", "a boolean");
+    out->strict = s->get<bool>();
+  }
+  return std::nullopt;
+}
+
 MaybeError ParseAssistantToolCalls(const json& m, const std::string& param, ChatMessage* msg) {
   if (Field(m, "function_call") != nullptr) {
-    return Unsupported("The legacy 'function_call' is not supported; use 'tool_calls'.", param + ".function_call");
+    return UnsupportedError("The legacy 'function_call' is not supported; use 'tool_calls'.", param + ".function_call");
   }
   const json* calls = Field(m, "tool_calls");
   if (calls == nullptr) return std::nullopt;
@@ -145,14 +136,14 @@ MaybeError ParseAssistantToolCalls(const json& m, const std::string& param, Chat
     if (!c.is_object()) return TypeError(cp, "an object");
     const json* type = Field(c, "type");
     if (type != nullptr && (!type->is_string() || *type != "function")) {
-      return Unsupported("Only tool calls of type 'function' are supported.", cp + ".type");
+      return UnsupportedError("Only tool calls of type 'function' are supported.", cp + ".type");
     }
     ToolCall call;
-    if (MaybeError e = RequireString(c, "id", cp, &call.id)) return e;
+    if (MaybeError e = RequireStringField(c, "id", cp, &call.id)) return e;
     const json* fn = Field(c, "function");
     if (fn == nullptr || !fn->is_object()) return TypeError(cp + ".function", "an object");
-    if (MaybeError e = RequireString(*fn, "name", cp + ".function", &call.name)) return e;
-    if (MaybeError e = RequireString(*fn, "arguments", cp + ".function", &call.arguments)) return e;
+    if (MaybeError e = RequireStringField(*fn, "name", cp + ".function", &call.name)) return e;
+    if (MaybeError e = RequireStringField(*fn, "arguments", cp + ".function", &call.arguments)) return e;
     // Templates render arguments as JSON: they must be JSON (an object, as
     // the model produces them), and as shallow as the body (the chat layer
     // parses them again, recursively).
@@ -169,7 +160,7 @@ MaybeError ParseAssistantToolCalls(const json& m, const std::string& param, Chat
 }
 
 MaybeError ParseToolMessage(const json& m, const std::string& param, ChatMessage* msg) {
-  if (MaybeError e = RequireString(m, "tool_call_id", param, &msg->tool_call_id)) return e;
+  if (MaybeError e = RequireStringField(m, "tool_call_id", param, &msg->tool_call_id)) return e;
   if (const json* n = Field(m, "name")) {
     if (!n->is_string()) return TypeError(param + ".name", "a string");
     msg->tool_name = n->get<std::string>();
@@ -180,8 +171,8 @@ MaybeError ParseToolMessage(const json& m, const std::string& param, ChatMessage
 MaybeError ParseToolsAndFormat(const json& body, GenerationRequest* out) {
   for (const char* legacy : {"functions", "function_call"}) {
     if (Field(body, legacy) != nullptr) {
-      return Unsupported(std::string("The legacy '") + legacy + "' is not supported; use 'tools' and 'tool_choice'.",
-                         legacy);
+      return UnsupportedError(
+          std::string("The legacy '") + legacy + "' is not supported; use 'tools' and 'tool_choice'.", legacy);
     }
   }
   if (const json* tools = Field(body, "tools")) {
@@ -210,9 +201,10 @@ MaybeError ParseToolsAndFormat(const json& body, GenerationRequest* out) {
                       out->tool_choice.mode == ToolChoiceMode::kFunction ||
                       (out->tool_choice.mode == ToolChoiceMode::kAuto && !out->tools.empty());
   if (out->response_format.type != ResponseFormatType::kText && forced) {
-    return Unsupported("A JSON 'response_format' together with callable 'tools' is not supported; send "
-                       "tool_choice \"none\" or leave out one of them.",
-                       "response_format");
+    return UnsupportedError(
+        "A JSON 'response_format' together with callable 'tools' is not supported; send "
+        "tool_choice \"none\" or leave out one of them.",
+        "response_format");
   }
   return std::nullopt;
 }

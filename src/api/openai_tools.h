@@ -25,6 +25,14 @@ namespace agentkv::api {
 [[nodiscard]] std::optional<ApiError> ParseToolMessage(const nlohmann::json& message, const std::string& param,
                                                        ChatMessage* msg);
 
+// The optional fields of a function tool `fn` (Chat Completions'
+// tools[i].function, a Responses tools[i]): description (a string),
+// parameters (a JSON Schema object, kept as its dump()) and strict (a
+// boolean) into *out. A wrong type is a 400 naming "<param>.description"
+// and so on; *out may then be partly filled.
+[[nodiscard]] std::optional<ApiError> ParseFunctionToolFields(const nlohmann::json& fn, const std::string& param,
+                                                              ToolDefinition* out);
+
 // tools, tool_choice, parallel_tool_calls and response_format of the body.
 // Refuses legacy `functions`/`function_call`, unknown tool types, a
 // tool_choice naming a function not in tools, `required` without tools, and

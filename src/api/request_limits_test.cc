@@ -37,6 +37,21 @@ std::string MessagesBody(const std::string& extra, const std::string& messages =
   return R"({"model":"claude-sonnet-4-5","max_tokens":16,"messages":)" + messages + extra + "}";
 }
 
+// A chat body whose assistant turn calls f(`arguments`) as `call_id`, and
+// the tool's answer to it.
+std::string ToolCallChatBody(const std::string& call_id, const std::string& arguments) {
+  const json body = {
+      {"model", "fake-model"},
+      {"messages",
+       {{{"role", "user"}, {"content", "hi"}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", call_id}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", arguments}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", call_id}, {"content", "ok"}}}}};
+  return body.dump();
+}
+
 void ExpectTooDeep(const HttpResponse& r) {
   EXPECT_EQ(r.status, 400) << r.body.substr(0, 300);
   json j = json::parse(r.body);
@@ -87,16 +102,7 @@ TEST_F(RequestLimitsTest, DeepAnthropicToolUseInputIs400) {
 // The body is shallow; the JSON inside the arguments string is not (the
 // chat layer parses it again, recursively).
 TEST_F(RequestLimitsTest, DeepToolCallArgumentsStringIs400) {
-  const json body = {
-      {"model", "fake-model"},
-      {"messages",
-       {{{"role", "user"}, {"content", "hi"}},
-        {{"role", "assistant"},
-         {"content", nullptr},
-         {"tool_calls",
-          {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", NestedObject(kDeep)}}}}}}},
-        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "ok"}}}}};
-  const HttpResponse r = Post("/v1/chat/completions", body.dump());
+  const HttpResponse r = Post("/v1/chat/completions", ToolCallChatBody("call_1", NestedObject(kDeep)));
   ExpectTooDeep(r);
   EXPECT_EQ(json::parse(r.body)["error"]["param"], "messages[1].tool_calls[0].function.arguments");
   EXPECT_EQ(backend_.submit_calls(), 0);
@@ -110,15 +116,7 @@ TEST_F(RequestLimitsTest, DepthIsBoundedAnywhereInTheBody) {
   // The body's own braces count: kMaxJsonDepth in all is accepted.
   EXPECT_EQ(Post("/v1/completions", R"({"prompt":"x","x":)" + NestedObject(kMaxJsonDepth - 1) + "}").status, 200);
   const json args = json::parse(NestedObject(kMaxJsonDepth));
-  const json body = {
-      {"model", "fake-model"},
-      {"messages",
-       {{{"role", "user"}, {"content", "hi"}},
-        {{"role", "assistant"},
-         {"content", nullptr},
-         {"tool_calls", {{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", args.dump()}}}}}}},
-        {{"role", "tool"}, {"tool_call_id", "c"}, {"content", "ok"}}}}};
-  EXPECT_EQ(Post("/v1/chat/completions", body.dump()).status, 200);
+  EXPECT_EQ(Post("/v1/chat/completions", ToolCallChatBody("c", args.dump())).status, 200);
 }
 
 // Issue 29, finding 7: a body that does not fit in the bytes being parsed at

@@ -16,24 +16,6 @@ namespace {
 using nlohmann::json;
 using MaybeError = std::optional<ApiError>;
 
-MaybeError Unsupported(const std::string& what, const std::string& param) {
-  return InvalidRequest(what, param, "unsupported");
-}
-MaybeError InvalidValue(const std::string& what, const std::string& param) {
-  return InvalidRequest(what, param, "invalid_value");
-}
-MaybeError Missing(const std::string& param) {
-  return InvalidRequest("'" + param + "' is required.", param, "missing_required_parameter");
-}
-
-MaybeError RequireString(const json& obj, const char* name, const std::string& param, std::string* out) {
-  const json* v = Field(obj, name);
-  if (v == nullptr) return Missing(param + "." + name);
-  if (!v->is_string()) return TypeError(param + "." + name, "a string");
-  *out = v->get<std::string>();
-  return std::nullopt;
-}
-
 // Text of a content array: input_text / output_text parts (and an
 // assistant's refusal), joined with "\n" as the chat route joins its parts.
 MaybeError TextParts(const json& parts, const std::string& param, std::string* out) {
@@ -46,9 +28,9 @@ MaybeError TextParts(const json& parts, const std::string& param, std::string* o
     const std::string& t = type->get_ref<const std::string&>();
     const char* field = t == "refusal" ? "refusal" : "text";
     if (t != "input_text" && t != "output_text" && t != "refusal") {
-      return Unsupported("Content of type '" + t.substr(0, 40) +
-                             "' is not supported; only input_text and output_text (see docs/api.md).",
-                         pp + ".type");
+      return UnsupportedError("Content of type '" + t.substr(0, 40) +
+                                  "' is not supported; only input_text and output_text (see docs/api.md).",
+                              pp + ".type");
     }
     const json* text = Field(p, field);
     if (text == nullptr || !text->is_string()) return TypeError(pp + "." + field, "a string");
@@ -87,18 +69,18 @@ class InputBuilder {
     if (type == "function_call_output") return FunctionCallOutput(item, param);
     if (type == "reasoning") return Reasoning(item, param);
     if (type == "item_reference") {
-      return Unsupported("agentkv stores no responses: 'item_reference' cannot be resolved; send the items.",
-                         param + ".type");
+      return UnsupportedError("agentkv stores no responses: 'item_reference' cannot be resolved; send the items.",
+                              param + ".type");
     }
-    return Unsupported("Input items of type '" + type.substr(0, 40) +
-                           "' are not supported; only message, function_call, function_call_output and reasoning.",
-                       param + ".type");
+    return UnsupportedError("Input items of type '" + type.substr(0, 40) +
+                                "' are not supported; only message, function_call, function_call_output and reasoning.",
+                            param + ".type");
   }
 
  private:
   MaybeError Message(const json& item, const std::string& param) {
     const json* role = Field(item, "role");
-    if (role == nullptr) return Missing(param + ".role");
+    if (role == nullptr) return MissingError(param + ".role");
     if (!role->is_string()) return TypeError(param + ".role", "a string");
     const std::string& r = role->get_ref<const std::string&>();
     ChatMessage msg;
@@ -109,11 +91,12 @@ class InputBuilder {
     } else if (r == "system" || r == "developer") {
       msg.role = Role::kSystem;
     } else {
-      return InvalidValue("Unsupported role '" + r.substr(0, 32) + "'; expected user, assistant, system or developer.",
-                          param + ".role");
+      return InvalidValueError(
+          "Unsupported role '" + r.substr(0, 32) + "'; expected user, assistant, system or developer.",
+          param + ".role");
     }
     const json* content = Field(item, "content");
-    if (content == nullptr) return Missing(param + ".content");
+    if (content == nullptr) return MissingError(param + ".content");
     if (MaybeError e = StringOrParts(*content, param + ".content", &msg.content)) return e;
     if (msg.role == Role::kAssistant) {
       msg.reasoning_content = std::move(pending_reasoning_);
@@ -125,9 +108,9 @@ class InputBuilder {
 
   MaybeError FunctionCall(const json& item, const std::string& param) {
     ToolCall call;
-    if (MaybeError e = RequireString(item, "call_id", param, &call.id)) return e;
-    if (MaybeError e = RequireString(item, "name", param, &call.name)) return e;
-    if (MaybeError e = RequireString(item, "arguments", param, &call.arguments)) return e;
+    if (MaybeError e = RequireStringField(item, "call_id", param, &call.id)) return e;
+    if (MaybeError e = RequireStringField(item, "name", param, &call.name)) return e;
+    if (MaybeError e = RequireStringField(item, "arguments", param, &call.arguments)) return e;
     if (const json* ns = Field(item, "namespace")) {  // rendered as the model saw it (responses_json.h)
       if (!ns->is_string()) return TypeError(param + ".namespace", "a string");
       call.name = NamespacedToolName(ns->get<std::string>(), call.name);
@@ -137,8 +120,8 @@ class InputBuilder {
     const JsonParse parsed = ParseBoundedJson(call.arguments, &args);
     if (parsed == JsonParse::kTooDeep) return JsonTooDeep("'" + param + ".arguments'", param + ".arguments");
     if (parsed != JsonParse::kOk || !args.is_object()) {
-      return InvalidValue("'" + param + ".arguments' must be a JSON object encoded as a string.",
-                          param + ".arguments");
+      return InvalidValueError("'" + param + ".arguments' must be a JSON object encoded as a string.",
+                               param + ".arguments");
     }
     if (out_->empty() || out_->back().role != Role::kAssistant) {
       ChatMessage msg;
@@ -157,16 +140,16 @@ class InputBuilder {
   MaybeError FunctionCallOutput(const json& item, const std::string& param) {
     ChatMessage msg;
     msg.role = Role::kTool;
-    if (MaybeError e = RequireString(item, "call_id", param, &msg.tool_call_id)) return e;
+    if (MaybeError e = RequireStringField(item, "call_id", param, &msg.tool_call_id)) return e;
     auto name = names_.find(msg.tool_call_id);
     if (name == names_.end()) {
-      return InvalidValue("No function_call item with call_id '" + msg.tool_call_id.substr(0, 64) +
-                              "' comes before this output.",
-                          param + ".call_id");
+      return InvalidValueError(
+          "No function_call item with call_id '" + msg.tool_call_id.substr(0, 64) + "' comes before this output.",
+          param + ".call_id");
     }
     msg.tool_name = name->second;
     const json* output = Field(item, "output");
-    if (output == nullptr) return Missing(param + ".output");
+    if (output == nullptr) return MissingError(param + ".output");
     if (MaybeError e = StringOrParts(*output, param + ".output", &msg.content)) return e;
     out_->push_back(std::move(msg));
     return std::nullopt;
@@ -204,7 +187,7 @@ class InputBuilder {
 
 std::optional<ApiError> ParseResponsesInput(const json& body, std::vector<ChatMessage>* out) {
   const json* input = Field(body, "input");
-  if (input == nullptr) return Missing("input");
+  if (input == nullptr) return MissingError("input");
   if (input->is_string()) {
     ChatMessage msg;
     msg.role = Role::kUser;
@@ -213,7 +196,7 @@ std::optional<ApiError> ParseResponsesInput(const json& body, std::vector<ChatMe
     return std::nullopt;
   }
   if (!input->is_array()) return TypeError("input", "a string or an array of input items");
-  if (input->empty()) return InvalidValue("'input' must not be empty.", "input");
+  if (input->empty()) return InvalidValueError("'input' must not be empty.", "input");
   InputBuilder builder(out);
   for (size_t i = 0; i < input->size(); ++i) {
     if (MaybeError e = builder.Item((*input)[i], "input[" + std::to_string(i) + "]")) return e;

@@ -3,12 +3,12 @@
 
 #include "api/responses_json.h"
 
-#include <cmath>
 #include <cstdint>
 
 #include "api/bounded_json.h"
 #include "api/identity.h"
 #include "api/json_fields.h"
+#include "api/openai_tools.h"
 #include "api/responses_input.h"
 #include "util/hash.h"
 
@@ -20,38 +20,6 @@ using MaybeError = std::optional<ApiError>;
 
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 constexpr size_t kMaxTools = 128;
-
-MaybeError Unsupported(const std::string& what, const std::string& param) {
-  return InvalidRequest(what, param, "unsupported");
-}
-MaybeError InvalidValue(const std::string& what, const std::string& param) {
-  return InvalidRequest(what, param, "invalid_value");
-}
-MaybeError Missing(const std::string& param) {
-  return InvalidRequest("'" + param + "' is required.", param, "missing_required_parameter");
-}
-
-MaybeError RequireString(const json& obj, const char* name, const std::string& param, std::string* out) {
-  const json* v = Field(obj, name);
-  if (v == nullptr) return Missing(param + "." + name);
-  if (!v->is_string()) return TypeError(param + "." + name, "a string");
-  *out = v->get<std::string>();
-  return std::nullopt;
-}
-
-MaybeError GetNumber(const json& body, const char* name, double lo, double hi, bool lo_open, float* out) {
-  const json* v = Field(body, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return TypeError(name, "a number");
-  const double d = v->get<double>();
-  if (!std::isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi) {
-    return InvalidValue("'" + std::string(name) + "' must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " +
-                            json(hi).dump() + "].",
-                        name);
-  }
-  *out = static_cast<float>(d);
-  return std::nullopt;
-}
 
 // Tool types Codex sends whose calls are not function calls: web_search (run
 // by OpenAI's servers, when enabled), local_shell (codex-mini models) and
@@ -70,7 +38,7 @@ MaybeError ParseTool(const json& t, const std::string& param, const std::string&
 MaybeError ParseNamespace(const json& t, const std::string& param, GenerationRequest* out, ResponsesMeta* meta,
                           json* echo) {
   std::string ns;
-  if (MaybeError e = RequireString(t, "name", param, &ns)) return e;
+  if (MaybeError e = RequireStringField(t, "name", param, &ns)) return e;
   const json* tools = Field(t, "tools");
   if (tools == nullptr || !tools->is_array()) return TypeError(param + ".tools", "an array of tools");
   json flattened = json::array();  // the Response echoes the namespace as sent
@@ -94,36 +62,26 @@ MaybeError ParseTool(const json& t, const std::string& param, const std::string&
     if (IgnoredToolType(ty)) return std::nullopt;
     if (ty == "namespace" && ns.empty()) return ParseNamespace(t, param, out, meta, echo);
     if (ty != "function") {
-      return Unsupported("Tools of type '" + ty.substr(0, 40) +
-                             "' are not supported; only 'function' and 'namespace' (web_search, local_shell and "
-                             "custom are ignored; see docs/api.md).",
-                         param + ".type");
+      return UnsupportedError("Tools of type '" + ty.substr(0, 40) +
+                                  "' are not supported; only 'function' and 'namespace' (web_search, local_shell and "
+                                  "custom are ignored; see docs/api.md).",
+                              param + ".type");
     }
     ToolDefinition def;
-    if (MaybeError e = RequireString(t, "name", param, &def.name)) return e;
+    if (MaybeError e = RequireStringField(t, "name", param, &def.name)) return e;
     if (!ns.empty()) {
       meta->namespaced[NamespacedToolName(ns, def.name)] = {ns, def.name};
       def.name = NamespacedToolName(ns, def.name);
     }
     if (!ValidToolName(def.name)) {
-      return InvalidValue("'" + param + ".name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -.", param + ".name");
+      return InvalidValueError("'" + param + ".name' must be 1-64 characters of a-z, A-Z, 0-9, _ and -.",
+                               param + ".name");
     }
-    if (const json* d = Field(t, "description")) {
-      if (!d->is_string()) return TypeError(param + ".description", "a string");
-      def.description = d->get<std::string>();
-    }
-    if (const json* p = Field(t, "parameters")) {
-      if (!p->is_object()) return TypeError(param + ".parameters", "a JSON Schema object");
-      def.parameters = p->dump();
-    }
-    if (const json* s = Field(t, "strict")) {
-      if (!s->is_boolean()) return TypeError(param + ".strict", "a boolean");
-      def.strict = s->get<bool>();
-    }
+    if (MaybeError e = ParseFunctionToolFields(t, param, &def)) return e;
     for (const ToolDefinition& other : out->tools) {
-      if (other.name == def.name) return InvalidValue("Two tools are named '" + def.name + "'.", "tools");
+      if (other.name == def.name) return InvalidValueError("Two tools are named '" + def.name + "'.", "tools");
     }
-    if (out->tools.size() == kMaxTools) return InvalidValue("'tools' may hold at most 128 functions.", "tools");
+    if (out->tools.size() == kMaxTools) return InvalidValueError("'tools' may hold at most 128 functions.", "tools");
     echo->push_back({{"type", "function"},
                      {"name", def.name},
                      {"description", def.description.empty() ? json(nullptr) : json(def.description)},
@@ -157,24 +115,27 @@ MaybeError ParseToolChoice(const json& body, GenerationRequest* out, json* echo)
       out->tool_choice.mode = ToolChoiceMode::kNone;
     } else if (s == "required") {
       out->tool_choice.mode = ToolChoiceMode::kRequired;
-      if (out->tools.empty()) return InvalidValue("'tool_choice' \"required\" needs function tools.", "tool_choice");
+      if (out->tools.empty()) {
+        return InvalidValueError("'tool_choice' \"required\" needs function tools.", "tool_choice");
+      }
     } else {
-      return InvalidValue("'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"name\"}.",
-                          "tool_choice");
+      return InvalidValueError(
+          "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"name\"}.", "tool_choice");
     }
   } else if (v->is_object()) {
     const json* type = Field(*v, "type");
     if (type == nullptr || !type->is_string() || *type != "function") {
-      return Unsupported("Only tool_choice {\"type\":\"function\",\"name\":...} is supported.", "tool_choice.type");
+      return UnsupportedError("Only tool_choice {\"type\":\"function\",\"name\":...} is supported.",
+                              "tool_choice.type");
     }
-    if (MaybeError e = RequireString(*v, "name", "tool_choice", &out->tool_choice.function)) return e;
+    if (MaybeError e = RequireStringField(*v, "name", "tool_choice", &out->tool_choice.function)) return e;
     out->tool_choice.mode = ToolChoiceMode::kFunction;
     bool known = false;
     for (const ToolDefinition& t : out->tools) known = known || t.name == out->tool_choice.function;
     if (!known) {
-      return InvalidValue("'tool_choice' names the function '" + out->tool_choice.function.substr(0, 64) +
-                              "', which is not in 'tools'.",
-                          "tool_choice.name");
+      return InvalidValueError("'tool_choice' names the function '" + out->tool_choice.function.substr(0, 64) +
+                                   "', which is not in 'tools'.",
+                               "tool_choice.name");
     }
   } else {
     return TypeError("tool_choice", "a string or an object");
@@ -206,9 +167,9 @@ MaybeError ParseTextFormat(const json& body, GenerationRequest* out, json* echo)
     rf.type = ResponseFormatType::kJsonObject;
   } else if (*type == "json_schema") {
     rf.type = ResponseFormatType::kJsonSchema;
-    if (MaybeError e = RequireString(*f, "name", "text.format", &rf.name)) return e;
+    if (MaybeError e = RequireStringField(*f, "name", "text.format", &rf.name)) return e;
     const json* schema = Field(*f, "schema");
-    if (schema == nullptr) return Missing("text.format.schema");
+    if (schema == nullptr) return MissingError("text.format.schema");
     if (!schema->is_object()) return TypeError("text.format.schema", "a JSON Schema object");
     rf.schema = schema->dump();
     if (const json* s = Field(*f, "strict")) {
@@ -216,14 +177,15 @@ MaybeError ParseTextFormat(const json& body, GenerationRequest* out, json* echo)
       rf.strict = s->get<bool>();
     }
   } else {
-    return InvalidValue("'text.format.type' must be \"text\", \"json_object\" or \"json_schema\".",
-                        "text.format.type");
+    return InvalidValueError("'text.format.type' must be \"text\", \"json_object\" or \"json_schema\".",
+                             "text.format.type");
   }
   const bool callable = !out->tools.empty() && out->tool_choice.mode != ToolChoiceMode::kNone;
   if (rf.type != ResponseFormatType::kText && callable) {
-    return Unsupported("A JSON 'text.format' together with callable 'tools' is not supported; send tool_choice "
-                       "\"none\" or leave out one of them.",
-                       "text.format");
+    return UnsupportedError(
+        "A JSON 'text.format' together with callable 'tools' is not supported; send tool_choice "
+        "\"none\" or leave out one of them.",
+        "text.format");
   }
   return std::nullopt;
 }
@@ -233,19 +195,19 @@ MaybeError ParseTextFormat(const json& body, GenerationRequest* out, json* echo)
 MaybeError CheckUnsupported(const json& body) {
   for (const char* name : {"previous_response_id", "conversation", "prompt"}) {
     if (Field(body, name) != nullptr) {
-      return Unsupported(std::string("'") + name +
-                             "' is not supported: agentkv stores no responses; send the whole conversation in "
-                             "'input' (store: false).",
-                         name);
+      return UnsupportedError(std::string("'") + name +
+                                  "' is not supported: agentkv stores no responses; send the whole conversation in "
+                                  "'input' (store: false).",
+                              name);
     }
   }
   if (const json* v = Field(body, "background")) {
     if (!v->is_boolean()) return TypeError("background", "a boolean");
-    if (v->get<bool>()) return Unsupported("'background' responses are not supported.", "background");
+    if (v->get<bool>()) return UnsupportedError("'background' responses are not supported.", "background");
   }
   if (const json* v = Field(body, "top_logprobs")) {
     if (!v->is_number_integer()) return TypeError("top_logprobs", "an integer");
-    if (v->get<int64_t>() != 0) return Unsupported("'top_logprobs' is not supported.", "top_logprobs");
+    if (v->get<int64_t>() != 0) return UnsupportedError("'top_logprobs' is not supported.", "top_logprobs");
   }
   return std::nullopt;
 }
@@ -355,14 +317,14 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
     if (!v->is_number_integer()) return TypeError("max_output_tokens", "an integer");
     const bool too_big = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(kMaxTokensLimit);
     if (too_big || v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxTokensLimit) {
-      return InvalidValue("'max_output_tokens' must be in [1, " + std::to_string(kMaxTokensLimit) + "].",
-                          "max_output_tokens");
+      return InvalidValueError("'max_output_tokens' must be in [1, " + std::to_string(kMaxTokensLimit) + "].",
+                               "max_output_tokens");
     }
     s.max_tokens = static_cast<int32_t>(v->get<int64_t>());
     echo["max_output_tokens"] = *s.max_tokens;
   }
-  if (MaybeError e = GetNumber(body, "temperature", 0.0, 2.0, false, &s.temperature)) return e;
-  if (MaybeError e = GetNumber(body, "top_p", 0.0, 1.0, true, &s.top_p)) return e;
+  if (MaybeError e = GetNumberInRange(body, "temperature", 0.0, 2.0, false, &s.temperature)) return e;
+  if (MaybeError e = GetNumberInRange(body, "top_p", 0.0, 1.0, true, &s.top_p)) return e;
   // As sent (the float would echo 0.7 as 0.699999988).
   const json* temperature = Field(body, "temperature");
   const json* top_p = Field(body, "top_p");
@@ -389,18 +351,7 @@ MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationReq
 
 std::optional<ApiError> ParseResponsesRequest(std::string_view body, const ParseContext& ctx,
                                               GenerationRequest* out, ResponsesMeta* meta) {
-  try {
-    json j;
-    const JsonParse parsed = ParseBoundedJson(body, &j);
-    if (parsed == JsonParse::kTooDeep) return JsonTooDeep("The request body", "");
-    if (parsed == JsonParse::kInvalid) return InvalidRequest("The request body is not valid JSON.", "", "invalid_json");
-    if (!j.is_object()) return InvalidRequest("The request body must be a JSON object.", "", "invalid_json");
-    return ParseRequest(j, ctx, out, meta);
-  } catch (const std::bad_alloc&) {
-    throw;  // not the client's mistake: the router answers 503
-  } catch (const std::exception& ex) {  // a type check we missed: still a 400
-    return InvalidRequest(std::string("Invalid request: ") + ex.what(), "");
-  }
+  return ParseJsonObjectBody(body, [&](const json& j) { return ParseRequest(j, ctx, out, meta); });
 }
 
 }  // namespace agentkv::api

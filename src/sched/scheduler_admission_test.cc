@@ -43,18 +43,6 @@ class GatedSink : public RecordingSink {
   int allowed_ = 0;
 };
 
-api::GenerationRequest TenantRequest(const std::string& ns, const std::string& agent, const std::string& prompt,
-                                     int max_tokens) {
-  api::GenerationRequest r;
-  r.namespace_id = ns;
-  r.agent_id = agent;
-  r.kind = api::RequestKind::kCompletion;
-  r.prompt = prompt;
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  return r;
-}
-
 // One slot; tenant "a" runs a turn and queues four more, then tenant "b"
 // queues one. Under FIFO b's request waited for a's whole backlog (with 32
 // queued and long turns, past the queue timeout); now it is admitted as soon

@@ -107,6 +107,13 @@ class SchedulerTest : public ::testing::Test {
     r.sampling.max_tokens = max_tokens;
     return r;
   }
+  // Request() of namespace `ns`: a tenant of its own.
+  static api::GenerationRequest TenantRequest(const std::string& ns, const std::string& agent,
+                                              const std::string& prompt, int max_tokens = 16) {
+    api::GenerationRequest r = Request(agent, prompt, max_tokens);
+    r.namespace_id = ns;
+    return r;
+  }
   std::shared_ptr<RecordingSink> Send(api::GenerationRequest r) {
     auto sink = std::make_shared<RecordingSink>();
     EXPECT_TRUE(sched_->Submit(std::move(r), sink).ok());

@@ -20,13 +20,9 @@ constexpr char kMarkerTemplate[] =
 class SchedulerForgeryTest : public SchedulerTest {
  protected:
   std::shared_ptr<RecordingSink> Chat(const std::string& agent, const std::vector<api::ChatMessage>& messages) {
-    api::GenerationRequest r;
-    r.namespace_id = "default";
-    r.agent_id = agent;
+    api::GenerationRequest r = Request(agent, "", 8);
     r.kind = api::RequestKind::kChat;
     r.messages = messages;
-    r.sampling.temperature = 0;
-    r.sampling.max_tokens = 8;
     return Run(std::move(r));
   }
 };
