@@ -21,7 +21,6 @@ namespace {
 using nlohmann::json;
 using MaybeError = std::optional<ApiError>;
 
-constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 constexpr size_t kMaxStopSequences = 16;
 
 ApiError Invalid(const std::string& param, const std::string& what, const char* code) {

@@ -6,6 +6,7 @@
 // and field readers (Chat Completions and Responses word them alike).
 
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -14,6 +15,10 @@
 #include "api/errors.h"
 
 namespace agentkv::api {
+
+// The largest max_tokens / max_output_tokens any route accepts (2^30: far past
+// any context, small enough for int32 arithmetic).
+inline constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 
 // The field, or nullptr when absent or null.
 inline const nlohmann::json* Field(const nlohmann::json& obj, const char* name) {

@@ -20,7 +20,6 @@ namespace {
 using nlohmann::json;
 using MaybeError = std::optional<ApiError>;
 
-constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 constexpr size_t kMaxStopStrings = 4;
 
 MaybeError RangeError(const std::string& param, const std::string& range) {

@@ -18,7 +18,6 @@ namespace {
 using nlohmann::json;
 using MaybeError = std::optional<ApiError>;
 
-constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 constexpr size_t kMaxTools = 128;
 
 // Tool types Codex sends whose calls are not function calls: web_search (run
