@@ -1,7 +1,5 @@
 #include "cli/server_stack.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -75,9 +73,8 @@ std::string DefaultCacheDir() {
 }
 
 uint64_t DefaultCacheRamBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return uint64_t{1} << 30;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
+  const uint64_t ram_bytes = engine::PhysicalRamBytes();
+  return ram_bytes > 0 ? ram_bytes / 4 : uint64_t{1} << 30;
 }
 
 Result<uint64_t> ParseBytes(const std::string& text) {
