@@ -99,19 +99,26 @@ namespace {
 // -c 0: the trained context capped by the memory the slots' KV lives in
 // (engine/context_size.h): the GPU's free memory once the weights are on it,
 // else physical RAM less the weights and the RAM pool's budget.
-engine::ContextSizeChoice AutoSlotContext(const engine::ModelInfo& info, engine::KvType slot_type, int n_slots,
-                                          uint64_t pool_budget_bytes) {
+engine::ContextSizeChoice AutoSlotContext(const engine::ModelInfo& info, engine::KvType slot_type,
+                                          engine::KvType at_rest_type, int n_slots, uint64_t pool_budget_bytes) {
   engine::ContextSizeInput in;
   in.n_ctx_train = info.n_ctx_train;
   in.n_slots = n_slots;
   in.kv_bytes_per_token = engine::EstimateKvBytesPerToken(info, slot_type, slot_type);
+  // The staging buffer and the read landing hold one slot's state each, the
+  // read reserve one slot's blocks at rest (q4_0): all sized at start.
+  in.host_bytes_per_token =
+      2 * in.kv_bytes_per_token + engine::EstimateKvBytesPerToken(info, at_rest_type, at_rest_type);
+  const uint64_t ram_bytes = engine::PhysicalRamBytes();
   const uint64_t gpu_free_bytes = info.n_gpu_layers > 0 ? engine::FreeGpuMemoryBytes() : 0;
   if (gpu_free_bytes > 0) {
     in.available_bytes = gpu_free_bytes;
     in.memory_name = "GPU memory";
+    // The weights are on the GPU; the host buffers share RAM with the pool.
+    in.host_available_bytes = ram_bytes > pool_budget_bytes ? ram_bytes - pool_budget_bytes : 1;
+    if (ram_bytes == 0) in.host_bytes_per_token = 0;  // unknown RAM: the GPU decides alone
     return engine::ChooseSlotContext(in);
   }
-  const uint64_t ram_bytes = engine::PhysicalRamBytes();
   if (ram_bytes == 0) in.kv_bytes_per_token = 0;  // unknown: the trained context
   const uint64_t reserved_bytes = info.file_bytes + pool_budget_bytes;
   in.available_bytes = ram_bytes > reserved_bytes ? ram_bytes - reserved_bytes : 0;
@@ -186,7 +193,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
     if (!config.quiet) AKV_LOG_INFO("context: %d tokens per slot (-c)", co.slot_ctx);
   } else {
     const engine::ContextSizeChoice choice =
-        AutoSlotContext(stack->model_->info(), *co.slot_type_k, co.n_slots, pool_budget_bytes);
+        AutoSlotContext(stack->model_->info(), *co.slot_type_k, co.type_k, co.n_slots, pool_budget_bytes);
     co.slot_ctx = choice.slot_ctx;
     if (choice.at_floor) {
       AKV_LOG_WARN("context: %d tokens per slot (%s); pass -c or fewer --slots", co.slot_ctx, choice.reason.c_str());

@@ -26,21 +26,41 @@ ContextSizeChoice ChooseSlotContext(const ContextSizeInput& in) {
   // The trained context in whole blocks, unless it is less than one block's worth of them.
   int32_t chosen = trained >= kContextGranuleTokens ? trained / kContextGranuleTokens * kContextGranuleTokens : trained;
   out.reason = "the model's trained context" + (in.n_ctx_train > 0 ? std::string() : std::string(" (unknown: floor)"));
-  if (in.kv_bytes_per_token > 0 && in.n_slots > 0) {
-    const double usable = static_cast<double>(in.available_bytes) * (1.0 - kContextHeadroomFraction);
-    const double fit = usable / (static_cast<double>(in.kv_bytes_per_token) * in.n_slots);
-    const int64_t fit_tokens = static_cast<int64_t>(fit) / kContextGranuleTokens * kContextGranuleTokens;
-    if (fit_tokens < chosen) {
-      out.capped = true;
-      chosen = static_cast<int32_t>(std::max<int64_t>(fit_tokens, floor_tokens));
-      out.at_floor = fit_tokens < floor_tokens;
-      out.reason = "capped by " + std::string(in.memory_name) + ": " + Gib(in.available_bytes) + " available, " +
-                   std::to_string(in.n_slots) + " slots x " + std::to_string(in.kv_bytes_per_token / 1024) +
-                   " KiB/token of KV, " + std::to_string(static_cast<int>(kContextHeadroomFraction * 100)) +
-                   "% headroom; trained " + std::to_string(trained) +
-                   (out.at_floor ? "; below the floor of " + std::to_string(floor_tokens) + ", which is taken anyway"
-                                 : "");
+  if (in.kv_bytes_per_token == 0 || in.n_slots <= 0) {
+    out.slot_ctx = chosen;
+    return out;
+  }
+  const bool host_shares = in.host_available_bytes == 0;
+  const auto fit_tokens = [](uint64_t available, uint64_t per_token) {
+    const double usable = static_cast<double>(available) * (1.0 - kContextHeadroomFraction);
+    return static_cast<int64_t>(usable / static_cast<double>(per_token)) / kContextGranuleTokens *
+           kContextGranuleTokens;
+  };
+  const uint64_t slots_per_token =
+      in.kv_bytes_per_token * static_cast<uint64_t>(in.n_slots) + (host_shares ? in.host_bytes_per_token : 0);
+  int64_t fit = fit_tokens(in.available_bytes, slots_per_token);
+  std::string what = std::string(in.memory_name) + ": " + Gib(in.available_bytes) + " available, " +
+                     std::to_string(in.n_slots) + " slots x " + std::to_string(in.kv_bytes_per_token / 1024) +
+                     " KiB/token of KV" +
+                     (host_shares && in.host_bytes_per_token > 0
+                          ? " + " + std::to_string(in.host_bytes_per_token / 1024) + " KiB/token of host buffers"
+                          : "");
+  if (!host_shares && in.host_bytes_per_token > 0) {
+    const int64_t host_fit = fit_tokens(in.host_available_bytes, in.host_bytes_per_token);
+    if (host_fit < fit) {
+      fit = host_fit;
+      what = "RAM: " + Gib(in.host_available_bytes) + " available, " +
+             std::to_string(in.host_bytes_per_token / 1024) + " KiB/token of host buffers";
     }
+  }
+  if (fit < chosen) {
+    out.capped = true;
+    chosen = static_cast<int32_t>(std::max<int64_t>(fit, floor_tokens));
+    out.at_floor = fit < floor_tokens;
+    out.reason = "capped by " + what + ", " + std::to_string(static_cast<int>(kContextHeadroomFraction * 100)) +
+                 "% headroom; trained " + std::to_string(trained) +
+                 (out.at_floor ? "; below the floor of " + std::to_string(floor_tokens) + ", which is taken anyway"
+                               : "");
   }
   out.slot_ctx = chosen;
   return out;

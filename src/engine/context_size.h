@@ -33,6 +33,13 @@ struct ContextSizeInput {
   // weights and the RAM pool's budget.
   uint64_t available_bytes = 0;
   const char* memory_name = "RAM";  // "RAM" or "GPU memory", for `reason`
+  // Host buffers that also grow with the context, per position: the staging
+  // buffer and the read landing (one slot's state each, in the slots' type)
+  // and the read reserve (one slot's blocks at rest). They live in RAM:
+  // beside the slots when host_available_bytes is 0 (slots on the CPU),
+  // else in host_available_bytes of RAM of their own (slots on a GPU).
+  uint64_t host_bytes_per_token = 0;
+  uint64_t host_available_bytes = 0;
 };
 
 struct ContextSizeChoice {
@@ -43,8 +50,11 @@ struct ContextSizeChoice {
 };
 
 // slot_ctx = min(n_ctx_train, fit) rounded down to a multiple of 256, where
-// fit = available_bytes x (1 - headroom) / (n_slots x kv_bytes_per_token);
-// never below min(kMinDefaultContextTokens, n_ctx_train). Never fails.
+// fit = available_bytes x (1 - headroom) / (n_slots x kv_bytes_per_token
+// [+ host_bytes_per_token when they share that memory]), and, with host
+// buffers in RAM of their own, also <= host_available_bytes x (1 - headroom)
+// / host_bytes_per_token; never below min(kMinDefaultContextTokens,
+// n_ctx_train). Never fails.
 ContextSizeChoice ChooseSlotContext(const ContextSizeInput& in);
 
 // One slot's K+V bytes per position in types k/v, from the model's

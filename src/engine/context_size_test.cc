@@ -64,6 +64,31 @@ TEST(ContextSizeTest, NeverBelowTheFloor) {
   EXPECT_EQ(ChooseSlotContext({512, 4, 131072, 0, "RAM"}).slot_ctx, 512);
 }
 
+TEST(ContextSizeTest, HostBuffersBesideCpuSlotsCountAgainstTheSameRam) {
+  // 4 f16 slots (128 KiB/token each) + staging and landing (f16) + read reserve (q4_0) = 4x128 + 2x128 + 36 KiB:
+  // 8 GiB x 0.9 / 804 KiB = 9390 -> 9216.
+  ContextSizeInput in{131072, 4, 131072, 8 * kGiB, "RAM"};
+  in.host_bytes_per_token = 2 * 131072 + 36864;
+  const ContextSizeChoice c = ChooseSlotContext(in);
+  EXPECT_EQ(c.slot_ctx, 9216);
+  EXPECT_NE(c.reason.find("+ 292 KiB/token of host buffers"), std::string::npos) << c.reason;
+}
+
+TEST(ContextSizeTest, HostBuffersOfGpuSlotsAreCappedByRam) {
+  // q4_0 slots on a GPU with room for the trained context, but only 4 GiB of RAM for 3 x 36 KiB/token of host
+  // buffers: 4 GiB x 0.9 / 108 KiB = 34952 -> 34816.
+  ContextSizeInput in{131072, 4, 36864, 130 * kGiB, "GPU memory"};
+  in.host_bytes_per_token = 3 * 36864;
+  in.host_available_bytes = 4 * kGiB;
+  const ContextSizeChoice c = ChooseSlotContext(in);
+  EXPECT_EQ(c.slot_ctx, 34816);
+  EXPECT_NE(c.reason.find("capped by RAM: 4.0 GiB available, 108 KiB/token of host buffers"), std::string::npos)
+      << c.reason;
+  // With RAM to spare, the GPU's memory decides again.
+  in.host_available_bytes = 100 * kGiB;
+  EXPECT_EQ(ChooseSlotContext(in).slot_ctx, 131072);
+}
+
 TEST(ContextSizeTest, TrainedContextIsRoundedAndUnknownIsTheFloor) {
   EXPECT_EQ(ChooseSlotContext({131000, 1, 0, 0, "RAM"}).slot_ctx, 130816);  // no memory figure: no cap
   EXPECT_EQ(ChooseSlotContext({2048, 4, 4096, 64 * kGiB, "RAM"}).slot_ctx, 2048);  // the bundled model
