@@ -207,6 +207,9 @@ struct Usage {
   int64_t cached_tokens = 0;  // prompt tokens reused from the cache
   // agentkv extension.
   std::string agent_id;  // the agent that served the request (implicit too)
+  // A side request (docs/api.md "Side requests"): the agent it named, whose
+  // conversation it left alone; agent_id is then its side agent. Else empty.
+  std::string side_of;
   CacheState cache_state = CacheState::kCold;
   MatchType match = MatchType::kMiss;
   int64_t tokens_prefilled = 0;
