@@ -151,6 +151,9 @@ struct GenerationRequest {
   // the parent's cache (its blocks are shared, the common prefix is not
   // prefilled again). Otherwise ignored. Empty: none.
   std::string parent_agent_id;
+  // Where agent_id came from (AgentIdentity::source: a header or body field
+  // name), for the request log; empty: implicit.
+  std::string agent_source;
   RequestKind kind = RequestKind::kChat;
   std::vector<ChatMessage> messages;  // kChat: non-empty
   std::string prompt;                 // kCompletion: the raw prompt text
