@@ -312,8 +312,10 @@ bool Scheduler::TryAdmit(Waiting& w) {
   }
   // A side request (sched/side_request.h) runs as a side agent of the one it
   // names, decided once: the rest of admission is the side agent's (its own
-  // disk read, a fork of the named agent when they share enough).
-  if (explicit_id && !w.side_checked) {
+  // disk read, a fork of the named agent when they share enough). Chat only:
+  // a raw completion has no system text or tools, and priming an agent with
+  // a max_tokens 1 completion is a use of its own.
+  if (explicit_id && w.req.kind == api::RequestKind::kChat && !w.side_checked) {
     w.side_checked = true;
     const int64_t max_tokens = w.req.sampling.max_tokens.value_or(options_.default_max_tokens);
     const SideDecision side = ClassifyRequest({known != nullptr ? std::string_view(known->seq.text) : "", w.prompt,

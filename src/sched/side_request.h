@@ -8,7 +8,8 @@
 // stay as they were. docs/api.md, "Side requests".
 //
 // The decision is a pure function of the texts (ClassifyRequest); the
-// scheduler applies it once per request, at admission (scheduler_turn.cc
+// scheduler applies it once per chat request with an explicit agent id (raw
+// completions are never side requests), at admission (scheduler_turn.cc
 // TryAdmit), and prefers side agents as slot victims (PickSlotVictim).
 // Thread-compatible: everything here is pure.
 
