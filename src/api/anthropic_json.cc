@@ -4,6 +4,7 @@
 
 #include "api/anthropic_json.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -56,11 +57,46 @@ MaybeError GetInt(const json& v, const std::string& name, int64_t lo, int64_t hi
   return std::nullopt;
 }
 
-// system: a string or an array of text blocks (joined with "\n").
+// Whether `line` is Claude Code's attribution line, exactly
+// "x-anthropic-billing-header:" then one or more " key=value;" (keys of
+// [A-Za-z0-9_], values without ';'), e.g.
+// "x-anthropic-billing-header: cc_version=2.1.332.abc; cc_entrypoint=cli; cch=abcd1;".
+bool IsBillingHeaderLine(std::string_view line) {
+  constexpr std::string_view kPrefix = "x-anthropic-billing-header:";
+  if (!line.starts_with(kPrefix)) return false;
+  line.remove_prefix(kPrefix.size());
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  size_t pairs = 0;
+  while (!line.empty()) {
+    if (line.front() != ' ') return false;
+    line.remove_prefix(1);
+    const size_t eq = line.find('=');
+    const size_t semi = line.find(';');
+    if (eq == 0 || eq == std::string_view::npos || semi == std::string_view::npos || semi < eq) return false;
+    for (char c : line.substr(0, eq)) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    }
+    line.remove_prefix(semi + 1);
+    ++pairs;
+  }
+  return pairs > 0;
+}
+
+// system: a string or an array of text blocks (joined with "\n"). Claude
+// Code's attribution line, when it is the first line of the first block, is
+// dropped with its line break (llama.cpp's rule, PR #20623, narrowed to that
+// one line shape): its `cch` hash differs per session and at times per
+// request, and kept it would end every shared prefix at character ~47.
+// docs/api.md, "Claude Code's attribution line".
 MaybeError ParseSystem(const json& body, std::string* out) {
   const json* s = Field(body, "system");
   if (s == nullptr) return std::nullopt;
-  return StringOrTextBlocks(*s, "system", "system", out);
+  if (MaybeError e = StringOrTextBlocks(*s, "system", "system", out)) return e;
+  const size_t eol = out->find('\n');
+  if (IsBillingHeaderLine(std::string_view(*out).substr(0, eol))) {
+    out->erase(0, eol == std::string::npos ? std::string::npos : eol + 1);
+  }
+  return std::nullopt;
 }
 
 // One message's content: a string, or blocks, appended to *out as one or

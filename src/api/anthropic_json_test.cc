@@ -79,6 +79,46 @@ TEST(AnthropicJsonTest, SystemMessagesInsideMessagesStayInPlace) {
   EXPECT_EQ(r.messages[4].content, "last");
 }
 
+// Claude Code's attribution line (issue 30) is kept out of the prompt, so
+// that its per-session `cch` does not end every shared prefix; only that
+// exact line shape, only as the first line of the first system block.
+TEST(AnthropicJsonTest, ClaudeCodesBillingLineIsDroppedFromTheSystemText) {
+  auto system_of = [](const std::string& system_json) {
+    GenerationRequest r;
+    auto e = Parse(With(",\"system\":" + system_json), &r);
+    EXPECT_FALSE(e) << e->message;
+    return !r.messages.empty() && r.messages[0].role == Role::kSystem ? r.messages[0].content : "<none>";
+  };
+  const std::string line = "x-anthropic-billing-header: cc_version=2.1.332.e3f; cc_entrypoint=cli; cch=abcd1;";
+  // Its own block (Claude Code's shape): the rest starts the system text.
+  EXPECT_EQ(system_of(json::array({{{"type", "text"}, {"text", line}},
+                                   {{"type", "text"}, {"text", "You are Claude Code."}},
+                                   {{"type", "text"}, {"text", "Rules."}}})
+                          .dump()),
+            "You are Claude Code.\nRules.");
+  // Two sessions (other cch) render the same system text.
+  const std::string other = "x-anthropic-billing-header: cc_version=2.1.332.e3f; cc_entrypoint=cli; cch=99f0e;";
+  EXPECT_EQ(system_of(json(line + "\nYou are Claude Code.").dump()),
+            system_of(json(other + "\nYou are Claude Code.").dump()));
+  EXPECT_EQ(system_of(json(line).dump()), "<none>");  // nothing else: no system message
+  // Anything else stays as sent.
+  for (const std::string& kept : std::vector<std::string>{
+           "You are Claude Code.\n" + line,                        // not the first line
+        "x-anthropic-billing-header: free text\nYou are",       // not key=value;
+        "x-anthropic-billing-header:\nYou are",                 // no pairs
+        "X-Anthropic-Billing-Header: cch=1;\nYou are",          // another spelling
+        " x-anthropic-billing-header: cch=1;\nYou are",         // not at the start
+        "x-anthropic-billing-header: cch=1; extra\nYou are"}) {  // trailing text
+    EXPECT_EQ(system_of(json(kept).dump()), kept);
+  }
+  // Not in a later block, nor in a user message.
+  EXPECT_EQ(system_of(json::array({{{"type", "text"}, {"text", "Rules."}}, {{"type", "text"}, {"text", line}}}).dump()),
+            "Rules.\n" + line);
+  GenerationRequest r;
+  ASSERT_FALSE(Parse(R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":")" + line + R"("}]})", &r));
+  EXPECT_EQ(r.messages[0].content, line);
+}
+
 TEST(AnthropicJsonTest, RefusesBadRequestsNamingTheField) {
   struct Case {
     std::string body;

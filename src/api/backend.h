@@ -151,6 +151,9 @@ struct GenerationRequest {
   // the parent's cache (its blocks are shared, the common prefix is not
   // prefilled again). Otherwise ignored. Empty: none.
   std::string parent_agent_id;
+  // Where agent_id came from (AgentIdentity::source: a header or body field
+  // name), for the request log; empty: implicit.
+  std::string agent_source;
   RequestKind kind = RequestKind::kChat;
   std::vector<ChatMessage> messages;  // kChat: non-empty
   std::string prompt;                 // kCompletion: the raw prompt text
@@ -207,6 +210,9 @@ struct Usage {
   int64_t cached_tokens = 0;  // prompt tokens reused from the cache
   // agentkv extension.
   std::string agent_id;  // the agent that served the request (implicit too)
+  // A side request (docs/api.md "Side requests"): the agent it named, whose
+  // conversation it left alone; agent_id is then its side agent. Else empty.
+  std::string side_of;
   CacheState cache_state = CacheState::kCold;
   MatchType match = MatchType::kMiss;
   int64_t tokens_prefilled = 0;

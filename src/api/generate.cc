@@ -29,10 +29,13 @@ HttpResponse ClientGoneResponse() {
 // The SSE body of one streamed response.
 class SseBodyStream final : public BodyStream {
  public:
+  // `anthropic`: errors are typed as Anthropic's (for the log).
   SseBodyStream(std::shared_ptr<GenerationChannel> channel, CancellationToken cancel,
                 std::vector<GenerationEvent> pending, std::unique_ptr<StreamEncoder> encoder, HttpMetrics* metrics,
-                std::shared_ptr<void> tenant_ticket)
-      : tenant_ticket_(std::move(tenant_ticket)),
+                std::shared_ptr<void> tenant_ticket, std::shared_ptr<RequestLog> log, bool anthropic)
+      : log_(std::move(log)),
+        anthropic_(anthropic),
+        tenant_ticket_(std::move(tenant_ticket)),
         channel_(std::move(channel)),
         cancel_(std::move(cancel)),
         pending_(std::move(pending)),
@@ -52,6 +55,7 @@ class SseBodyStream final : public BodyStream {
     for (const GenerationEvent& e : pending_) {
       switch (e.kind) {
         case GenerationEvent::Kind::kStart:
+          log_->SetUsage(e.usage);
           *out += encoder_->Start(e.usage);
           break;
         case GenerationEvent::Kind::kDelta:
@@ -64,14 +68,19 @@ class SseBodyStream final : public BodyStream {
           *out += encoder_->ToolCall(e.tool_call);
           break;
         case GenerationEvent::Kind::kFinish:
+          log_->SetUsage(e.usage);
           *out += encoder_->Finish(e.finish, e.usage);
           break;
-        case GenerationEvent::Kind::kError:
-          *out += encoder_->Error(ApiErrorFromStatus(e.status));
+        case GenerationEvent::Kind::kError: {
+          const ApiError error = ApiErrorFromStatus(e.status);
+          error_type_ = anthropic_ ? AnthropicError(error).type : error.type;
+          *out += encoder_->Error(error);
           break;
+        }
       }
     }
     pending_.clear();
+    if (encoder_->done()) log_->Finish(200, error_type_);  // the status line went out as 200
     if (out->size() > before) return ReadResult::kData;
     return encoder_->done() ? ReadResult::kEnd : ReadResult::kIdle;
   }
@@ -85,6 +94,9 @@ class SseBodyStream final : public BodyStream {
   }
 
  private:
+  std::shared_ptr<RequestLog> log_;  // a cancelled stream's is logged (499) when the stream dies
+  const bool anthropic_;
+  std::string error_type_;  // of the error that ended the stream, if one did
   std::shared_ptr<void> tenant_ticket_;  // the tenant's in-flight slot, held until the stream ends
   std::shared_ptr<GenerationChannel> channel_;
   CancellationToken cancel_;
@@ -119,7 +131,8 @@ int64_t NowUnixSeconds() {
 
 }  // namespace
 
-HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Route route, bool isolated) {
+HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Route route, bool isolated,
+                              const std::shared_ptr<RequestLog>& log) {
   const RequestKind kind = route == Route::kCompletion ? RequestKind::kCompletion : RequestKind::kChat;
   const bool anthropic = route == Route::kMessages;
   const bool responses = route == Route::kResponses;
@@ -169,6 +182,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
   parsing.reset();  // the DOM is gone; what remains is ~1x the body
   if (error) return ErrorResponse(*error);
   gen.namespace_id = ns;
+  log->SetAgent(ns, gen.agent_id, gen.agent_source);
   gen.isolated = isolated;
   gen.request_id = NextRequestId(route);
   gen.received = received;
@@ -236,8 +250,9 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
     } else {
       encoder = std::make_unique<SseEncoder>(meta, include_usage);
     }
+    log->SetStream();
     r.stream = std::make_shared<SseBodyStream>(channel, cancel, std::move(events), std::move(encoder), &metrics_,
-                                               std::move(ticket));
+                                               std::move(ticket), log, anthropic);
     return r;
   }
 
@@ -260,6 +275,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
     } else if (e.kind == GenerationEvent::Kind::kFinish) {
       text += utf8.Flush();
       reasoning += reasoning_utf8.Flush();
+      log->SetUsage(e.usage);
       HttpResponse r;
       r.headers.emplace_back("X-Request-Id", meta.id);
       if (anthropic) r.headers.emplace_back("request-id", meta.id);

@@ -223,6 +223,7 @@ MaybeError ResolveRequestAgent(const ParseContext& ctx, std::optional<std::strin
   if (MaybeError e = ResolveAgentIdentity(ids, ctx.tool_headers, &identity)) return e;
   out->agent_id = std::move(identity.agent_id);
   out->parent_agent_id = std::move(identity.parent_agent_id);
+  out->agent_source = std::move(identity.source);
   return std::nullopt;
 }
 

@@ -108,8 +108,9 @@ std::vector<std::string> Router::ListedModelIds() const {
 HttpResponse Router::Handle(const HttpRequest& request) {
   Route route = Route::kOther;
   HttpResponse response;
+  auto log = std::make_shared<RequestLog>(request.method, request.path);
   try {
-    response = Dispatch(request, &route);
+    response = Dispatch(request, &route, log);
   } catch (const std::bad_alloc&) {
     // Memory ran out for this request (others may still fit): 503, retry
     // later; never terminate the process for everyone.
@@ -132,10 +133,11 @@ HttpResponse Router::Handle(const HttpRequest& request) {
     response.error = e;
   }
   metrics_.Record(route, response.status);
+  if (!response.stream) log->Finish(response.status, response.error ? response.error->type : "");
   return response;
 }
 
-HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
+HttpResponse Router::Dispatch(const HttpRequest& req, Route* route, const std::shared_ptr<RequestLog>& log) {
   const std::string& p = req.path;
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
@@ -224,7 +226,7 @@ HttpResponse Router::Dispatch(const HttpRequest& req, Route* route) {
     case Route::kCompletion:
     case Route::kMessages:
     case Route::kResponses:
-      return Generate(req, *ns, *route, tenant->isolated);
+      return Generate(req, *ns, *route, tenant->isolated, log);
     case Route::kModels:
       if (!backend_->IsReady()) {
         return ErrorResponse(ApiErrorFromStatus(Status::Unavailable("The model is loading.")));

@@ -19,7 +19,8 @@
 //
 // Thread safety: Handle may be called concurrently from many threads.
 // Handle never throws: every failure becomes an OpenAI error response
-// (Anthropic's shape on /v1/messages).
+// (Anthropic's shape on /v1/messages). Every request is logged once, at info
+// level, when its response is complete (request_log.h).
 //
 // Authentication takes "Authorization: Bearer KEY" or, as Anthropic's
 // clients send it, "x-api-key: KEY" (Authorization wins when both are sent).
@@ -39,6 +40,7 @@
 #include "api/errors.h"
 #include "api/http_metrics.h"
 #include "api/parse_budget.h"
+#include "api/request_log.h"
 #include "api/tenant_limiter.h"
 
 namespace agentkv::api {
@@ -112,10 +114,13 @@ class Router {
   HttpMetrics& metrics() { return metrics_; }
 
  private:
-  HttpResponse Dispatch(const HttpRequest& request, Route* route);
+  // `log`: the request's log line (request_log.h); a streamed response's
+  // body holds it and logs it when the stream ends.
+  HttpResponse Dispatch(const HttpRequest& request, Route* route, const std::shared_ptr<RequestLog>& log);
   // route: kChat, kCompletion, kMessages or kResponses.
   // `isolated`: the key's attribute (GenerationRequest::isolated).
-  HttpResponse Generate(const HttpRequest& request, const std::string& namespace_id, Route route, bool isolated);
+  HttpResponse Generate(const HttpRequest& request, const std::string& namespace_id, Route route, bool isolated,
+                        const std::shared_ptr<RequestLog>& log);
   HttpResponse Agents(const HttpRequest& request, const std::string& namespace_id);
   std::string NextRequestId(Route route);
   std::vector<std::string> ListedModelIds() const;

@@ -10,7 +10,7 @@
 namespace agentkv::api {
 
 inline nlohmann::json AgentkvUsageJson(const Usage& u) {
-  return {{"agent_id", u.agent_id},
+  nlohmann::json j = {{"agent_id", u.agent_id},
           {"cache_state", CacheStateName(u.cache_state)},
           {"match", MatchTypeName(u.match)},
           {"tokens_prefilled", u.tokens_prefilled},
@@ -18,6 +18,8 @@ inline nlohmann::json AgentkvUsageJson(const Usage& u) {
           {"wait_ms", u.wait_ms},
           {"read_ms", u.read_ms},
           {"restore_ms", u.restore_ms}};
+  if (!u.side_of.empty()) j["side_of"] = u.side_of;  // a side request (docs/api.md "Side requests")
+  return j;
 }
 
 }  // namespace agentkv::api

@@ -10,6 +10,7 @@
 #include "engine/layer_gated_import.h"
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
+#include "sched/side_request.h"
 #include "store/manifest.h"
 #include "store/store_ids.h"
 #include "util/log.h"
@@ -201,6 +202,9 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   Result<engine::ChatPrompt> rendered = RenderPrompt(request);
   if (!rendered.ok()) return refuse(rendered.status());
   engine::ChatPrompt& prompt = rendered.value();
+  if (request.kind == api::RequestKind::kChat && !key.agent_id.empty()) {
+    w->head_bytes = HeadBytes(*chat_format_, ToChatRequest(request, options_.reasoning_format), prompt.rendered.text);
+  }
   w->fresh = TokenizePrompt(key, prompt.rendered);
   w->plain = prompt.rendered.plain;
   w->prompt = std::move(prompt.rendered.text);

@@ -8,6 +8,7 @@
 #include "sched/scheduler.h"
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
+#include "sched/side_request.h"
 #include "store/store_ids.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -185,13 +186,17 @@ int Scheduler::AcquireSlot(const Agent& for_agent) {
   for (size_t s = 0; s < slot_owner_.size(); ++s) {
     if (slot_owner_[s] == nullptr) return static_cast<int>(s);
   }
-  // Evict the least recently used idle resident agent; its cache was committed
-  // to the pool (and queued for disk) when its turn ended.
-  Agent* victim = nullptr;
-  for (Agent* a : slot_owner_) {
-    if (a != nullptr && !a->busy && (victim == nullptr || a->last_use_ms < victim->last_use_ms)) victim = a;
+  // Evict an idle resident agent (side agents first, least recently used
+  // first: PickSlotVictim); its cache was committed to the pool (and queued
+  // for disk) when its turn ended.
+  std::vector<VictimCandidate> candidates;
+  candidates.reserve(slot_owner_.size());
+  for (const Agent* a : slot_owner_) {  // every slot has an owner here
+    candidates.push_back({a->busy, a->side_of.has_value(), a->key == for_agent.side_of, a->last_use_ms});
   }
-  if (victim == nullptr) return -1;
+  const size_t pick = PickSlotVictim(candidates);
+  if (pick == std::string::npos) return -1;
+  Agent* victim = slot_owner_[pick];
   // No wait for its save: until that lands, its blocks stay in unsaved_.
   const int slot = victim->slot;
   ctx_.ClearSlot(slot);
@@ -305,6 +310,25 @@ bool Scheduler::TryAdmit(Waiting& w) {
       }
     }
   }
+  // A side request (sched/side_request.h) runs as a side agent of the one it
+  // names, decided once: the rest of admission is the side agent's (its own
+  // disk read, a fork of the named agent when they share enough). Chat only:
+  // a raw completion has no system text or tools, and priming an agent with
+  // a max_tokens 1 completion is a use of its own.
+  if (explicit_id && w.req.kind == api::RequestKind::kChat && !w.side_checked) {
+    w.side_checked = true;
+    const int64_t max_tokens = w.req.sampling.max_tokens.value_or(options_.default_max_tokens);
+    const SideDecision side = ClassifyRequest({known != nullptr ? std::string_view(known->seq.text) : "", w.prompt,
+                                               w.head_bytes, known != nullptr ? known->head_bytes : 0, max_tokens});
+    if (side.kind != SideKind::kMain) {
+      w.side_of = key;
+      w.req.parent_agent_id = side.fork_from_main ? key.agent_id : "";
+      w.req.agent_id = SideAgentId(key.agent_id, std::string_view(w.prompt).substr(0, w.head_bytes));
+      AKV_LOG_DEBUG("agent %s: %s side request -> %s", key.agent_id.c_str(), SideKindName(side.kind),
+                    w.req.agent_id.c_str());
+      return TryAdmit(w);
+    }
+  }
   // A new agent with a parent (a subagent) starts as a fork of the parent's
   // cache, as an implicit DIVERGE does; the parent must be known (its
   // namespace's index merged) and idle, else the child simply starts cold.
@@ -333,6 +357,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   }
   Agent& agent = known != nullptr ? *known : GetOrAddAgent(key);
   if (!explicit_id && w.req.isolated && agent.seq.tokens.empty()) agent.isolated = true;
+  if (w.side_of) agent.side_of = w.side_of;
   // Whatever happens below (a fork's seq, a newer remote turn, busy): the
   // index and the table's size follow.
   struct ReindexOnExit {
@@ -371,6 +396,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   }
   agent.busy = true;
   agent.last_use_ms = NowMs();
+  agent.head_bytes = a->w->head_bytes;
   SetSlotOwner(slot, &agent);
   a->w->sink->OnPromptUsage(a->usage);
   a->w->sink->OnStart();
@@ -492,6 +518,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   a->max_tokens = sp.max_tokens.value_or(options_.default_max_tokens);
   for (const auto& stop : sp.stop) a->max_stop_len = std::max(a->max_stop_len, stop.size());
   a->usage.agent_id = agent.key.agent_id;
+  if (w.side_of) a->usage.side_of = w.side_of->agent_id;
   a->usage.cache_state = state;
   a->usage.match = state == api::CacheState::kCold ? api::MatchType::kMiss
                                                     : static_cast<api::MatchType>(static_cast<int>(plan.match));

@@ -35,6 +35,13 @@ struct Scheduler::Agent {
   // Created by a request of an isolated API key without an agent id: never a
   // candidate of another request's implicit lookup.
   bool isolated = false;
+  // A side agent (sched/side_request.h): the main agent whose side requests
+  // it serves. It gives up its slot before main agents do, and never takes
+  // that main agent's slot while another can be had.
+  std::optional<AgentKey> side_of;
+  // Bytes of its last prompt that were the system text and tools
+  // (HeadBytes); 0: unknown (a completion, or known only from its manifest).
+  size_t head_bytes = 0;
   // Bookkeeping of Reindex (scheduler_table.cc).
   bool indexed = false;         // in implicit_index_
   uint64_t accounted_bytes = 0;  // its share of table_bytes_
@@ -84,6 +91,11 @@ struct Scheduler::Waiting {
   // bounded on the submitting thread (engine/grammar.h), shared read-only.
   std::shared_ptr<const engine::Grammar> grammar;
   std::shared_ptr<const engine::ReplyFormat> reply_format;  // null: the reply is plain text
+  size_t head_bytes = 0;  // of `prompt`: its system text and tools (HeadBytes); 0: unknown
+  // Side requests (TryAdmit): decided once, at the first admission attempt;
+  // side_of is then the agent named by the client, req.agent_id the side agent.
+  bool side_checked = false;
+  std::optional<AgentKey> side_of;
 };
 
 struct Scheduler::Active {
