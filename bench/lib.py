@@ -93,7 +93,21 @@ def git_info():
                                   timeout=20).stdout.strip()
         except Exception:
             return ""
-    return {"commit": g("rev-parse", "HEAD"), "dirty": bool(g("status", "--porcelain", "--", "src", "bench"))}
+    # A copied tree (the device machine's) may have no .git, or an unrelated one: the caller names the
+    # source commit in AGENTKV_SOURCE_COMMIT (scripts/device-bench.sh), which then wins.
+    explicit = os.environ.get("AGENTKV_SOURCE_COMMIT", "").strip()
+    if explicit:
+        return {"commit": explicit, "dirty": None, "source": "AGENTKV_SOURCE_COMMIT"}
+    return {"commit": g("rev-parse", "HEAD"), "dirty": bool(g("status", "--porcelain", "--", "src", "bench")),
+            "source": "git"}
+
+
+def binary_version(path):
+    """What `agentkv version` says of the binary (the commit it was built from), or "" if it cannot say."""
+    try:
+        return subprocess.run([path, "version"], capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        return ""
 
 
 def file_identity(path):
@@ -111,7 +125,7 @@ def make_meta(args, sub):
     return {"subcommand": sub, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "command_line": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
             "quick": bool(getattr(args, "quick", False)), "machine": machine_info(), "git": git_info(),
-            "agentkv_bin": file_identity(args.bin), "model": file_identity(args.model_path),
+            "agentkv_bin": dict(file_identity(args.bin), version=binary_version(args.bin)), "model": file_identity(args.model_path),
             "model_label": args.model_label, "threads": args.threads,
             "slot_kv": getattr(args, "slot_kv", None) or "server default (auto)"}
 

@@ -22,6 +22,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 from lib import log, summarize, ratio, med  # noqa: E402
+from paired import paired_geomean  # noqa: E402
 
 STATES = ["cold", "warm", "hot", "resident"]
 
@@ -368,15 +369,22 @@ def bench_vs_llama(args):
             times = [s["client_ttft_ms"] for s in ss if s.get("client_ttft_ms") is not None]
             row["%s_restart_min_ms" % key] = min(times) if times else None
             row["%s_restart_max_ms" % key] = max(times) if times else None
-        # The restarts ran in pairs (interleaved): llama-server / agentkv per pair, then the median.
-        row["ratio_restart_paired"] = med([ratio(s["client_ttft_ms"], ak_r[s["rep"]]["client_ttft_ms"])
-                                           for s in ls_r if s["rep"] in ak_r])
+        # The restarts ran in pairs (interleaved): the paired geometric mean of llama-server / agentkv, its 95%
+        # bootstrap interval (one machine per call: pooling calls of several machines is bench/paired.py's job)
+        # and the pairs agentkv won.
+        pg = paired_geomean([(meta["machine"]["hostname"], ak_r[s["rep"]]["client_ttft_ms"], s["client_ttft_ms"])
+                             for s in ls_r if s["rep"] in ak_r and ak_r[s["rep"]].get("client_ttft_ms")
+                             and s.get("client_ttft_ms")])
+        row["ratio_restart_paired"] = pg["geomean"]
+        row["ratio_restart_paired_lo"], row["ratio_restart_paired_hi"] = pg["lo"], pg["hi"]
+        row["restart_pairs_won"] = "%d/%d" % (pg["won"], pg["n"])
         row["ls_slot_file_bytes"] = med([s.get("file_bytes") for s in ls_r])
         row["ls_restore_only_ms"] = med([s.get("restore_wall_ms") for s in ls_r])
         row["page_cache"] = ls_r[0]["page_cache"] if ls_r else None
         summary.append(row)
     cols = ["context", "ak_tokens", "ls_tokens", "ak_cold_ms", "ls_cold_ms", "ratio_cold", "ak_hit_ms", "ls_hit_ms",
-            "ratio_hit", "ak_restart_ms", "ls_restart_ms", "ratio_restart", "ratio_restart_paired", "ls_restore_only_ms", "ls_slot_file_bytes",
+            "ratio_hit", "ak_restart_ms", "ls_restart_ms", "ratio_restart", "ratio_restart_paired", "ratio_restart_paired_lo",
+            "ratio_restart_paired_hi", "restart_pairs_won", "ls_restore_only_ms", "ls_slot_file_bytes",
             "ak_restart_states", "page_cache"]
     notes = [ctx_note(args, max(contexts) if contexts else 0),
              "all times: client-measured, POST -> first streamed token over loopback, median of %d; ratio = "
@@ -387,7 +395,8 @@ def bench_vs_llama(args):
              "(time = restore wall + completion TTFT; startup excluded); agentkv: SIGTERM -> restart -> request "
              "(warm from disk; startup excluded; one restart per measured request, as llama-server's one process per "
              "context); the two servers' restarts interleaved rep by rep (who goes first alternates); "
-             "ratio_restart_paired: the median of the per-pair ratios",
+             "ratio_restart_paired: the geometric mean of the per-pair ratios, _lo/_hi its 95% bootstrap "
+             "interval over this call's pairs (one machine), restart_pairs_won: pairs where agentkv was faster",
              ("same model file, KV %s both sides" % args.kv if not args.ls_kv or args.ls_kv == args.kv else
               "same model file, KV %s agentkv, %s llama-server" % (args.kv, args.ls_kv)) +
              ", llama-server -fa on -np 1 --cache-ram 0, %d threads" % args.threads]

@@ -47,7 +47,10 @@
 # build_cuda recompiles everything (~5 min): run a build step and the steps that use it in ONE call, e.g.
 #   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540),
-#      REDIS_IO_THREADS (remote: redis-server io-threads, default 1).
+#      REDIS_IO_THREADS (remote: redis-server io-threads, default 1),
+#      AGENTKV_SOURCE_COMMIT (the commit of the tree sent to the device: the copy there is not this
+#      checkout, so its git, if any, names another commit; every JSON and `agentkv version` record this
+#      value). Call it as `AGENTKV_SOURCE_COMMIT=<git rev-parse HEAD here> scripts/device-bench.sh ...`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -78,6 +81,8 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   pkg-config --exists hiredis 2>/dev/null || export PKG_CONFIG_PATH=$PWD/.device/hiredis/lib/pkgconfig
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+  echo "source commit: ${AGENTKV_SOURCE_COMMIT:-UNSET (JSON commit fields name the copied tree's git, not this tree)}" |
+    tee -a "$OUT/gpu.txt"
   echo "ccache: $(command -v ccache || echo none); THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)" | tee -a "$OUT/gpu.txt"
   local start=$(date +%s)
   cmake -S . -B $B -G Ninja -DAGENTKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DAGENTKV_LLAMA_SERVER=ON \

@@ -15,6 +15,8 @@ fi
 if [ -f tests/e2e-node22/package.json ]; then
   (cd tests/e2e-node22 && npm ci --silent --no-audit --no-fund && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
+# Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; < 1 s).
+/usr/bin/python3 bench/paired_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.
 mkdir -p bench/out/hostile
 /usr/bin/python3 bench/hostile_clients.py --quick --bin "$BUILD/agentkv" --json bench/out/hostile/quick.json \

@@ -84,8 +84,9 @@ std::string MessageStopEvent();
 std::string ErrorEvent(const ApiError& anthropic_error);
 
 // Anthropic's view of an error: same message, Anthropic's type and status.
-//   400 invalid_request_error (also a prompt over the context: 400 "prompt
-//       is too long: N tokens > M maximum", as Anthropic sends it)
+//   400 invalid_request_error (a prompt over the context, error.context_overflow:
+//       "prompt is too long: N tokens > M maximum" with M = context - 1, the
+//       longest prompt served, worded exactly as Anthropic sends it)
 //   401 authentication_error   403 permission_error   404 not_found_error
 //   405 invalid_request_error  409 invalid_request_error (agent busy)
 //   413 request_too_large      429 rate_limit_error

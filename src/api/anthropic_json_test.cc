@@ -288,8 +288,7 @@ TEST(AnthropicJsonTest, ErrorMapping) {
     int status;
     const char* type;
   };
-  ApiError ctx_error = InvalidRequest("The prompt is 900 tokens.", "messages", "context_length_exceeded");
-  ctx_error.http_status = 413;
+  ApiError ctx_error = ApiErrorFromStatus(Status::OutOfRange("long").WithQuantity({900, 512}), "messages");
   ApiError body_error = InvalidRequest("too big", "", "request_too_large");
   body_error.http_status = 413;
   ApiError unauthorized = InvalidRequest("bad key", "", "invalid_api_key");
@@ -314,7 +313,7 @@ TEST(AnthropicJsonTest, ErrorMapping) {
     EXPECT_EQ(j["error"]["type"], c.type);
     EXPECT_TRUE(j["error"]["message"].is_string());
   }
-  EXPECT_EQ(AnthropicError(ctx_error).message.rfind("prompt is too long: ", 0), 0u);
+  EXPECT_EQ(AnthropicError(ctx_error).message, "prompt is too long: 900 tokens > 511 maximum");
   EXPECT_EQ(AnthropicError(ApiErrorFromStatus(Status::Unavailable("x"))).retry_after_s, 1);
 }
 

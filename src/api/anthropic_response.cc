@@ -162,6 +162,15 @@ std::string ErrorEvent(const ApiError& e) {
 
 ApiError AnthropicError(const ApiError& error) {
   ApiError e = error;
+  if (error.context_overflow) {
+    // Anthropic's words, which Claude Code parses (/prompt is too long[^0-9]*
+    // (\d+) tokens? > (\d+)/) to compact once. Its maximum is the longest
+    // prompt that is served (Anthropic: "210883 tokens > 199999 maximum").
+    e.type = "invalid_request_error";
+    e.message = "prompt is too long: " + std::to_string(error.context_overflow->prompt_tokens) + " tokens > " +
+                std::to_string(error.context_overflow->context_tokens - 1) + " maximum";
+    return e;
+  }
   switch (error.http_status) {
     case 400:
     case 405:
@@ -177,15 +186,8 @@ ApiError AnthropicError(const ApiError& error) {
     case 404:
       e.type = "not_found_error";
       break;
-    case 413:
-      if (error.code == "context_length_exceeded") {
-        // What Anthropic answers, and what clients look for to compact.
-        e.http_status = 400;
-        e.type = "invalid_request_error";
-        e.message = "prompt is too long: " + error.message;
-      } else {
-        e.type = "request_too_large";
-      }
+    case 413:  // a body or a prompt too large in bytes, before any token count
+      e.type = "request_too_large";
       break;
     case 429:
       e.type = "rate_limit_error";

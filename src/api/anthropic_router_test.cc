@@ -109,9 +109,12 @@ TEST_F(AnthropicRouterTest, ErrorsInAnthropicShape) {
   EXPECT_EQ(Header(loading, "Retry-After"), "1");
   backend_.set_ready(true);
   backend_.config().context_tokens = 50;
-  HttpResponse too_long = Post(MessagesBody(std::string(100, 'x')));
+  // Too long in tokens: Anthropic's words (context_overflow_test.cc has the numbers).
+  HttpResponse too_long = Post(MessagesBody(std::string(48, 'x')));
   ExpectAnthropicError(too_long, 400, "invalid_request_error");
-  EXPECT_EQ(json::parse(too_long.body)["error"]["message"].get<std::string>().rfind("prompt is too long", 0), 0u);
+  EXPECT_EQ(json::parse(too_long.body)["error"]["message"].get<std::string>().rfind("prompt is too long: ", 0), 0u);
+  // Too long in bytes, refused before any tokenization: Anthropic's 413.
+  ExpectAnthropicError(Post(MessagesBody(std::string(100, 'x'))), 413, "request_too_large");
   EXPECT_EQ(backend_.submitted(), 0);
 }
 

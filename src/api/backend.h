@@ -324,7 +324,8 @@ class Backend {
   // reference at any time (e.g. after the client went away) and sets
   // request.cancel instead of waiting. Must not block on generation.
   // Failure (no sink callback will follow):
-  //   OutOfRange        -> 413 context_length_exceeded (prompt >= ContextTokens())
+  //   OutOfRange        -> 400 context_length_exceeded (prompt >= ContextTokens());
+  //                        its quantity() is {prompt tokens, ContextTokens()}
   //   ResourceExhausted -> 429 + Retry-After (queue full)
   //   Unavailable       -> 503 (loading, shutting down)
   //   InvalidArgument   -> 400, NotFound -> 404,

@@ -18,6 +18,15 @@ std::string ErrorRef(const Status& status) {
   return Hex64(Xxh3_64(status.message(), static_cast<uint64_t>(now))).substr(0, 12);
 }
 
+// OpenAI's wording for chat completions; "messages" becomes the field that
+// holds the prompt.
+std::string OpenAiContextMessage(const ContextOverflow& o, const std::string& param) {
+  const std::string what = param.empty() ? "messages" : param;
+  return "This model's maximum context length is " + std::to_string(o.context_tokens) +
+         " tokens. However, your " + what + " resulted in " + std::to_string(o.prompt_tokens) +
+         " tokens. Please reduce the length of the " + what + ".";
+}
+
 }  // namespace
 
 std::string RedactPaths(std::string_view message) {
@@ -70,9 +79,15 @@ ApiError ApiErrorFromStatus(const Status& status, std::string param) {
       e.retry_after_s = 1;
       break;
     case StatusCode::kOutOfRange:
-      e.http_status = 413;
+      // 400, not 413: OpenAI clients compact on this code with this status.
+      e.http_status = 400;
       e.type = "invalid_request_error";
       e.code = "context_length_exceeded";
+      if (status.quantity()) {
+        const ContextOverflow o{status.quantity()->amount, status.quantity()->limit};
+        e.context_overflow = o;
+        e.message = OpenAiContextMessage(o, e.param);
+      }
       break;
     case StatusCode::kCancelled:
       e.http_status = 499;

@@ -11,6 +11,28 @@ namespace {
 
 using testing::Req;
 
+// Issue 30: a prompt over the context is OpenAI's 400 context_length_exceeded,
+// its numbers taken from the Status's quantity, not from its message.
+TEST(ApiErrorTest, PromptOverTheContextIsOpenAisError) {
+  const ApiError e =
+      ApiErrorFromStatus(Status::OutOfRange("whatever").WithQuantity({9000, 8192}).WithContext("submit"), "messages");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_EQ(e.message, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 "
+                       "tokens. Please reduce the length of the messages.");
+  ASSERT_TRUE(e.context_overflow.has_value());
+  EXPECT_EQ(e.context_overflow->prompt_tokens, 9000);
+  EXPECT_EQ(e.context_overflow->context_tokens, 8192);
+  // Without numbers: the same status and code, the Status's own message.
+  const ApiError bare = ApiErrorFromStatus(Status::OutOfRange("too long"), "prompt");
+  EXPECT_EQ(bare.http_status, 400);
+  EXPECT_EQ(bare.code, "context_length_exceeded");
+  EXPECT_EQ(bare.message, "too long");
+  EXPECT_FALSE(bare.context_overflow.has_value());
+}
+
 // Issue 12: store paths and OS details stay in the log.
 TEST(ApiErrorTest, InternalErrorsAreGeneric) {
   for (const Status& st : {Status::IOError("write /var/cache/agentkv/ns/3f2a.tmp: No space left on device"),

@@ -38,7 +38,8 @@ Status FakeBackend::Submit(GenerationRequest request, std::shared_ptr<Generation
   submit_calls_.fetch_add(1);
   if (!config_.submit_status.ok()) return config_.submit_status;
   if (CountPromptTokens(request) >= config_.context_tokens) {
-    return Status::OutOfRange("The prompt is " + std::to_string(CountPromptTokens(request)) + " tokens.");
+    return Status::OutOfRange("The prompt is " + std::to_string(CountPromptTokens(request)) + " tokens.")
+        .WithQuantity({CountPromptTokens(request), config_.context_tokens});
   }
   submitted_.fetch_add(1);
   std::lock_guard<std::mutex> lock(mu_);

@@ -182,11 +182,12 @@ TEST_F(RouterTest, ClientErrorsAnsweredBeforeAnyWork) {
   // anything tokenized it.
   EXPECT_EQ(backend_.submit_calls(), 0);
   // Within the byte bound but over the context in tokens (48 + 4 >= 50): the
-  // backend's one tokenization (in Submit) refuses it, still as a 413.
+  // backend's one tokenization (in Submit) refuses it, as OpenAI does: 400
+  // (context_overflow_test.cc has the wording per API).
   r = Post("/v1/completions", R"({"prompt":")" + std::string(50, 'y') + R"("})");
-  ExpectError(r, 413, "prompt");
+  ExpectError(r, 400, "prompt");
   r = Post("/v1/chat/completions", ChatBody(std::string(48, 'x')));
-  ExpectError(r, 413, "messages");
+  ExpectError(r, 400, "messages");
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(backend_.submit_calls(), 2);
   EXPECT_EQ(backend_.submitted(), 0);

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/build_info.h"
 #include "util/status.h"
 
 namespace agentkv::cli {
@@ -30,8 +31,10 @@ inline std::vector<char*> NormalizeJsonFlag(int argc, char** argv, std::vector<s
 }
 
 // Writes `j` (indented) to `path`, or as one compact line on stdout when path
-// is "-". IOError when the file cannot be written.
-inline Status WriteJson(const nlohmann::json& j, const std::string& path) {
+// is "-", with a "provenance" member (build_info.h: commit, machine, date,
+// binary hash) added to an object. IOError when the file cannot be written.
+inline Status WriteJson(nlohmann::json j, const std::string& path) {
+  if (j.is_object()) j["provenance"] = Provenance();
   if (path == "-") {
     std::printf("%s\n", j.dump().c_str());
     return std::fflush(stdout) == 0 ? Status::OK() : Status::IOError("write json: stdout");

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cli/build_info.h"
 #include "cli/commands.h"
 
 namespace {
@@ -26,6 +27,7 @@ constexpr Command kCommands[] = {
 void PrintUsage() {
   std::fprintf(stderr, "usage: agentkv COMMAND [options]   (agentkv COMMAND --help)\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(stderr, "  %-12s %s\n", c.name, c.help);
+  std::fprintf(stderr, "  %-12s %s\n", "version", "the source commit this binary was built from");
 }
 
 }  // namespace
@@ -34,6 +36,11 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     PrintUsage();
     return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "version") == 0 || std::strcmp(argv[1], "--version") == 0) {
+    const std::string commit = agentkv::cli::BuildCommit();
+    std::printf("agentkv %s%s\n", commit.c_str(), agentkv::cli::BuildDirty() ? " (uncommitted changes)" : "");
+    return 0;
   }
   for (const auto& c : kCommands) {
     if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);

@@ -51,7 +51,10 @@ inline constexpr const char* kServeUsage =
     "--agent-table-ram: bound of the agents' metadata and texts kept in RAM (default 256M); past it\n"
     "agents cached only on disk are dropped from it and read back from their manifest when they return.\n"
     "Defaults: cache dir $AGENTKV_CACHE_DIR or ~/.cache/agentkv/kv; cache RAM 25% of memory;\n"
-    "context = the model's training context capped at 8192 per slot; 4 slots.\n";
+    "context (-c, or -c 0) = the model's trained context per slot (as llama-server's -c 0), capped by\n"
+    "what the slots' KV takes of the memory it lives in (GPU: free memory after the weights; CPU: RAM\n"
+    "less the weights and --cache-ram, 10% headroom), in multiples of 256, at least 2048; the start\n"
+    "log says which and why. 4 slots.\n";
 
 // The flags of ParseServerConfig that take no value: pass them (plus the
 // command's own) to Flags, so that "--no-warmup --port 80" keeps its port.

@@ -1,13 +1,12 @@
 #include "cli/server_stack.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
 #include "engine/chat_format.h"
+#include "engine/context_size.h"
 #include "store/cache_admin.h"
 #include "util/log.h"
 
@@ -74,9 +73,8 @@ std::string DefaultCacheDir() {
 }
 
 uint64_t DefaultCacheRamBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return uint64_t{1} << 30;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
+  const uint64_t ram_bytes = engine::PhysicalRamBytes();
+  return ram_bytes > 0 ? ram_bytes / 4 : uint64_t{1} << 30;
 }
 
 Result<uint64_t> ParseBytes(const std::string& text) {
@@ -95,6 +93,32 @@ Result<uint64_t> ParseBytes(const std::string& text) {
   if (end == text.c_str() || !(v >= 0) || !std::isfinite(v)) return Status::InvalidArgument("bytes: '" + text + "'");
   return static_cast<uint64_t>(v * mult);
 }
+
+namespace {
+
+// -c 0: the trained context capped by the memory the slots' KV lives in
+// (engine/context_size.h): the GPU's free memory once the weights are on it,
+// else physical RAM less the weights and the RAM pool's budget.
+engine::ContextSizeChoice AutoSlotContext(const engine::ModelInfo& info, engine::KvType slot_type, int n_slots,
+                                          uint64_t pool_budget_bytes) {
+  engine::ContextSizeInput in;
+  in.n_ctx_train = info.n_ctx_train;
+  in.n_slots = n_slots;
+  in.kv_bytes_per_token = engine::EstimateKvBytesPerToken(info, slot_type, slot_type);
+  const uint64_t gpu_free_bytes = info.n_gpu_layers > 0 ? engine::FreeGpuMemoryBytes() : 0;
+  if (gpu_free_bytes > 0) {
+    in.available_bytes = gpu_free_bytes;
+    in.memory_name = "GPU memory";
+    return engine::ChooseSlotContext(in);
+  }
+  const uint64_t ram_bytes = engine::PhysicalRamBytes();
+  if (ram_bytes == 0) in.kv_bytes_per_token = 0;  // unknown: the trained context
+  const uint64_t reserved_bytes = info.file_bytes + pool_budget_bytes;
+  in.available_bytes = ram_bytes > reserved_bytes ? ram_bytes - reserved_bytes : 0;
+  return engine::ChooseSlotContext(in);
+}
+
+}  // namespace
 
 ServerStack::~ServerStack() { Stop(); }
 
@@ -151,12 +175,25 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
                  double(stack->model_->info().weights_bytes_hashed) / (1 << 20),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
   }
+  const uint64_t pool_budget_bytes = config.cache_ram_bytes > 0 ? config.cache_ram_bytes : DefaultCacheRamBytes();
   engine::ContextOptions co;
   co.n_slots = config.n_slots;
-  co.slot_ctx = config.slot_ctx > 0 ? config.slot_ctx : std::min(stack->model_->info().n_ctx_train, 8192);
   co.type_k = co.type_v = config.kv_type;
   co.slot_type_k = co.slot_type_v =
       engine::ResolveSlotKvType(config.slot_kv_type, config.kv_type, stack->model_->info().n_gpu_layers);
+  if (config.slot_ctx > 0) {
+    co.slot_ctx = config.slot_ctx;
+    if (!config.quiet) AKV_LOG_INFO("context: %d tokens per slot (-c)", co.slot_ctx);
+  } else {
+    const engine::ContextSizeChoice choice =
+        AutoSlotContext(stack->model_->info(), *co.slot_type_k, co.n_slots, pool_budget_bytes);
+    co.slot_ctx = choice.slot_ctx;
+    if (choice.at_floor) {
+      AKV_LOG_WARN("context: %d tokens per slot (%s); pass -c or fewer --slots", co.slot_ctx, choice.reason.c_str());
+    } else if (!config.quiet) {
+      AKV_LOG_INFO("context: %d tokens per slot (%s)", co.slot_ctx, choice.reason.c_str());
+    }
+  }
   co.n_threads = config.n_threads;
   co.n_batch = std::max(config.prefill_chunk, 64);
   co.warmup = config.warmup;
@@ -174,7 +211,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   AGENTKV_ASSIGN_OR_RETURN(stack->store_, AgentStore::Open(so));
 
   BlockPoolOptions po;
-  po.budget_bytes = config.cache_ram_bytes > 0 ? config.cache_ram_bytes : DefaultCacheRamBytes();
+  po.budget_bytes = pool_budget_bytes;
   // No persist callback: the pool only drops agents that are clean (saved by
   // the scheduler's write-behind), so a Put never writes to disk.
   ServerStack* raw = stack.get();

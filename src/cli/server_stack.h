@@ -31,7 +31,7 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;                 // 0: any free port
   bool http = true;                // false: no HTTP server (agentkv run)
-  int slot_ctx = 0;                // 0: the model's training context, capped at 8192
+  int slot_ctx = 0;                // 0: the model's trained context capped by memory (engine/context_size.h)
   int n_slots = 4;
   engine::KvType kv_type = engine::KvType::kQ4_0;  // at rest (--kv): RAM pool, disk, remote
   std::optional<engine::KvType> slot_kv_type;       // --slot-kv; unset: auto (engine::ResolveSlotKvType)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/context.h"
+#include "engine/context_size.h"
 #include "engine/hybrid_oracle.h"
 #include "engine/layer_gated_import.h"
 #include "engine/model.h"
@@ -101,6 +102,11 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
     }
   }
   EXPECT_EQ(payload, expected);
+  // The default context's estimate, made before any context exists, is an
+  // upper bound of what a slot really costs (exact for dense models).
+  for (KvType t : {KvType::kQ4_0, KvType::kF16}) {
+    EXPECT_GE(EstimateKvBytesPerToken(model_->info(), t, t), spec.BytesPerToken(t, t)) << KvTypeName(t);
+  }
   std::printf("[ arch ] %s: %u layers, q4_0 %llu B/token, f16 %llu B/token (all layers)\n", preset.c_str(),
               spec.n_layer(), static_cast<unsigned long long>(spec.BytesPerToken(KvType::kQ4_0, KvType::kQ4_0)),
               static_cast<unsigned long long>(spec.BytesPerToken(KvType::kF16, KvType::kF16)));

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "engine/context.h"
+#include "engine/context_size.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/bundled_model_fixture.h"
@@ -95,6 +96,10 @@ TEST_F(EngineTest, CacheSpecMatchesExportAndTypes) {
   EXPECT_EQ(spec.BytesPerToken(KvType::kQ4_0, KvType::kQ4_0), 1152u);
   EXPECT_EQ(spec.BytesPerToken(KvType::kQ8_0, KvType::kQ8_0), 2176u);
   EXPECT_EQ(spec.BytesPerToken(KvType::kF16, KvType::kF16), 4096u);
+  // The default context's estimate from the hyperparameters is exact here.
+  for (KvType t : {KvType::kQ4_0, KvType::kQ8_0, KvType::kF16}) {
+    EXPECT_EQ(EstimateKvBytesPerToken(model_->info(), t, t), spec.BytesPerToken(t, t)) << KvTypeName(t);
+  }
   EXPECT_DOUBLE_EQ(double(spec.BytesPerToken(KvType::kQ4_0, KvType::kQ4_0)) /
                        double(spec.BytesPerToken(KvType::kF16, KvType::kF16)), 0.28125);
 

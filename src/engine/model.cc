@@ -2,10 +2,13 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/llama_log.h"
@@ -80,6 +83,16 @@ std::string IdentityHash(const gguf_context* g, const WeightsDigest& weights) {
   }
   id += "tensor-data-xxh3=" + Hex64(weights.xxh3) + "\n";
   return Sha256Hex(id);
+}
+
+// An integer metadata value of the loaded model, if present and numeric.
+std::optional<int32_t> MetaInt(const llama_model* m, const std::string& key) {
+  char buf[32];
+  if (llama_model_meta_val_str(m, key.c_str(), buf, sizeof buf) <= 0) return std::nullopt;
+  char* end = nullptr;
+  const long v = std::strtol(buf, &end, 10);
+  if (end == buf || *end != '\0' || v <= 0 || v > (1 << 20)) return std::nullopt;
+  return static_cast<int32_t>(v);
 }
 
 }  // namespace
@@ -171,6 +184,9 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
   info.n_head = llama_model_n_head(m);
   info.n_head_kv = llama_model_n_head_kv(m);
   info.n_ctx_train = llama_model_n_ctx_train(m);
+  const int32_t head = info.n_head > 0 ? info.n_embd / info.n_head : 0;
+  info.n_embd_head_k = MetaInt(m, info.architecture + ".attention.key_length").value_or(head);
+  info.n_embd_head_v = MetaInt(m, info.architecture + ".attention.value_length").value_or(head);
   info.n_swa = llama_model_n_swa(m);
   info.n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
   info.n_gpu_layers = mp.n_gpu_layers;

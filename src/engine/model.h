@@ -41,6 +41,10 @@ struct ModelInfo {
   int32_t n_embd = 0;
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
+  // Values per head in K and V: "<arch>.attention.key_length" /
+  // "value_length" when the GGUF has them, else n_embd / n_head.
+  int32_t n_embd_head_k = 0;
+  int32_t n_embd_head_v = 0;
   int32_t n_ctx_train = 0;
   int32_t n_swa = 0;         // sliding window (0 = none)
   int32_t n_vocab = 0;

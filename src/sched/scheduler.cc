@@ -213,8 +213,10 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   for (std::string& stop : prompt.extra_stops) request.sampling.stop.push_back(std::move(stop));
   const int64_t n_prompt = static_cast<int64_t>(w->fresh.tokens.size());
   if (n_prompt >= ContextTokens()) {
+    // The numbers travel as data: each API words them as its clients parse them.
     return refuse(Status::OutOfRange("The prompt is " + std::to_string(n_prompt) + " tokens; the context holds " +
-                                     std::to_string(ContextTokens()) + " tokens including the reply."));
+                                     std::to_string(ContextTokens()) + " tokens including the reply.")
+                      .WithQuantity({n_prompt, ContextTokens()}));
   }
   w->req = std::move(request);
   w->sink = std::move(sink);

@@ -141,7 +141,8 @@ class Scheduler : public api::Backend {
   int64_t ContextTokens() const override { return ctx_.options().slot_ctx; }
   int64_t MaxPromptBytes() const override;
   // Submit tokenizes the prompt on the calling thread and refuses one of
-  // ContextTokens() tokens or more with OutOfRange (-> 413).
+  // ContextTokens() tokens or more with OutOfRange carrying the quantity
+  // {prompt tokens, ContextTokens()} (-> 400 context_length_exceeded).
   Status Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) override;
   Result<std::vector<api::AgentInfo>> ListAgents(const std::string& namespace_id) override;
   Result<api::AgentInfo> GetAgent(const std::string& namespace_id, const std::string& agent_id) override;

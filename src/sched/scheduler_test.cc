@@ -57,7 +57,7 @@ TEST_F(SchedulerTest, ConcurrentAgentsMatchSerialRuns) {
 }
 
 // Issue 12: Submit tokenizes the prompt once, on the caller's thread, and
-// refuses one that does not fit the context (OutOfRange -> 413) before
+// refuses one that does not fit the context (OutOfRange -> 400) before
 // queueing it; the tokens travel with the request (no per-thread cache keeps
 // the largest prompt alive). The byte bound api/ checks first is an upper
 // bound: a prompt over it really has more tokens than the context.
@@ -74,6 +74,10 @@ TEST_F(SchedulerTest, SubmitRefusesPromptsThatDoNotFitTheContext) {
   auto sink = std::make_shared<RecordingSink>();
   Status st = sched_->Submit(r, sink);
   EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  // The numbers travel as data: api/ words them per API (issue 30).
+  ASSERT_TRUE(st.quantity().has_value());
+  EXPECT_EQ(st.quantity()->amount, sched_->CountPromptTokens(r));
+  EXPECT_EQ(st.quantity()->limit, sched_->ContextTokens());
   EXPECT_GE(sched_->MaxPromptBytes(), sched_->ContextTokens());
   // Still serving; a prompt that fits is answered.
   EXPECT_FALSE(Run("short", Prompt(1), 4)->text().empty());

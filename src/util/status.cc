@@ -28,7 +28,9 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(const std::string& context) const {
   if (ok()) return *this;
-  return Status(code_, context + ": " + message_);
+  Status s(code_, context + ": " + message_);
+  s.quantity_ = quantity_;
+  return s;
 }
 
 }  // namespace agentkv

@@ -7,6 +7,7 @@
 // "load model: /x.gguf: no such file".
 
 #include <cassert>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -56,12 +57,31 @@ class [[nodiscard]] Status {
   // "Corruption: <message>", or "OK".
   std::string ToString() const;
 
-  // Returns a copy whose message is "<context>: <message>" (same code).
+  // Returns a copy whose message is "<context>: <message>" (same code and
+  // quantity).
   Status WithContext(const std::string& context) const;
+
+  // An amount past a limit, as numbers for callers that must branch on or
+  // reword them without parsing the message: e.g. OutOfRange for a prompt
+  // carries {its tokens, the context's tokens} (api/ words it per API).
+  struct Quantity {
+    int64_t amount = 0;
+    int64_t limit = 0;
+  };
+  // Returns a copy carrying `q` (REQUIRES: !ok()).
+  Status WithQuantity(Quantity q) const {
+    assert(!ok());
+    Status s = *this;
+    s.quantity_ = q;
+    return s;
+  }
+  // Set only by WithQuantity.
+  const std::optional<Quantity>& quantity() const { return quantity_; }
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::optional<Quantity> quantity_;
 };
 
 // Result<T>: a T or a non-OK Status.

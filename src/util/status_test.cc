@@ -29,6 +29,15 @@ TEST(StatusTest, ResultPropagates) {
   EXPECT_EQ(s.WithContext("q").message(), "q: half: odd");
 }
 
+TEST(StatusTest, QuantityTravelsWithContext) {
+  EXPECT_FALSE(Status::OutOfRange("long").quantity().has_value());
+  const Status s = Status::OutOfRange("long").WithQuantity({3000, 2048}).WithContext("submit");
+  ASSERT_TRUE(s.quantity().has_value());
+  EXPECT_EQ(s.quantity()->amount, 3000);
+  EXPECT_EQ(s.quantity()->limit, 2048);
+  EXPECT_EQ(s.message(), "submit: long");
+}
+
 TEST(HashTest, KnownValues) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(Hex64(0x1234), "0000000000001234");

@@ -318,7 +318,7 @@ test('errors: Anthropic shapes and statuses, and the server keeps serving', asyn
   await expectError(client.messages.create(req([{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_x', content: 'r' }] }])),
     400, 'invalid_request_error', /tool_use_id/);
   await expectError(client.messages.create(req([{ role: 'user', content: LONG_SYSTEM.repeat(12) }])),
-    400, 'invalid_request_error', /^prompt is too long/);
+    400, 'invalid_request_error', /^prompt is too long: \d+ tokens > \d+ maximum$/);
   // Raw: a 405 and bad JSON are Anthropic-shaped too.
   const raw = await rawRequest(server, 'POST', '/v1/messages', { body: '{nope', headers: { 'x-api-key': KEY } });
   assert.equal(raw.status, 400);

@@ -137,15 +137,35 @@ test('bad inputs get the right errors and do no model work', async (t) => {
       (e) => e instanceof OpenAI.BadRequestError && e.code === 'invalid_agent_id');
   });
 
-  await t.test('prompt longer than the context -> 413 context_length_exceeded', async () => {
-    // -c 512: ~8 x 180 tokens.
-    const long = Array(8).fill(LONG_SYSTEM).join(' ');
-    checkError(await post('/v1/chat/completions', { ...GOOD, messages: [{ role: 'user', content: long }] }), 413,
-      { code: 'context_length_exceeded' });
-    checkError(await post('/v1/completions', { model: MODEL_ID, prompt: long, max_tokens: 4 }), 413,
-      { code: 'context_length_exceeded' });
-    checkError(await post('/v1/chat/completions',
-      { ...GOOD, stream: true, messages: [{ role: 'user', content: long }] }), 413, { code: 'context_length_exceeded' });
+  await t.test("prompt longer than the context -> each API's standard 400, streamed or not", async () => {
+    // -c 512: ~4 x 180 tokens, within the byte bound (a prompt too large in bytes stays a 413).
+    const long = Array(4).fill(LONG_SYSTEM).join(' ');
+    const openAiWording = (what) => new RegExp(`^This model's maximum context length is 512 tokens\\. However, your ${what
+    } resulted in (\\d+) tokens\\. Please reduce the length of the ${what}\\.$`);
+    for (const stream of [false, true]) {
+      for (const [path, body, param] of [
+        ['/v1/chat/completions', { ...GOOD, stream, messages: [{ role: 'user', content: long }] }, 'messages'],
+        ['/v1/completions', { model: MODEL_ID, prompt: long, max_tokens: 4, stream }, 'prompt'],
+        ['/v1/responses', { model: MODEL_ID, input: long, max_output_tokens: 16, stream }, 'input'],
+      ]) {
+        const r = await post(path, body);
+        checkError(r, 400, { code: 'context_length_exceeded', param, type: 'invalid_request_error' });
+        const m = r.json.error.message.match(openAiWording(param));
+        assert.ok(m && Number(m[1]) >= 512, `${path}: ${r.text}`);
+      }
+      // Anthropic's words, as Claude Code parses them to compact once.
+      const a = await post('/v1/messages', { model: MODEL_ID, max_tokens: 16, stream,
+        messages: [{ role: 'user', content: long }] }, { 'anthropic-version': '2023-06-01' });
+      assert.equal(a.status, 400, a.text);
+      assert.match(a.headers['content-type'] ?? '', /application\/json/, a.text);
+      assert.equal(a.json.type, 'error', a.text);
+      assert.equal(a.json.error.type, 'invalid_request_error', a.text);
+      const m = a.json.error.message.match(/^prompt is too long: (\d+) tokens > 511 maximum$/);
+      assert.ok(m && Number(m[1]) > 511, a.text);
+    }
+    // Through the SDK: a BadRequestError carrying the code clients branch on.
+    await assert.rejects(client.chat.completions.create({ ...GOOD, messages: [{ role: 'user', content: long }] }),
+      (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded');
   });
 
   await t.test('unknown route -> 404, wrong method -> 405', async () => {
@@ -164,7 +184,7 @@ test('bad inputs get the right errors and do no model work', async (t) => {
   await stillServes();
 });
 
-test('context boundary: ctx-1 prompt tokens is served (length), ctx tokens is 413', async () => {
+test('context boundary: ctx-1 prompt tokens is served (length), ctx tokens is 400', async () => {
   // " the" is one token each; find the fixed overhead (BOS) with a probe.
   const words = (k) => Array(k).fill('the').join(' ');
   const probe = async (k) => (await client.completions.create(
@@ -176,7 +196,8 @@ test('context boundary: ctx-1 prompt tokens is served (length), ctx tokens is 41
   const ctx = 512;
   const atLimit = await post('/v1/completions',
     { model: MODEL_ID, prompt: words(ctx - overhead), max_tokens: 4, temperature: 0 });
-  checkError(atLimit, 413, { code: 'context_length_exceeded' });
+  checkError(atLimit, 400, { code: 'context_length_exceeded', param: 'prompt' });
+  assert.match(atLimit.json.error.message, /However, your prompt resulted in 512 tokens\./, atLimit.text);
   const r = await client.completions.create(
     { model: MODEL_ID, prompt: words(ctx - 1 - overhead), max_tokens: 8, temperature: 0 },
     { headers: { 'X-Agent-Id': 'errors-ok' } });
