@@ -18,4 +18,9 @@ ApiError JsonTooDeep(const std::string& what, std::string param) {
                         std::move(param), "json_too_deep");
 }
 
+std::optional<ApiError> CheckEchoedArguments(std::string_view arguments, const std::string& param) {
+  if (JsonDepthWithin(arguments, kMaxJsonDepth)) return std::nullopt;
+  return JsonTooDeep("'" + param + "'", param);
+}
+
 }  // namespace agentkv::api

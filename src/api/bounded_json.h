@@ -32,6 +32,15 @@ enum class JsonParse {
 // than 128 levels deep; at most 128 levels are accepted."
 ApiError JsonTooDeep(const std::string& what, std::string param);
 
+// An assistant tool call's `arguments` string in a request's history
+// (chat tool_calls, /v1/responses function_call items). Whatever we
+// generated must be accepted back, so any string is, JSON or not (a call
+// cut by max_tokens leaves `{"word"`; the chat layer renders such text as a
+// string, engine/chat_format.cc): the only refusal is
+// JsonTooDeep("'<param>'", param) for text nesting deeper than kMaxJsonDepth,
+// which the chat layer would walk recursively.
+std::optional<ApiError> CheckEchoedArguments(std::string_view arguments, const std::string& param);
+
 // The door of every request parser: parses `body` with ParseBoundedJson and
 // returns `parse(j)` for the object it holds. A body nested too deep, not
 // JSON or not an object is a 400 (json_too_deep / invalid_json) and `parse`

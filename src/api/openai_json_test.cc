@@ -83,7 +83,7 @@ TEST(OpenAiJsonTest, RefusesBadChatRequests) {
       {R"({"messages":[{"role":"function","content":"x"}]})", 400, "messages[0].role"},
       {R"({"messages":[{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}]})", 400,
        "messages[0].function_call"},
-      {R"({"messages":[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":"[1]"}}]}]})", 400,
+      {R"({"messages":[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":5}}]}]})", 400,
        "messages[0].tool_calls[0].function.arguments"},
       {R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]})", 400,
        "messages[0].tool_calls[0].id"},
@@ -142,6 +142,30 @@ TEST(OpenAiJsonTest, RefusesBadChatRequests) {
     EXPECT_FALSE(e->message.empty());
     EXPECT_EQ(e->type, "invalid_request_error");
   }
+}
+
+// Issue 30: a call cut by max_tokens leaves arguments like `{\n"word"`,
+// which clients (the OpenAI Agents SDK) echo back: whatever string we
+// produced is accepted, kept byte for byte; only too-deep text is refused.
+TEST(OpenAiJsonTest, AcceptsEchoedArgumentsThatAreNotAJsonObject) {
+  for (const std::string args : {R"({\n\"word\")", "[1]", "", "not json"}) {
+    GenerationRequest r;
+    const std::string body = R"({"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,)"
+                             R"("tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":")" +
+                             args + R"("}}]},{"role":"tool","tool_call_id":"c","content":"ok"}]})";
+    auto e = Chat(body, &r);
+    ASSERT_FALSE(e) << body << " -> " << e->message;
+    ASSERT_EQ(r.messages.size(), 3u);
+    ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+    EXPECT_EQ(r.messages[1].tool_calls[0].arguments, json::parse("\"" + args + "\"").get<std::string>());
+  }
+  std::string deep;
+  for (int i = 0; i < 200; ++i) deep += "[";
+  auto e = Chat(R"({"messages":[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":")" +
+                deep + R"("}}]}]})");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "json_too_deep");
+  EXPECT_EQ(e->param, "messages[0].tool_calls[0].function.arguments");
 }
 
 TEST(OpenAiJsonTest, ParsesToolsToolMessagesAndResponseFormat) {

@@ -144,16 +144,7 @@ MaybeError ParseAssistantToolCalls(const json& m, const std::string& param, Chat
     if (fn == nullptr || !fn->is_object()) return TypeError(cp + ".function", "an object");
     if (MaybeError e = RequireStringField(*fn, "name", cp + ".function", &call.name)) return e;
     if (MaybeError e = RequireStringField(*fn, "arguments", cp + ".function", &call.arguments)) return e;
-    // Templates render arguments as JSON: they must be JSON (an object, as
-    // the model produces them), and as shallow as the body (the chat layer
-    // parses them again, recursively).
-    json args;
-    const JsonParse parsed = ParseBoundedJson(call.arguments, &args);
-    if (parsed == JsonParse::kTooDeep) return JsonTooDeep("'" + cp + ".function.arguments'", cp + ".function.arguments");
-    if (parsed != JsonParse::kOk || !args.is_object()) {
-      return InvalidRequest("'" + cp + ".function.arguments' must be a JSON object encoded as a string.",
-                            cp + ".function.arguments", "invalid_value");
-    }
+    if (MaybeError e = CheckEchoedArguments(call.arguments, cp + ".function.arguments")) return e;
     msg->tool_calls.push_back(std::move(call));
   }
   return std::nullopt;

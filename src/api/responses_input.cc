@@ -115,14 +115,7 @@ class InputBuilder {
       if (!ns->is_string()) return TypeError(param + ".namespace", "a string");
       call.name = NamespacedToolName(ns->get<std::string>(), call.name);
     }
-    // Templates render arguments as JSON (as the chat route requires).
-    json args;
-    const JsonParse parsed = ParseBoundedJson(call.arguments, &args);
-    if (parsed == JsonParse::kTooDeep) return JsonTooDeep("'" + param + ".arguments'", param + ".arguments");
-    if (parsed != JsonParse::kOk || !args.is_object()) {
-      return InvalidValueError("'" + param + ".arguments' must be a JSON object encoded as a string.",
-                               param + ".arguments");
-    }
+    if (MaybeError e = CheckEchoedArguments(call.arguments, param + ".arguments")) return e;
     if (out_->empty() || out_->back().role != Role::kAssistant) {
       ChatMessage msg;
       msg.role = Role::kAssistant;

@@ -200,8 +200,22 @@ TEST(ResponsesJsonTest, BadInputsNameTheirField) {
   ExpectError(R"({"input":[{"role":"robot","content":"a"}]})", "input[0].role");
   ExpectError(R"({"input":[{"role":"user"}]})", "input[0].content");
   ExpectError(R"({"input":[{"type":"function_call_output","call_id":"nope","output":"x"}]})", "input[0].call_id");
-  ExpectError(R"({"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"[1]"}]})",
+  ExpectError(R"({"input":[{"type":"function_call","call_id":"c","name":"f","arguments":[1]}]})",
               "input[0].arguments");
+  // Any arguments string is accepted back (a cut call's `{"word"`), only
+  // too-deep text is refused (issue 30).
+  GenerationRequest cut;
+  ASSERT_FALSE(Parse(R"({"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{\"word\""},)"
+                     R"({"type":"function_call_output","call_id":"c","output":"x"}]})",
+                     &cut));
+  ASSERT_FALSE(cut.messages.empty());
+  ASSERT_EQ(cut.messages[0].tool_calls.size(), 1u);
+  EXPECT_EQ(cut.messages[0].tool_calls[0].arguments, "{\"word\"");
+  std::optional<ApiError> deep = Parse(R"({"input":[{"type":"function_call","call_id":"c","name":"f","arguments":")" +
+                                       std::string(200, '[') + R"("}]})");
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->code, "json_too_deep");
+  EXPECT_EQ(deep->param, "input[0].arguments");
   ExpectError(R"({"input":[{"type":"function_call","name":"f","arguments":"{}"}]})", "input[0].call_id");
   ExpectError(R"({"input":[{"type":"item_reference","id":"msg_1"}]})", "input[0].type");
   ExpectError(R"({"input":[{"type":"local_shell_call","id":"x"}]})", "input[0].type");

@@ -8,6 +8,8 @@
 #include <regex>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "chat.h"
 #include "common.h"
 #include "engine/chat_template_fallback.h"
@@ -31,6 +33,9 @@ struct ChatFormat::Impl {
   // Vocabulary pieces -> token, for TextTokens (first token wins).
   std::unordered_map<std::string, int32_t> piece_tokens;
   size_t max_piece = 1;
+  // The template renders tool-call arguments as an object (common parses
+  // them for it): see TemplateArguments.
+  bool object_arguments = false;
 };
 
 namespace {
@@ -98,6 +103,35 @@ std::string SingleCall(const std::string& gbnf) {
   return std::regex_replace(gbnf, kMany, "$1tool-calls ::= tool-call space");
 }
 
+// common's JSON whitespace (space ::= | " " | "\n"{1,2} [ \t]{0,20}, twice
+// in a row in places) lets a model that never stops write up to 44
+// whitespace characters at every gap of a JSON value: the bundled model
+// spent 90 of a call's 101 tokens there. Bounded to one space, or one
+// newline and kMaxIndent blanks, once per gap: a model still writes
+// compact or shallowly indented JSON, and a weak one at most a few tokens
+// per gap.
+constexpr int kMaxIndent = 4;
+std::string BoundedWhitespace(const std::string& gbnf) {
+  static const std::regex kSpace(R"((^|\n)space ::= [^\n]*)");
+  static const std::regex kTwice(R"( space space\b)");
+  const std::string bounded = "$1space ::= | \" \" | \"\\n\" [ \\t]{0," + std::to_string(kMaxIndent) + "}";
+  return std::regex_replace(std::regex_replace(gbnf, kSpace, bounded), kTwice, " space");
+}
+
+// With parallel calls, common's grammar for one-tag-per-call formats also
+// lets one tag hold several calls, comma-separated (tool-call ::= "<tag>"
+// space (call) (space "," space (call))* space "</tag>"), besides several
+// tags (tool-calls ::= (tool-call space)+). A weak model then writes ", "
+// and another call forever and never reaches the closing tag, the only
+// place the reply may end. One call per tag (the formats' own convention):
+// parallel calls stay possible as several tags, and the reply can end
+// right after each call's closing tag.
+std::string OneCallPerTag(const std::string& gbnf) {
+  if (gbnf.find("\ntool-calls ::= (tool-call space)+") == std::string::npos) return gbnf;
+  static const std::regex kCommaCalls(R"((\ntool-call ::= [^\n]*) \(space "," space \([^()\n]*\)\)\*)");
+  return std::regex_replace(gbnf, kCommaCalls, "$1");
+}
+
 common_reasoning_format ToCommon(ReasoningFormat f) {
   switch (f) {
     case ReasoningFormat::kNone: return COMMON_REASONING_FORMAT_NONE;
@@ -107,7 +141,19 @@ common_reasoning_format ToCommon(ReasoningFormat f) {
   return COMMON_REASONING_FORMAT_NONE;
 }
 
-common_chat_templates_inputs ToInputs(const ChatRequest& r, const std::vector<ChatMessage>& messages) {
+// A call's arguments as common hands them to the template. For a template
+// that renders them as an object (`arguments | tojson`), common parses them
+// and throws on text that is not JSON: a call cut by max_tokens that the
+// client echoes back. Such text goes in as a JSON string, which the
+// template renders quoted: the turn renders (never a 400 for our own
+// output) and only the cut call's text differs from what was generated.
+std::string TemplateArguments(const std::string& arguments, bool object_arguments) {
+  if (!object_arguments || nlohmann::ordered_json::accept(arguments)) return arguments;
+  return nlohmann::ordered_json(arguments).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+common_chat_templates_inputs ToInputs(const ChatRequest& r, const std::vector<ChatMessage>& messages,
+                                      bool object_arguments) {
   common_chat_templates_inputs in;
   for (const ChatMessage& m : messages) {
     common_chat_msg msg;
@@ -116,7 +162,9 @@ common_chat_templates_inputs ToInputs(const ChatRequest& r, const std::vector<Ch
     msg.tool_call_id = m.tool_call_id;
     msg.tool_name = m.tool_name;
     msg.reasoning_content = m.reasoning_content;
-    for (const ChatToolCall& c : m.tool_calls) msg.tool_calls.push_back({c.name, c.arguments, c.id});
+    for (const ChatToolCall& c : m.tool_calls) {
+      msg.tool_calls.push_back({c.name, TemplateArguments(c.arguments, object_arguments), c.id});
+    }
     in.messages.push_back(std::move(msg));
   }
   for (const ChatTool& t : r.tools) {
@@ -157,6 +205,23 @@ Status CheckJsonDepth(const ChatRequest& r) {
   return Status::OK();
 }
 
+// common's parser for replies with tools or a JSON schema starts with
+// `generation_prompt << body` (common/chat-auto-parser-generator.cpp): the
+// `<<` puts a space() between them, which eats the reply's leading
+// whitespace, so the content it returns starts later than the model's text.
+// The client echoes that content back, the template renders it without the
+// whitespace, and the next turn diverges from the cache right there (the
+// whole reply re-prefilled). What we return must be what we generated: put
+// the eaten whitespace back in front of the content. Only when the reply
+// has no reasoning (else it precedes the reasoning) and has content (a
+// reply that is whitespace and calls keeps content empty).
+void RestoreLeadingBlanks(std::string_view reply, std::string* content, bool no_reasoning) {
+  if (!no_reasoning || content->empty() || std::isspace(static_cast<unsigned char>(content->front()))) return;
+  size_t n = 0;
+  while (n < reply.size() && std::isspace(static_cast<unsigned char>(reply[n]))) ++n;
+  if (n > 0 && n < reply.size() && reply[n] == content->front()) content->insert(0, reply.substr(0, n));
+}
+
 }  // namespace
 
 Status ChatFormat::CheckTemplate(const Model& model, const std::string& source) {
@@ -195,6 +260,7 @@ std::unique_ptr<ChatFormat> ChatFormat::Create(const Model& model, const Tokeniz
     f->source_ = kFallbackChatTemplate;
     f->fallback_ = true;
   }
+  f->impl_->object_arguments = common_chat_templates_get_caps(f->impl_->templates.get())["supports_object_arguments"];
   const int32_t n_vocab = llama_vocab_n_tokens(model.vocab());
   for (int32_t t = 0; t < n_vocab; ++t) {
     const std::string piece = tokenizer.Piece(t);
@@ -234,7 +300,8 @@ Result<ChatPrompt> ChatFormat::Render(const ChatRequest& request) const {
   std::string marked;
   if (Status depth = CheckJsonDepth(request); !depth.ok()) return depth;
   try {
-    params = common_chat_templates_apply(impl_->templates.get(), ToInputs(request, request.messages));
+    params = common_chat_templates_apply(impl_->templates.get(),
+                                         ToInputs(request, request.messages, impl_->object_arguments));
     std::vector<ChatMessage> marked_messages = request.messages;
     for (size_t i = 0; i < marked_messages.size(); ++i) {
       if (!marked_messages[i].content.empty()) marked_messages[i].content = Marker(2 * i);
@@ -242,7 +309,9 @@ Result<ChatPrompt> ChatFormat::Render(const ChatRequest& request) const {
     }
     ChatRequest plain = request;
     plain.json_schema.clear();  // the prompt does not depend on it; skip its grammar
-    marked = common_chat_templates_apply(impl_->templates.get(), ToInputs(plain, marked_messages)).prompt;
+    marked = common_chat_templates_apply(impl_->templates.get(),
+                                         ToInputs(plain, marked_messages, impl_->object_arguments))
+                 .prompt;
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("chat template: ") + e.what());
   }
@@ -276,7 +345,8 @@ Result<ChatPrompt> ChatFormat::Render(const ChatRequest& request) const {
     GrammarSpec& g = out.grammar;
     g.gbnf = request.tool_choice == ChatToolChoice::kRequired && callable ? WithoutLeadingContent(params.grammar)
                                                                           : params.grammar;
-    if (callable && !request.parallel_tool_calls) g.gbnf = SingleCall(g.gbnf);
+    g.gbnf = callable && !request.parallel_tool_calls ? SingleCall(g.gbnf) : OneCallPerTag(g.gbnf);
+    g.gbnf = BoundedWhitespace(g.gbnf);
     g.lazy = params.grammar_lazy;
     for (const common_grammar_trigger& t : params.grammar_triggers) {
       switch (t.type) {
@@ -329,6 +399,7 @@ std::vector<ReplyDelta> ReplyParser::Parse(bool partial) {
     }
     return out;
   }
+  RestoreLeadingBlanks(text_, &msg.content, msg.reasoning_content.empty());
   if (msg.reasoning_content.size() > reasoning_.size() &&
       msg.reasoning_content.compare(0, reasoning_.size(), reasoning_) == 0) {
     ReplyDelta d;

@@ -178,6 +178,90 @@ TEST_F(ChatFormatTest, JsonSchemaGivesAGrammarAndInvalidSchemasAreRefused) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
+// Issue 30: common's JSON whitespace (up to 22 characters per gap, twice in
+// a row at the start) let the bundled model spend 90 of a call's 101 tokens
+// on newlines and blanks. Bounded: one space, or a newline and at most 4
+// blanks, once per gap; with tools and with a JSON schema.
+TEST_F(ChatFormatTest, GrammarWhitespaceIsBounded) {
+  ChatRequest r;
+  r.tools = {kWeather};
+  r.tool_choice = ChatToolChoice::kRequired;
+  r.messages = {{"user", "Weather in Paris?"}};
+  ChatRequest schema;
+  schema.messages = r.messages;
+  schema.json_schema = R"({"type":"object","properties":{"word":{"type":"string"}},"required":["word"]})";
+  for (const ChatRequest& req : {r, schema}) {
+    const std::string gbnf = Render(req).grammar.gbnf;
+    EXPECT_NE(gbnf.find("\nspace ::= | \" \" | \"\\n\" [ \\t]{0,4}\n"), std::string::npos) << gbnf;
+    EXPECT_EQ(gbnf.find("{0,20}"), std::string::npos) << gbnf;
+    EXPECT_EQ(gbnf.find(" space space"), std::string::npos) << gbnf;
+  }
+}
+
+// With parallel calls, one call per <tool_call> tag: common's grammar also
+// allowed "call, call, ..." inside one tag, which the bundled model repeats
+// until max_tokens without ever reaching "</tool_call>", where it could end.
+TEST_F(ChatFormatTest, ParallelCallsAreOnePerTag) {
+  ChatRequest r;
+  r.tools = {kWeather};
+  r.tool_choice = ChatToolChoice::kRequired;
+  r.parallel_tool_calls = true;
+  r.messages = {{"user", "Weather in Paris?"}};
+  const std::string gbnf = Render(r).grammar.gbnf;
+  EXPECT_NE(gbnf.find("\ntool-calls ::= (tool-call space)+\n"), std::string::npos) << gbnf;
+  const size_t call = gbnf.find("\ntool-call ::= ");
+  ASSERT_NE(call, std::string::npos) << gbnf;
+  const std::string rule = gbnf.substr(call + 1, gbnf.find('\n', call + 1) - call - 1);
+  EXPECT_EQ(rule, "tool-call ::= \"<tool_call>\\n\" space (tool-get-weather) space \"</tool_call>\"") << gbnf;
+}
+
+// Issue 30: with tools, common's parser drops the reply's leading
+// whitespace from the content (generation_prompt << body); the client
+// echoes the content back and the next turn diverged from the cache there.
+// The content is the reply as generated; a call after blanks stays a call.
+TEST_F(ChatFormatTest, ContentKeepsTheReplysLeadingWhitespace) {
+  ChatRequest r;
+  r.tools = {kWeather};
+  r.messages = {{"user", "Weather in Paris?"}};
+  for (bool forced : {false, true}) {
+    r.tool_choice = forced ? ChatToolChoice::kRequired : ChatToolChoice::kAuto;
+    const ChatPrompt p = Render(r);
+    if (!forced) {
+      for (const std::string reply : {"\n\nIt is sunny.", " It is sunny.\n", "\n"}) {
+        ReplyParser parser(p.reply_format, [] { return std::string("x"); });
+        std::string content;
+        for (size_t i = 0; i < reply.size(); i += 2) {
+          for (const ReplyDelta& d : parser.Append(reply.substr(i, 2))) content += d.content;
+        }
+        for (const ReplyDelta& d : parser.Finish()) content += d.content;
+        EXPECT_EQ(content, reply == "\n" ? "" : reply);
+      }
+    }
+    ReplyParser parser(p.reply_format, [] { return std::string("x"); });
+    std::string content;
+    parser.Append("\n <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>");
+    for (const ReplyDelta& d : parser.Finish()) content += d.content;
+    EXPECT_EQ(content, "");
+    EXPECT_EQ(parser.tool_calls(), 1u);
+  }
+}
+
+// Issue 30: a call cut by max_tokens has arguments that are not JSON; the
+// client echoes them back. The fallback template renders arguments as an
+// object (tojson), for which common parses them and threw: now they render
+// as a JSON string, and the rest of the conversation as usual.
+TEST_F(ChatFormatTest, ArgumentsThatAreNotJsonRenderAsAString) {
+  ChatRequest r;
+  r.tools = {kWeather};
+  r.messages = {{"user", "Weather in Paris?"}, {"assistant", "", {{"call_1", "get_weather", "{\n\"city\""}}},
+                {"tool", "sunny", {}, "call_1"}};
+  const std::string text = Render(r).rendered.text;
+  EXPECT_NE(text.find("\"arguments\": \"{\\n\\\"city\\\"\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("sunny"), std::string::npos) << text;
+  r.messages[1].tool_calls[0].arguments = R"({"city": "Rome"})";  // JSON: rendered as an object, as before
+  EXPECT_NE(Render(r).rendered.text.find(R"("arguments": {"city": "Rome"}})"), std::string::npos);
+}
+
 // Issue 29: common hands tool schemas, the JSON schema and tool-call
 // arguments to recursive code (Jinja's from_json, json_schema_to_grammar,
 // dump()); 200,000 levels overflowed the stack. Refused as InvalidArgument.

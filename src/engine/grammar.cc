@@ -121,6 +121,29 @@ GrammarState::~GrammarState() {
 
 size_t GrammarState::n_stacks() const { return grammar_->stacks.size(); }
 
+bool GrammarState::Complete() const {
+  if (grammar_->awaiting_trigger) return false;
+  for (const llama_grammar_stack& stack : grammar_->stacks) {
+    if (stack.empty()) return true;
+  }
+  return false;
+}
+
+bool GrammarState::IsBlank(int32_t token) const {
+  char buf[64];
+  const int32_t n = llama_token_to_piece(grammar_->vocab, token, buf, sizeof(buf), 0, /*special=*/true);
+  if (n <= 0) return false;  // no text, or a piece longer than any whitespace run we care about
+  for (int32_t i = 0; i < n; ++i) {
+    if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\r' && buf[i] != '\n') return false;
+  }
+  return true;
+}
+
+int32_t GrammarState::EndToken() const {
+  const llama_token eos = llama_vocab_eos(grammar_->vocab);
+  return eos != LLAMA_TOKEN_NULL ? eos : llama_vocab_eot(grammar_->vocab);
+}
+
 bool GrammarState::Allows(int32_t token) const {
   bool allowed = false;
   Check(std::span<const int32_t>(&token, 1), std::span<bool>(&allowed, 1));

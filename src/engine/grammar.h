@@ -97,6 +97,17 @@ class GrammarState {
   // unusable after an error). REQUIRES: Allows(token).
   [[nodiscard]] Status Accept(int32_t token);
 
+  // Whether the text so far is a whole sentence of the grammar (one of its
+  // stacks is empty, so an end-of-generation token is allowed next). False
+  // while a lazy grammar still waits for its trigger.
+  bool Complete() const;
+  // Whether `token` spells only whitespace (space, tab, CR, LF; at least
+  // one byte). Costs one detokenization.
+  bool IsBlank(int32_t token) const;
+  // The vocabulary's end-of-generation token (end of sequence, else end of
+  // turn); -1 when it has neither.
+  int32_t EndToken() const;
+
   size_t n_stacks() const;
 
  private:

@@ -80,6 +80,7 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits) {
   }
   if (failed_) return Status::InvalidArgument("sampler: failed before");
   Result<int32_t> tok = SampleWithGrammar(logits);
+  if (tok.ok()) tok = EndInsteadOfTrailingBlank(tok.value());
   if (tok.ok()) {
     const auto t0 = std::chrono::steady_clock::now();
     Status accepted = grammar_->Accept(tok.value());
@@ -93,6 +94,14 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits) {
   if (chain_ != nullptr) llama_sampler_accept(chain_, tok.value());
   ++n_sampled_;
   return tok;
+}
+
+int32_t Sampler::EndInsteadOfTrailingBlank(int32_t pick) const {
+  // A weak model rarely picks the end token: after a complete call it pads
+  // with the whitespace the grammar still allows until max_tokens.
+  if (!grammar_->Complete() || !grammar_->IsBlank(pick)) return pick;
+  const int32_t end = grammar_->EndToken();
+  return end >= 0 && grammar_->Allows(end) ? end : pick;
 }
 
 Result<int32_t> Sampler::SampleWithGrammar(std::span<const float> logits) {

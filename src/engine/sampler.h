@@ -18,6 +18,12 @@
 //    distribution first, so there the distribution differs slightly from
 //    cutting the constrained one. Seeded draws are not the same sequence as
 //    with masking first (a rejected draw consumes the generator).
+// Stop on close: once the text is a whole sentence of the grammar (a forced
+// tool call or a JSON reply has closed), a whitespace-only pick, which could
+// only pad the end, is replaced by the end-of-generation token: the turn
+// ends there (finish_reason "tool_calls" / "stop") instead of running to
+// max_tokens on spaces. A non-blank pick (e.g. a further parallel call)
+// continues the sentence.
 // Each request has a budget of grammar time (kGrammarBudgetBaseMs plus
 // kGrammarBudgetPerTokenMs per sampled token); past it, and between chunks of
 // candidates within a step, Sample fails and the turn should end.
@@ -83,6 +89,9 @@ class Sampler {
  private:
   int32_t Unconstrained(std::span<const float> logits);
   Result<int32_t> SampleWithGrammar(std::span<const float> logits);
+  // `pick`, or the end token where the grammar is complete and `pick` is
+  // whitespace only (stop on close, above).
+  int32_t EndInsteadOfTrailingBlank(int32_t pick) const;
   Result<int32_t> GreedyAllowed(std::span<const float> logits);
   Result<int32_t> DrawAllowed(std::span<const float> logits);
   // Judges tokens[i] for each i (allowed[i]), charging the budget;

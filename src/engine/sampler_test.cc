@@ -190,5 +190,36 @@ TEST_F(SamplerGrammarTest, FollowsAGrammarToItsEndOfGeneration) {
   FAIL() << "the grammar never allowed only the end of generation";
 }
 
+// Issue 30: a weak model pads a closed call with the whitespace the grammar
+// still allows, to max_tokens. Once the grammar is complete a blank pick is
+// the end token; before that blanks are sampled as usual.
+TEST_F(SamplerGrammarTest, EndsInsteadOfPaddingACompleteSentenceWithWhitespace) {
+  std::shared_ptr<const Grammar> g = Compile("root ::= \"{\" [ \\n]* \"}\" [ \\n]*\n");
+  ASSERT_NE(g, nullptr);
+  Tokenizer tok(*model_);
+  const int32_t newline = 13;  // "<0x0A>" in the bundled vocabulary
+  ASSERT_EQ(tok.Piece(newline), "\n");
+  const int32_t open = 29912, close = 29913;  // "{", "}"
+  ASSERT_EQ(tok.Piece(open), "{");
+  ASSERT_EQ(tok.Piece(close), "}");
+  // What the model wants at each step: "{", two newlines, "}", then
+  // newlines forever.
+  const int32_t wants[] = {open, newline, newline, close, newline, newline, newline};
+  Sampler sampler({}, g);
+  std::string text;
+  for (int32_t want : wants) {
+    std::vector<float> logits(NVocab(), 0.0f);
+    logits[want] = 10.0f;
+    Result<int32_t> got = sampler.Sample(logits);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    if (tok.IsEndOfGeneration(got.value())) {
+      EXPECT_EQ(text, "{\n\n}");  // blanks inside were kept; the first one after "}" ended it
+      return;
+    }
+    text += tok.Piece(got.value());
+  }
+  FAIL() << "never ended: " << text;
+}
+
 }  // namespace
 }  // namespace agentkv::engine

@@ -126,3 +126,26 @@ test('two agents, a handoff and a function tool; each agent reuses its cache', a
   reuses(triageCalls[1], triageCalls[0]);
   for (let i = 1; i < weatherCalls.length; i++) reuses(weatherCalls[i], weatherCalls[i - 1]);
 });
+
+// Issue 30: an Agents SDK run with a function tool at the SDK's defaults
+// (parallel tool calls allowed, resetToolChoice, no toolUseBehavior), a
+// free-text argument. Only toolChoice is set (the 16M model calls nothing
+// by itself) and maxTokens caps the final text, which the 16M model never
+// ends on its own. Before the fix the forced call was repeated until
+// max_tokens, its cut arguments came back in the next request and agentkv
+// answered its own output with a 400, ending the run.
+test('default settings: a function tool with a free-text argument, then the answer', async () => {
+  const said = [];
+  const say = tool({
+    name: 'say', description: 'Say one word',
+    parameters: z.object({ word: z.string() }),
+    execute: async ({ word }) => { said.push(word); return `You said ${word}.`; },
+  });
+  const agent = new Agent({ name: 'Sayer', instructions: 'Use the say tool, then answer.',
+    model: modelFor('agents-say'), tools: [say], modelSettings: { toolChoice: 'required', maxTokens: 128 } });
+  const r = await run(agent, 'Say a word.');
+  assert.ok(said.length >= 1, JSON.stringify(r.newItems.map((i) => i.type)));
+  assert.equal(typeof r.finalOutput, 'string');
+  await Promise.all(pending);
+  for (const c of calls.filter((x) => x.agent === 'agents-say')) assert.equal(c.status, 200, c.body);
+});

@@ -215,6 +215,81 @@ test('tools streamed: the SDK stream helper assembles tool_use from input_json_d
     JSON.stringify([t1.usage, t2.usage]));
 });
 
+// Issue 30. A free-text argument and Anthropic's defaults (tool_choice
+// "any" allows parallel calls): the 16M model wrote the call, then repeated
+// it (or padded it with whitespace) until max_tokens; now the reply ends
+// when the call closes, and the round trip goes on.
+const SAY_TOOL = { name: 'say', description: 'Say one thing',
+  input_schema: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] } };
+
+test('tools: a free-text tool_use ends on its own (tool_choice any); tool_result -> next reply', async () => {
+  const client = anthropic(server, { headers: { 'X-Agent-Id': 'an-say' } });
+  const body = (messages, extra = {}) => toolReq(messages, { tools: [SAY_TOOL], ...extra });
+  const ask = { role: 'user', content: 'Say a word.' };
+  const t1 = await client.messages.create(body([ask], { tool_choice: { type: 'any' } }));
+  assert.equal(t1.stop_reason, 'tool_use', JSON.stringify(t1));
+  const uses = t1.content.filter((b) => b.type === 'tool_use');
+  assert.ok(uses.length >= 1);
+  for (const u of uses) assert.equal(typeof u.input.word, 'string', JSON.stringify(u));
+  assert.ok(t1.usage.output_tokens <= 80 * uses.length, JSON.stringify(t1.usage));
+  const messages = [ask, { role: 'assistant', content: t1.content }, { role: 'user',
+    content: uses.map((u) => ({ type: 'tool_result', tool_use_id: u.id, content: `You said ${u.input.word}.` })) }];
+  const t2 = await client.messages.create(body(messages, { max_tokens: 12 }));
+  assert.equal(t2.content[0].type, 'text');
+  assert.ok(t2.usage.cache_read_input_tokens >= t1.usage.input_tokens + t1.usage.cache_read_input_tokens,
+    JSON.stringify([t1.usage, t2.usage]));
+});
+
+// A tool_use cut by max_tokens: its input is an object by Anthropic's schema
+// ({} when the arguments did not close, streamed or not); sent back with a
+// tool_result it is accepted and the conversation goes on.
+test('tools: a tool_use cut by max_tokens goes back in the history', async () => {
+  const client = anthropic(server, { headers: { 'X-Agent-Id': 'an-cut' } });
+  const ask = { role: 'user', content: 'Say a word.' };
+  const cut = toolReq([ask], { tools: [SAY_TOOL], tool_choice: { type: 'any', disable_parallel_tool_use: true }, max_tokens: 40 });
+  for (const t1 of [await client.messages.create(cut), await client.messages.stream(cut).finalMessage()]) {
+    assert.equal(t1.stop_reason, 'max_tokens', JSON.stringify(t1));
+    const use = t1.content.find((b) => b.type === 'tool_use');
+    assert.ok(use, `precondition: the cut call was announced: ${JSON.stringify(t1.content)}`);
+    assert.equal(typeof use.input, 'object');
+    const t2 = await client.messages.create(toolReq([ask, { role: 'assistant', content: t1.content }, tr(use.id, 'ok')],
+      { tools: [SAY_TOOL], max_tokens: 8 }));
+    assert.equal(t2.type, 'message');
+  }
+});
+
+// What we return is what we cache (issue 30): turn 2 echoes turn 1's text
+// verbatim and reads >= 99% of turn 1 (prompt and reply) from the cache,
+// with and without tools: all but the reply's last token (sampled, never
+// fed), or two where the echoed text tokenizes differently at the reply's
+// end; a dropped leading blank cost the whole reply (~16 tokens, ~95%). Sampled, so replies often start
+// with whitespace, which the tool parser used to drop from the response.
+test('an echoed reply continues the cache (20 seeds, with and without tools)', async () => {
+  const bad = [];
+  let blankStarts = 0, cached = 0, turn1 = 0;
+  for (const withTools of [false, true]) {
+    for (let seed = 1; seed <= 20; seed++) {
+      const client = anthropic(server, { headers: { 'X-Agent-Id': `an-echo-${withTools}-${seed}` } });
+      const ask = { role: 'user', content: `Tell me about the mill, part ${seed}.` };
+      const body = req([ask], { max_tokens: 16, temperature: 1, ...(withTools ? { tools: [SAY_TOOL] } : {}) });
+      // (The Anthropic API has no seed; agentkv's sampler takes one.)
+      const t1 = await client.messages.create({ ...body, seed });
+      const text = t1.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+      if (/^\s/.test(text)) blankStarts++;
+      const t2 = await client.messages.create({ ...body, seed,
+        messages: [ask, { role: 'assistant', content: t1.content }, { role: 'user', content: 'More.' }] });
+      const u1 = t1.usage.input_tokens + t1.usage.cache_read_input_tokens + t1.usage.output_tokens;
+      cached += t2.usage.cache_read_input_tokens;
+      turn1 += u1;
+      if (t2.usage.cache_read_input_tokens < 0.99 * u1) bad.push({ withTools, seed, text, turn1: u1, cached: t2.usage.cache_read_input_tokens });
+    }
+  }
+  console.log(`anthropic echo: 40 pairs, ${blankStarts} replies start with whitespace, ` +
+    `turn 2 read ${(100 * cached / turn1).toFixed(2)}% of turn 1 from the cache`);
+  assert.ok(blankStarts >= 3, `precondition: some replies start with whitespace (${blankStarts})`);
+  assert.deepEqual(bad, []);
+});
+
 test('errors: Anthropic shapes and statuses, and the server keeps serving', async () => {
   const client = anthropic();
   const expectError = async (promise, status, type, match) => {
