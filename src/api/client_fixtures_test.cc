@@ -1,0 +1,126 @@
+// The recorded requests of the real coding agents (tests/fixtures/clients,
+// written by tests/e2e-clients) through our parsers and the bundled model's
+// chat template: each main-conversation request of a session must render to
+// a prompt that starts with the previous main request's prompt, so that the
+// agent's cache EXTENDS (a DIVERGE there costs the whole conversation after
+// the first difference). Whether the client echoed agentkv's reply verbatim
+// (prompt + reply_text is a prefix of the next prompt) is printed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/anthropic_json.h"
+#include "api/openai_json.h"
+#include "api/responses_json.h"
+#include "engine/chat_format.h"
+#include "engine/model.h"
+#include "engine/test_support.h"
+#include "engine/tokenizer.h"
+#include "sched/chat_request.h"
+
+namespace agentkv::api {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json ReadJson(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json::parse(ss.str());
+}
+
+// The request of a fixture, parsed by the route's own parser; "" on success, else the error.
+std::string Parse(const json& fixture, GenerationRequest* out) {
+  ParseContext ctx;
+  ctx.model_id = "tiny-llama-brown-16m-q8_0";
+  const std::string body = fixture.at("body").dump();
+  const std::string api = fixture.at("api");
+  std::optional<ApiError> err;
+  if (api == "anthropic") {
+    std::string model;
+    err = ParseMessagesRequest(body, ctx, out, &model);
+  } else if (api == "responses") {
+    ResponsesMeta meta;
+    err = ParseResponsesRequest(body, ctx, out, &meta);
+  } else {
+    err = ParseChatRequest(body, ctx, out);
+  }
+  return err ? err->message : "";
+}
+
+size_t CommonPrefix(const std::string& a, const std::string& b) {
+  return std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first - a.begin();
+}
+
+class ClientFixturesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto m = engine::Model::Load(engine::testing::BundledModelPath());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(m).value().release();
+    tokenizer_ = new engine::Tokenizer(*model_);
+    format_ = engine::ChatFormat::Create(*model_, *tokenizer_).release();
+  }
+  static void TearDownTestSuite() {
+    delete format_;
+    delete tokenizer_;
+    delete model_;
+  }
+  static inline engine::Model* model_ = nullptr;
+  static inline engine::Tokenizer* tokenizer_ = nullptr;
+  static inline engine::ChatFormat* format_ = nullptr;
+};
+
+TEST_F(ClientFixturesTest, MainTurnsRenderAsPrefixExtensions) {
+  const fs::path root = fs::path(AGENTKV_SOURCE_DIR) / "tests" / "fixtures" / "clients";
+  ASSERT_TRUE(fs::is_directory(root)) << root;
+  int clients = 0;
+  for (const auto& dir : fs::directory_iterator(root)) {
+    if (!dir.is_directory()) continue;
+    std::vector<fs::path> files;
+    for (const auto& f : fs::directory_iterator(dir.path())) {
+      if (f.path().extension() == ".json") files.push_back(f.path());
+    }
+    std::sort(files.begin(), files.end());  // turnN-SEQ: the order they were sent
+    ++clients;
+    std::string prev_prompt, prev_reply;
+    int mains = 0;
+    for (const fs::path& file : files) {
+      const json fixture = ReadJson(file);
+      GenerationRequest request;
+      const std::string err = Parse(fixture, &request);
+      ASSERT_EQ(err, "") << file;
+      if (fixture.at("kind") != "main") continue;
+      Result<engine::ChatPrompt> prompt = format_->Render(sched::ToChatRequest(request));
+      ASSERT_TRUE(prompt.ok()) << file << ": " << prompt.status().ToString();
+      const std::string& text = prompt.value().rendered.text;
+      if (mains++ > 0) {
+        const size_t common = CommonPrefix(prev_prompt, text);
+        EXPECT_EQ(common, prev_prompt.size())
+            << file << ": the previous prompt is not a prefix; they differ at byte " << common << ": ..."
+            << prev_prompt.substr(common, 80) << "... vs ..." << text.substr(common, 80) << "...";
+        const std::string echoed = prev_prompt + prev_reply;
+        const size_t with_reply = CommonPrefix(echoed, text);
+        std::cout << file.filename().string() << ": prompt extends the previous one; the reply echoed "
+                  << (with_reply == echoed.size() ? "verbatim" : "from byte " + std::to_string(with_reply - prev_prompt.size()) + " on differently")
+                  << "\n";
+      }
+      prev_prompt = text;
+      prev_reply = fixture.value("reply_text", "");
+    }
+    EXPECT_GE(mains, 2) << dir.path() << ": fewer than 2 main requests";
+  }
+  EXPECT_GE(clients, 1);
+}
+
+}  // namespace
+}  // namespace agentkv::api
