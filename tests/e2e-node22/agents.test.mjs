@@ -144,7 +144,14 @@ test('default settings: a function tool with a free-text argument, then the answ
   const agent = new Agent({ name: 'Sayer', instructions: 'Use the say tool, then answer.',
     model: modelFor('agents-say'), tools: [say], modelSettings: { toolChoice: 'required', maxTokens: 128 } });
   const r = await run(agent, 'Say a word.');
-  assert.ok(said.length >= 1, JSON.stringify(r.newItems.map((i) => i.type)));
+  // The call, its result and the answer, in that order. A free-text argument sampled at the default
+  // temperature can ramble until maxTokens cuts it (nothing bounds a string's length): then the SDK answers
+  // the call with its parse error instead of calling `say`, and the run must still go on (no 400).
+  const types = r.newItems.map((i) => i.type);
+  assert.deepEqual(types.slice(0, 2), ['tool_call_item', 'tool_call_output_item'], JSON.stringify(types));
+  assert.equal(types.at(-1), 'message_output_item', JSON.stringify(types));
+  const cut = !r.newItems[0].rawItem.arguments.trimEnd().endsWith('}');
+  if (!cut) assert.ok(said.length >= 1, JSON.stringify(r.newItems.map((i) => [i.type, i.rawItem])));
   assert.equal(typeof r.finalOutput, 'string');
   await Promise.all(pending);
   for (const c of calls.filter((x) => x.agent === 'agents-say')) assert.equal(c.status, 200, c.body);
