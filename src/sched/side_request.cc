@@ -44,7 +44,9 @@ SideDecision ClassifyRequest(const SideInputs& in) {
   } else {
     return d;  // same head, other messages: compaction or an edit replaces the conversation
   }
-  d.fork_from_main = d.shared_bytes >= kMinForkBytes;
+  // A prompt wholly inside the conversation (a probe re-asking an earlier
+  // prompt) is all cached: worth the fork however short.
+  d.fork_from_main = d.shared_bytes >= kMinForkBytes || d.shared_bytes == in.prompt.size();
   return d;
 }
 

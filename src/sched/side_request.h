@@ -44,8 +44,9 @@ struct SideInputs {
 struct SideDecision {
   SideKind kind = SideKind::kMain;
   size_t shared_bytes = 0;  // length of the common prefix of cached_text and prompt
-  // A side request sharing this much with the conversation starts from the
-  // main agent's cache (read-only, as a subagent forks from its parent).
+  // A side request sharing kMinForkBytes with the conversation, or whose
+  // whole prompt lies inside it, starts from the main agent's cache
+  // (read-only, as a subagent forks from its parent).
   bool fork_from_main = false;
 };
 

@@ -53,6 +53,18 @@ TEST(SideRequestTest, APromptWithoutSystemTextDivergesInsideTheCachedHead) {
             SideKind::kOtherHead);
 }
 
+TEST(SideRequestTest, AProbeWhollyInsideTheConversationForksFromItHoweverShort) {
+  // Re-asking an earlier prompt of the conversation with max_tokens 1: a
+  // probe (the main keeps its reply), read from the main agent's cache.
+  const std::string cached = "<s>system\nBe brief.\nuser\nHi.\nassistant\nHello.\n";
+  const std::string earlier = cached.substr(0, cached.find("Hello"));
+  const size_t head = cached.find("user\n");
+  ASSERT_LT(earlier.size(), kMinForkBytes);
+  const SideDecision d = Classify(earlier, head, /*max_tokens=*/1, head, cached);
+  EXPECT_EQ(d.kind, SideKind::kProbe);
+  EXPECT_TRUE(d.fork_from_main);
+}
+
 TEST(SideRequestTest, CompactionKeepsTheHeadAndReplacesTheConversation) {
   const std::string compacted = kHead + "user\nSummary of the conversation so far: a bug was fixed.\nassistant\n";
   const SideDecision d = Classify(compacted, kHead.size(), 256, kHead.size());
