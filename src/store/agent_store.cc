@@ -126,20 +126,36 @@ Result<AgentSummary> AgentStore::GetSummary(std::string_view ns_name, std::strin
   return Status::NotFound("agent " + std::string(agent_id) + ": not found");
 }
 
-Result<AgentRecord> AgentStore::ReadRecordLocked(NamespaceState* ns, const std::string& agent_id) {
-  auto it = ns->agents.find(agent_id);
-  if (it == ns->agents.end()) return Status::NotFound("agent " + agent_id + ": not found");
+Status AgentStore::CheckReadableLocked(const NamespaceState& ns, const std::string& agent_id) const {
+  auto it = ns.agents.find(agent_id);
+  if (it == ns.agents.end()) return Status::NotFound("agent " + agent_id + ": not found");
   if (!it->second.usable) {
     return Status::FailedPrecondition("agent " + agent_id + ": saved with kv types " + it->second.kv_types +
                                       ", store uses " + options_.kv_types);
   }
+  return Status::OK();
+}
+
+Result<AgentRecord> AgentStore::DecodeRecordLocked(NamespaceState* ns, const std::string& agent_id,
+                                                   Result<std::string> bytes, std::optional<uint64_t> stamp) {
   const std::string path = ManifestPath(*ns, agent_id);
-  auto bytes = fs_->ReadFile(path);
+  auto decoded = bytes.ok() ? DecodeManifest(*bytes) : Result<AgentRecord>(bytes.status());
+  if (stamp && (*stamp != manifest_writes_ || !ns->agents.count(agent_id))) {
+    // Read without the lock while a save or delete changed the manifests: a
+    // good record of this agent is still a manifest it had (the caller checks
+    // it against the index); anything else is no fault of the file.
+    if (!ns->agents.count(agent_id)) return Status::NotFound("agent " + agent_id + ": not found");
+    if (decoded.ok() && decoded->agent_id == agent_id && decoded->ns == ns->name &&
+        decoded->fingerprint == options_.fingerprint) {
+      return decoded;
+    }
+    return Status::Unavailable("read agent " + agent_id + ": its manifest was replaced while it was read");
+  }
   if (!bytes.ok()) {
     if (bytes.status().code() == StatusCode::kNotFound) ns->dirty = true;  // vanished under us
     return bytes.status().WithContext("read agent " + agent_id);
   }
-  auto rec = DecodeManifest(*bytes);
+  Result<AgentRecord>& rec = decoded;
   Status st = rec.ok() ? Status::OK() : rec.status();
   if (st.ok() && (rec->agent_id != agent_id || rec->ns != ns->name || rec->fingerprint != options_.fingerprint)) {
     st = Status::Corruption("manifest names another agent or model");
@@ -149,19 +165,35 @@ Result<AgentRecord> AgentStore::ReadRecordLocked(NamespaceState* ns, const std::
     ++stats_.corrupt_manifests;
     QuarantineLocked(ns, path);
     // Its blocks are released by the rescan, after an fsync of agents/.
-    ns->agents.erase(it);
+    ns->agents.erase(agent_id);
     ns->dirty = !options_.read_only;
     return st.WithContext("read agent " + agent_id);
   }
   return std::move(rec).value();
 }
 
+Result<AgentRecord> AgentStore::ReadRecordLocked(NamespaceState* ns, const std::string& agent_id) {
+  AGENTKV_RETURN_IF_ERROR(CheckReadableLocked(*ns, agent_id));
+  return DecodeRecordLocked(ns, agent_id, fs_->ReadFile(ManifestPath(*ns, agent_id)), std::nullopt);
+}
+
 Result<AgentRecord> AgentStore::GetRecord(std::string_view ns_name, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
+  const std::string id(agent_id);
+  NamespaceState* ns = nullptr;
+  uint64_t stamp = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    AGENTKV_ASSIGN_OR_RETURN(ns, PrepareLocked(ns_name));
+    if (ns == nullptr) return Status::NotFound("agent " + id + ": not found");
+    AGENTKV_RETURN_IF_ERROR(CheckReadableLocked(*ns, id));
+    stamp = manifest_writes_;
+  }
+  // Read without the lock (ns->dir is immutable; a manifest is replaced by
+  // rename, so this reads the old or the new file), checked under it.
+  Result<std::string> bytes = fs_->ReadFile(ManifestPath(*ns, id));
   std::lock_guard<std::mutex> l(mu_);
-  AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
-  if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
-  return ReadRecordLocked(ns, std::string(agent_id));
+  return DecodeRecordLocked(ns, id, std::move(bytes), stamp);
 }
 
 Result<KvBlock> AgentStore::ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i,
@@ -217,19 +249,32 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   using Clock = std::chrono::steady_clock;
   const auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   const Clock::time_point start = Clock::now();
-  std::lock_guard<std::mutex> l(mu_);
-  const double lock_ms = ms_since(start);
-  AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
-  if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
   const std::string id(agent_id);
-  // The block files are read (and decoded and checksummed) on ReadThreads()
-  // threads (ReadBlockFiles) while this thread reads the manifest: their ids come from the
-  // in-memory index, which names the same blocks as the manifest unless the
-  // file changed under us (then the blocks that differ are read here, in
-  // order). Bookkeeping and the checks against the manifest stay on this
-  // thread, under the lock.
+  // The lock is held only to look up and, at the end, to check and account
+  // (LevelDB's rule): the manifest and the block files are read without it,
+  // so that /metrics, admin calls and other loads never wait for this disk
+  // read. ns stays valid (namespaces are never erased after Open) and ns->dir
+  // is immutable; files are immutable (blocks) or replaced by rename
+  // (manifests), so an unlocked read sees a whole old or new file, or none.
+  NamespaceState* ns = nullptr;
   std::vector<BlockRef> indexed;
-  if (auto it = ns->agents.find(id); it != ns->agents.end() && it->second.usable) indexed = it->second.blocks;
+  uint64_t stamp = 0;
+  double lock_ms = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    lock_ms = ms_since(start);
+    AGENTKV_ASSIGN_OR_RETURN(ns, PrepareLocked(ns_name));
+    if (ns == nullptr) return Status::NotFound("agent " + id + ": not found");
+    AGENTKV_RETURN_IF_ERROR(CheckReadableLocked(*ns, id));
+    indexed = ns->agents.find(id)->second.blocks;
+    stamp = manifest_writes_;
+  }
+  // The block files are read (and decoded and checksummed) on ReadThreads()
+  // threads (ReadBlockFiles) while this thread reads the manifest: their ids
+  // come from the index, which names the same blocks as the manifest unless
+  // the file changed meanwhile (then the blocks that differ are read after
+  // it, in order). The checks against the manifest and the bookkeeping are
+  // done under the lock once everything is read.
   const uint32_t first = std::min<uint32_t>(first_block, static_cast<uint32_t>(indexed.size()));
   std::vector<std::optional<Result<DecodedBlock>>> ahead(indexed.size());
   // The block files are read by a worker of this thread's WorkerTeam (kept
@@ -282,20 +327,37 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     WorkerTeam::ForThisThread().Launch(1, &read_job);
   }
   const Clock::time_point manifest_start = Clock::now();
-  auto rec_or = ReadRecordLocked(ns, id);
+  Result<std::string> manifest = fs_->ReadFile(ManifestPath(*ns, id));
+  Result<AgentRecord> rec_or = [&] {
+    std::lock_guard<std::mutex> l(mu_);
+    return DecodeRecordLocked(ns, id, std::move(manifest), stamp);
+  }();
   const double manifest_ms = ms_since(manifest_start);
   if (observer != nullptr && rec_or.ok()) observer->OnRecord(*rec_or);
   if (read_job) WorkerTeam::ForThisThread().Wait();
-  const Clock::time_point checks_start = Clock::now();
   AGENTKV_RETURN_IF_ERROR(rec_or.status());
   AgentRecord rec = std::move(rec_or).value();
+  // Per block of the manifest from first_block on: its file as read ahead, or
+  // (not read ahead: a file system that reads one file at a time, or the
+  // index named another block) read now, in order, up to the first that
+  // fails (the checks stop there).
+  const uint32_t from = std::min<uint32_t>(first_block, static_cast<uint32_t>(rec.blocks.size()));
+  std::vector<std::optional<Result<DecodedBlock>>> got(rec.blocks.size());
+  for (uint32_t b = from; b < rec.blocks.size(); ++b) {
+    if (b < ahead.size() && ahead[b] && indexed[b] == rec.blocks[b]) {
+      got[b] = std::move(ahead[b]);
+    } else {
+      got[b] = ReadBlockFile(fs_, BlockPath(*ns, rec.blocks[b].id));
+    }
+    if (!got[b]->ok()) break;
+  }
+  const Clock::time_point checks_start = Clock::now();
+  std::lock_guard<std::mutex> l(mu_);
   LoadedAgent out;
-  uint32_t i = std::min<uint32_t>(first_block, static_cast<uint32_t>(rec.blocks.size()));
+  uint32_t i = from;
   for (uint32_t j = 0; j < i; ++j) out.valid_tokens += rec.blocks[j].n_tokens;
-  for (; i < rec.blocks.size(); ++i) {
-    std::optional<Result<DecodedBlock>> read;
-    if (i < ahead.size() && ahead[i] && indexed[i] == rec.blocks[i]) read = std::move(ahead[i]);
-    auto block = ReadBlockLocked(ns, rec, i, std::move(read));
+  for (; i < rec.blocks.size() && got[i]; ++i) {
+    auto block = ReadBlockLocked(ns, rec, i, std::move(got[i]));
     if (!block.ok()) {
       out.stop_reason = block.status();
       break;
@@ -553,6 +615,7 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   }
   auto manifest = EncodeManifest(rec);
   if (!manifest.ok()) return fail(manifest.status());
+  ++manifest_writes_;  // before the rename: a manifest read without the lock meanwhile is not trusted blindly
   Status st = WriteFileAtomically(fs_, ManifestPath(*ns, rec.agent_id), *manifest, /*sync_dir=*/true);
   if (!st.ok()) return fail(st);
   ++stats_.manifests_written;

@@ -24,10 +24,15 @@
 // the lock when it opened.
 //
 // Thread safety: internally synchronized; every public method may be called
-// from any thread. Calls serialize on one mutex, file I/O included, except
-// that SaveAgent writes its new block files without it (saves serialize on
-// their own mutex), so a long save does not delay loads of other agents; its
-// manifest write and garbage collection do hold the mutex.
+// from any thread. Calls serialize on one mutex, which guards the in-memory
+// index. Reads never hold it across file I/O (as LevelDB's DBImpl unlocks
+// around table reads): LoadBlocks, GetRecord and ReadHeldBlocks take what
+// they need under it, read the manifest and block files without it, and
+// take it again to check and account, so the index accessors (ListAgents,
+// GetSummary, stats: /metrics and admin calls) answer while a load waits on
+// the disk. SaveAgent writes its new block files without it too (saves
+// serialize on their own mutex); its manifest write and garbage collection,
+// DeleteAgent, VerifyAgent and a dirty namespace's rescan do hold it.
 //
 // Invariants (under the mutex):
 //   - NamespaceState::blocks holds the block files known to be on disk; a
@@ -370,7 +375,20 @@ class AgentStore {
   Status CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec);
   NamespaceState* FindNamespaceLocked(std::string_view ns);
   Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
+  // The agent's manifest, read and checked under the lock (the admin paths
+  // and saves): CheckReadableLocked, then the file, then DecodeRecordLocked.
   Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
+  // NotFound if the index holds no such agent, FailedPrecondition if its kv
+  // types differ; else OK: its manifest may be read.
+  Status CheckReadableLocked(const NamespaceState& ns, const std::string& agent_id) const;
+  // The record in `bytes` (the manifest file's content, or why it could not
+  // be read): a bad one is quarantined and the namespace marked dirty, a
+  // vanished file marks it dirty. `stamp`: the file was read without the lock
+  // and manifest_writes_ was *stamp before; if a manifest was written (or the
+  // agent erased) since, nothing is quarantined or marked: the result is a
+  // record of this agent that decodes, else NotFound (erased) or Unavailable.
+  Result<AgentRecord> DecodeRecordLocked(NamespaceState* ns, const std::string& agent_id,
+                                         Result<std::string> bytes, std::optional<uint64_t> stamp);
   // How to read block files of these sizes at once (ReadBlockFiles, when
   // fs_->ConcurrentReads()): options_' threads and chunk size or the
   // defaults (a streaming read's: StreamReadChunkBytes).
@@ -400,6 +418,7 @@ class AgentStore {
   std::map<std::string, NamespaceState> namespaces_;  // by name; GUARDED_BY(mu_)
   StoreStats stats_;                                  // GUARDED_BY(mu_); counters only
   uint64_t quarantine_seq_ = 0;                       // GUARDED_BY(mu_)
+  uint64_t manifest_writes_ = 0;                      // GUARDED_BY(mu_): manifest writes begun (DecodeRecordLocked)
 };
 
 }  // namespace agentkv
