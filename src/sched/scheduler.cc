@@ -179,15 +179,25 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   // An agent that may be on disk: its read starts before the prompt is
   // tokenized, so the two overlap, and both overlap other agents' compute
   // (admission waits for the read). A refused request drops the read it began.
+  // A new agent (the store's index holds no manifest of it) needs no read:
+  // its entry is answered from the index (ReadFromStoreIndex), so it is not
+  // queued behind other agents' loads. Not with a remote tier (the agent may
+  // live there) nor with an unsaved turn (ReadAgent serves it from RAM).
   bool began_read = false;
+  std::optional<uint64_t> index_read;
   if (!key.agent_id.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     AGENTKV_RETURN_IF_ERROR(refuse_if_full());
     if (store_ != nullptr && !resident_keys_.count(key) && !agent_reads_.count(key) && !pool_.Contains(key)) {
-      PostAgentRead(key);
+      if (remote_ == nullptr && !unsaved_.count(key)) {
+        index_read = BeginAgentRead(key, nullptr);
+      } else {
+        PostAgentRead(key);
+      }
       began_read = true;
     }
   }
+  if (index_read) ReadFromStoreIndex(key, *index_read);
   auto refuse = [&](Status s) {
     if (began_read) {
       std::lock_guard<std::mutex> lock(mu_);

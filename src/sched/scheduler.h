@@ -247,6 +247,16 @@ class Scheduler : public api::Backend {
 
   // Disk side (scheduler_io.cc): never on the inference thread.
   void PostAgentRead(const AgentKey& key);                    // REQUIRES mu_ held
+  // Adds `key`'s in-flight entry to agent_reads_ (replacing any) and returns
+  // its id; its result is stored only while the entry has that id. REQUIRES mu_ held.
+  uint64_t BeginAgentRead(const AgentKey& key, std::shared_ptr<ReadLanding::Ticket> landing);
+  // Answers the in-flight entry `read_id` of an agent that may be on disk
+  // from the store's in-memory index: not there (a new agent) -> done, with
+  // no record, and no read is queued; else its read is posted. Only without
+  // a remote tier (an agent unknown here may live there) and without an
+  // unsaved turn of the agent. REQUIRES mu_ not held; not on the inference
+  // thread (the store's lock).
+  void ReadFromStoreIndex(const AgentKey& key, uint64_t read_id);
   void PostNamespaceRead(const std::string& ns);              // REQUIRES mu_ held
   // `landing` (may be null) lands a disk read's blocks as they come.
   AgentRead ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing);  // read executor
@@ -323,6 +333,7 @@ class Scheduler : public api::Backend {
   // Completions from the read executor, and what reads must know.
   struct UnsavedTurn;
   std::map<AgentKey, AgentRead> agent_reads_;          // GUARDED_BY(mu_): done or in flight
+  uint64_t next_read_id_ = 0;                          // GUARDED_BY(mu_)
   std::map<std::string, std::vector<AgentRecord>> ns_index_;  // GUARDED_BY(mu_): read, not yet merged
   std::set<std::string> ns_reading_;                   // GUARDED_BY(mu_)
   std::set<std::string> ns_merged_;                    // GUARDED_BY(mu_): index merged into agents_

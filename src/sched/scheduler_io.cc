@@ -11,26 +11,52 @@
 
 namespace agentkv::sched {
 
+uint64_t Scheduler::BeginAgentRead(const AgentKey& key, std::shared_ptr<ReadLanding::Ticket> landing) {
+  AgentRead& in_flight = agent_reads_[key] = AgentRead{};
+  in_flight.id = ++next_read_id_;
+  in_flight.landing = std::move(landing);  // the in-flight entry's: a pipelined restore's source
+  return in_flight.id;
+}
+
 void Scheduler::PostAgentRead(const AgentKey& key) {
   if (store_ == nullptr || agent_reads_.count(key)) return;
   std::shared_ptr<ReadLanding::Ticket> landing = landing_ != nullptr ? landing_->Reserve() : nullptr;
   // Pipelined restores (scheduler_pipelined.cc) stream the read, and hear
   // of its manifest as soon as it is read.
   if (landing != nullptr && pipelined_) landing->Stream([this] { WakeLoopForRead(); });
-  AgentRead& in_flight = agent_reads_[key] = AgentRead{};
-  in_flight.landing = landing;  // the in-flight entry's: a pipelined restore's source
-  reads_.Post([this, key, landing = std::move(landing)] {
+  const uint64_t id = BeginAgentRead(key, landing);
+  reads_.Post([this, key, id, landing = std::move(landing)] {
     AgentRead read = ReadAgent(key, landing);
     if (landing != nullptr) landing->Abandon();  // a wait for rows that never came ends
     read.done = true;
+    read.id = id;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = agent_reads_.find(key);
-      // Dropped meanwhile (a commit or delete made it stale): discard.
-      if (it != agent_reads_.end() && !it->second.done) it->second = std::move(read);
+      // Dropped meanwhile (a commit or delete made it stale, a cancelled
+      // pipelined restore abandoned it), perhaps replaced by a newer read: discard.
+      if (it != agent_reads_.end() && it->second.id == id) it->second = std::move(read);
     }
     WakeLoopForRead();
   });
+}
+
+void Scheduler::ReadFromStoreIndex(const AgentKey& key, uint64_t read_id) {
+  // The store's in-memory index only: no file is read, and the store's lock
+  // is never held across file I/O (store/agent_store.h), so this does not
+  // wait for other agents' loads.
+  auto summary = store_->GetSummary(key.ns, key.agent_id);
+  const bool absent = !summary.ok() && summary.status().code() == StatusCode::kNotFound;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agent_reads_.find(key);
+  // Dropped meanwhile (a commit or a delete: admission reads it if it must).
+  if (it == agent_reads_.end() || it->second.id != read_id) return;
+  if (absent) {
+    it->second.done = true;  // the read's answer (no manifest, no blocks) without the read
+    return;
+  }
+  agent_reads_.erase(it);
+  PostAgentRead(key);
 }
 
 Scheduler::AgentRead Scheduler::ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing) {

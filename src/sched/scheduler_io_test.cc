@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "sched/scheduler_fixture.h"
 #include "store/fault_file_system.h"
@@ -46,6 +47,35 @@ TEST_F(SchedulerIoTest, AWarmLoadNeverHoldsUpAnotherAgent) {
   auto cold = Run("cold", w2, 16);
   EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
   EXPECT_EQ(w->text(), cold->text());
+}
+
+// After a restart, agent W's read is held at the disk (its manifest: every
+// read hangs) and its namespace's index was never read: a brand-new agent is
+// admitted and answers meanwhile. The store's in-memory index says it has no
+// manifest, so it needs no read and does not queue behind W's. W then
+// restores warm.
+TEST_F(SchedulerIoTest, ANewAgentIsAdmittedWithoutARead) {
+  GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
+  Boot(2, 64u << 20, {}, 1024, &fs);
+  const std::string w1 = Prompt(4);
+  auto first = Run("w", w1, 8);
+  sched_->FlushSaves();
+  Boot(2, 64u << 20, {}, 1024, &fs);  // restart: W is on disk only, no index merged
+  fs.Close("/", "");
+  auto w = Send("w", w1 + first->text() + " Then", 8);
+  for (int i = 0; i < 1000 && fs.held() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GT(fs.held(), 0);
+  auto fresh = Send("new", Prompt(1), 8);
+  const bool answered = fresh->WaitFor(seconds(60));
+  EXPECT_TRUE(answered) << "a new agent waited for another agent's read";
+  EXPECT_TRUE(fresh->error().ok()) << fresh->error().ToString();
+  EXPECT_EQ(fresh->usage().cache_state, api::CacheState::kCold);
+  EXPECT_FALSE(w->done());
+  EXPECT_GT(fs.held(), 0);
+  fs.Open();
+  w->Wait();
+  ASSERT_TRUE(w->error().ok()) << w->error().ToString();
+  EXPECT_EQ(w->usage().cache_state, api::CacheState::kWarm);
 }
 
 // While agent S's save is held at the disk, S's next turn (restored from

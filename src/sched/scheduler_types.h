@@ -49,6 +49,7 @@ struct Scheduler::Agent {
 
 // An agent read from the store (or from `unsaved_`) by the read executor.
 struct Scheduler::AgentRead {
+  uint64_t id = 0;                      // which read (BeginAgentRead): a dropped one's result is discarded
   bool done = false;                    // false: in flight
   std::optional<AgentRecord> record;    // its manifest; empty: not on disk
   std::vector<PoolBlock> blocks;        // the longest valid prefix of its blocks
