@@ -120,6 +120,11 @@ void SchedulerMetrics::CountPipelinedRestore(bool fell_back) {
   ++(fell_back ? pipelined_fallbacks_ : pipelined_restores_);
 }
 
+void SchedulerMetrics::CountPipelinedAbandoned() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++pipelined_abandoned_;
+}
+
 std::string SchedulerMetrics::Render(const Gauges& g) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
@@ -158,6 +163,9 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_restores_pipelined_fallbacks_total", "counter",
          "Pipelined restores whose read then failed its checks: the turn started over cold.",
          double(pipelined_fallbacks_));
+  scalar("agentkv_restores_pipelined_abandoned_total", "counter",
+         "Pipelined restores given up (the turn cancelled, failed or shut down) without waiting for their read.",
+         double(pipelined_abandoned_));
   scalar("agentkv_save_failures_total", "counter", "Saves of a turn to disk that failed (the turn stays in RAM).",
          double(save_failures_));
   out += "# HELP agentkv_batch_tokens Tokens per forward pass.\n# TYPE agentkv_batch_tokens histogram\n";

@@ -46,6 +46,9 @@ class SchedulerMetrics {
   // A warm restore imported, and its first chunk decoded, while the read ran (sched/scheduler_pipelined.cc);
   // `fell_back`: the read then did not verify what was imported, and the turn started over cold.
   void CountPipelinedRestore(bool fell_back);
+  // A pipelined restore given up (its turn cancelled, failed or shut down)
+  // without waiting for its read.
+  void CountPipelinedAbandoned();
   // Gauges supplied at render time.
   struct Gauges {
     uint64_t queue_length = 0;
@@ -70,6 +73,7 @@ class SchedulerMetrics {
   uint64_t landed_restores_ = 0;
   uint64_t pipelined_restores_ = 0;
   uint64_t pipelined_fallbacks_ = 0;
+  uint64_t pipelined_abandoned_ = 0;
   uint64_t tokenized_ = 0, tokenized_reused_ = 0;
   Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_, remote_fetch_ms_, remote_push_ms_;
 };

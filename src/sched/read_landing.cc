@@ -71,6 +71,8 @@ void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layo
       at += size;
     }
   }
+  std::shared_lock<std::shared_mutex> copying(copy_mu_);
+  if (stopped_) return;  // abandoned: the state is no longer this read's to write
   for (size_t k : complete) {
     const KvTensor& t = tensors[k];
     auto it = std::lower_bound(copy_of_tensor_.begin(), copy_of_tensor_.end(), std::make_pair(t.name, size_t{0}));
@@ -116,6 +118,10 @@ void ReadLanding::Ticket::WaitFn(void* self, size_t offset, size_t size) {
 
 void ReadLanding::Ticket::Abandon() {
   {
+    std::unique_lock<std::shared_mutex> copies(copy_mu_);  // waits for the copies in progress
+    stopped_ = true;
+  }
+  {
     std::lock_guard<std::mutex> lock(mu_);
     abandoned_ = true;
   }
@@ -128,6 +134,8 @@ void ReadLanding::Ticket::OnBlockRead(uint32_t index, const KvBlock& block) {
     landed_[index].store(true, std::memory_order_release);
     return;
   }
+  std::shared_lock<std::shared_mutex> copying(copy_mu_);
+  if (stopped_) return;
   if (Status st = writer_->CopyBlock(block); !st.ok()) {
     AKV_LOG_DEBUG("read landing: block %u not landed: %s", index, st.ToString().c_str());
     return;

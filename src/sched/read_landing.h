@@ -30,7 +30,7 @@
 // LoadObserver calls on the read threads (AgentStore::LoadBlocks). A
 // ticket's bytes are read by StateFor only after the load returned, which
 // the scheduler hands over under its mutex; streaming, by WaitFn's caller
-// once WaitFn returned for them.
+// once WaitFn returned for them (landed, or Abandon stopped every copy).
 
 #include <atomic>
 #include <condition_variable>
@@ -39,6 +39,7 @@
 #include <mutex>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -102,7 +103,14 @@ class ReadLanding::Ticket : public LoadObserver {
   // [offset, offset + size) have landed (at once for headers), or the read
   // was abandoned (then they may be garbage).
   static void WaitFn(void* self, size_t offset, size_t size);
-  // Once the load returned: releases every WaitFn (its rows landed or never will).
+  // Releases every WaitFn, now and later (their rows landed or never will),
+  // and stops the read's copies into the state: once it returns, no copy is
+  // in progress or starts, so whoever WaitFn released may read the state
+  // while the load goes on. Waits only for the copies in progress (memory
+  // copies of one block tensor each, never the disk). Any thread, any time:
+  // the read calls it once the load returned; the scheduler to give up a
+  // restore that follows a read still running (a cancelled turn). Idempotent.
+  // StateFor is then empty unless every planned block had landed before.
   void Abandon();
 
   // After the load returned: the state of positions [0, n_tokens()) when
@@ -135,6 +143,10 @@ class ReadLanding::Ticket : public LoadObserver {
     std::vector<uint64_t> left;
   };
   std::unique_ptr<BlockBytes[]> block_bytes_;
+  // Held shared by each copy into the state (read threads), exclusively by
+  // Abandon: after it, stopped_ keeps every copy out.
+  std::shared_mutex copy_mu_;
+  bool stopped_ = false;  // GUARDED_BY(copy_mu_)
   mutable std::mutex mu_;
   std::condition_variable cv_;                  // a row copy landed, or abandoned
   size_t copies_landed_ = 0;                    // GUARDED_BY(mu_) (count; which: blocks_left_)

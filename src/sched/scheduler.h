@@ -200,11 +200,33 @@ class Scheduler : public api::Backend {
   Status StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, const RestoreSource& source);
   // Step() for an active whose import still runs: its first chunk decoded
   // beside the import when it is alone; false when it sat this step out.
+  // Never waits for the read (only, alone and with nothing else to run, for
+  // its last checks: WaitPipelinedRead).
   bool StepPipelined(Active& a, bool alone, Status* decoded);
-  // Once its import ended: whether the read verified what was imported (then
-  // the turn goes on from it), else the turn restarts cold (RestartCold).
-  bool ResolvePipelined(Active& a, bool gated, const Status& decoded);
+  // Whether a's pipelined read has completed (or was dropped). No wait.
+  bool PipelinedReadDone(const Active& a);
+  // Waits for a's pipelined read to complete while no request is waiting, a
+  // is not cancelled and the loop is not stopping; false if one of those
+  // came first.
+  bool WaitPipelinedRead(const Active& a);
+  // Whether the read verified what was imported (then the turn goes on from
+  // it), else the caller restarts the turn cold (RestartCold). REQUIRES the
+  // import ended or has every row in, and PipelinedReadDone: it waits for nothing.
+  bool ResolvePipelined(Active& a);
   void RestartCold(Active& a);
+  // Gives up a's pipelined restore without waiting for its read (a turn
+  // cancelled, failed or shut down): the landing is abandoned (the import's
+  // waits for rows end, the read copies no more), the read's entry dropped
+  // (its result is discarded when it comes), and the import kept in
+  // abandoned_imports_ with its slot until it ended. After it a has no
+  // import, and a.slot must be neither cleared nor reused (SlotDraining).
+  void AbandonPipelined(Active& a);
+  // Whether `slot` still receives an abandoned import's rows: no one's, and
+  // not handed out (AcquireSlot) until ReapAbandonedImports cleared it.
+  bool SlotDraining(int slot) const;
+  // Clears and frees the slots of abandoned imports that ended; `wait`
+  // (shutdown): of all of them, joining each (it waits for no read).
+  void ReapAbandonedImports(bool wait);
   int AcquireSlot(const Agent& for_agent);                    // -1 if none free/evictable
   Status Step();                                              // one batch
   // Adds a's next `take` pending tokens to a batch (a.batch_fed, and
@@ -360,6 +382,8 @@ class Scheduler : public api::Backend {
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free
   std::unique_ptr<ReadLanding> landing_;              // null: off (SchedulerOptions::read_landing)
+  struct AbandonedImport;
+  std::vector<AbandonedImport> abandoned_imports_;     // AbandonPipelined: imports still copying into their slot
   bool pipelined_ = false;                            // SchedulerOptions::pipelined_restore, possible here
   std::atomic<bool> reserve_refill_posted_{false};    // a RefillReadReserveWhenIdle job is queued
   uint64_t next_auto_id_ = 0;

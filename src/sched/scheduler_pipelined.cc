@@ -19,6 +19,13 @@
 // 4. ResolvePipelined takes the read's result: the turn goes on only if the
 //    read verified every block it imported (checksums, the manifest);
 //    otherwise it starts over cold, as a restore that fails does.
+// 5. The inference thread never waits for the read: it resolves a turn only
+//    once its import ended and its read completed (polled each step), and a
+//    turn cancelled, failed or shut down meanwhile abandons its restore
+//    (AbandonPipelined): the landing releases the import's waits, the read's
+//    result is dropped when it comes, and the slot stays out of use until
+//    the import thread has copied what is left (ReapAbandonedImports).
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -114,6 +121,7 @@ Status Scheduler::StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, co
   // the import thread copies rows).
   if (n_keep < landing.n_tokens()) {
     if (Status s = ctx_.TruncateSlot(slot, static_cast<int32_t>(n_keep)); !s.ok()) {
+      landing.Abandon();  // the import then ends without waiting for the read
       (void)(*import)->Finish();
       ctx_.ClearSlot(slot);
       std::lock_guard<std::mutex> lock(mu_);
@@ -129,8 +137,8 @@ Status Scheduler::StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, co
 
 bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
   if (!alone || a.pipelined_yielded) {
-    if (!a.gated_import->Ended()) return false;  // sits this step out
-    if (!ResolvePipelined(a, /*gated=*/false, Status::OK())) RestartCold(a);
+    if (!a.gated_import->Ended() || !PipelinedReadDone(a)) return false;  // sits this step out
+    if (!ResolvePipelined(a)) RestartCold(a);
     return false;  // joins the batch
   }
   // Its first chunk, alone, each layer as soon as its rows are in.
@@ -151,39 +159,50 @@ bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
                 std::chrono::duration<double, std::milli>(end - start).count(), gate.waited_ms(),
                 gate.layers_waited(), std::chrono::duration<double, std::milli>(end - gate.last_wait_end()).count(),
                 gate.yielded() ? "; yielded to a new request" : "");
-  if (gate.yielded()) {
-    // A request came: this turn continues the usual way once its import has
-    // ended (no second gated decode); the chunk's positions hold garbage rows.
-    a.pipelined_yielded = true;
-    a.batch_fed = 0;
-    a.batch_row = -1;
-    if (Status s = ctx_.TruncateSlot(a.slot, pos0); !s.ok()) {
-      (void)ResolvePipelined(a, /*gated=*/false, s);
+  // Usable: every layer's rows were in before it was computed (so the import
+  // waits for nothing more), and the read's last checks came while nothing
+  // else wanted this thread.
+  if (!gate.yielded() && decoded->ok() && a.gated_import->CoveredAllLayers() && WaitPipelinedRead(a)) {
+    if (!ResolvePipelined(a)) {
       RestartCold(a);
+      return false;
     }
-    return false;
+    return true;  // the chunk is in: the caller records it
   }
-  if (!ResolvePipelined(a, /*gated=*/true, *decoded)) {
-    RestartCold(a);
-    return false;
-  }
-  return true;  // the chunk is in: the caller records it
+  // Else (a request came, a layer's rows did not, the decode failed): the
+  // turn continues the usual way once its import ended and its read
+  // completed (no second gated decode); the chunk's positions hold garbage.
+  a.pipelined_yielded = true;
+  a.batch_fed = 0;
+  a.batch_row = -1;
+  if (Status s = ctx_.TruncateSlot(a.slot, pos0); !s.ok()) FailActive(a, s);
+  return false;
 }
 
-bool Scheduler::ResolvePipelined(Active& a, bool gated, const Status& decoded) {
-  const Status imported = a.gated_import->Finish();
-  const bool covered = !gated || a.gated_import->CoveredAllLayers();
+bool Scheduler::PipelinedReadDone(const Active& a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agent_reads_.find(*a.pipelined_read);
+  return it == agent_reads_.end() || it->second.done;
+}
+
+bool Scheduler::WaitPipelinedRead(const Active& a) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    auto it = agent_reads_.find(*a.pipelined_read);
+    if (it == agent_reads_.end() || it->second.done) return true;
+    if (stopping_ || n_waiting_.load() > 0 || a.w->req.cancel.cancelled()) return false;
+    cv_.wait_for(lock, std::chrono::milliseconds(1));  // a read's completion notifies cv_
+  }
+}
+
+bool Scheduler::ResolvePipelined(Active& a) {
+  const Status imported = a.gated_import->Finish();  // ended, or ends without waiting (every row is in)
   a.gated_import.reset();
-  // The read's result: its rows are all in by now, what may remain is its
-  // last checksums and the checks against the manifest.
+  // The read's result (completed: no wait).
   AgentRead read;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] {
-      auto it = agent_reads_.find(*a.pipelined_read);
-      return it == agent_reads_.end() || it->second.done;
-    });
-    if (auto it = agent_reads_.find(*a.pipelined_read); it != agent_reads_.end()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = agent_reads_.find(*a.pipelined_read); it != agent_reads_.end() && it->second.done) {
       read = std::move(it->second);
       agent_reads_.erase(it);
     }
@@ -193,11 +212,9 @@ bool Scheduler::ResolvePipelined(Active& a, bool gated, const Status& decoded) {
   a.usage.read_ms = read.read_ms;
   const bool verified = read.done && read.from_disk && read.record && read.record->tokens == a.committed_seq.tokens &&
                         read.blocks.size() == landing->planned_ids().size() && !landing->StateFor(read.blocks).empty();
-  if (!imported.ok() || !covered || !decoded.ok() || !verified) {
-    AKV_LOG_WARN("pipelined restore of agent %s not usable (import: %s; every layer gated: %d; decode: %s; read "
-                 "verified: %d); prefilling cold",
-                 a.agent->key.agent_id.c_str(), imported.ToString().c_str(), covered, decoded.ToString().c_str(),
-                 verified);
+  if (!imported.ok() || !verified) {
+    AKV_LOG_WARN("pipelined restore of agent %s not usable (import: %s; read verified: %d); prefilling cold",
+                 a.agent->key.agent_id.c_str(), imported.ToString().c_str(), verified);
     metrics_.CountPipelinedRestore(/*fell_back=*/true);
     return false;
   }
@@ -206,6 +223,31 @@ bool Scheduler::ResolvePipelined(Active& a, bool gated, const Status& decoded) {
   metrics_.CountLandedRestore();
   metrics_.CountPipelinedRestore(/*fell_back=*/false);
   return true;
+}
+
+void Scheduler::AbandonPipelined(Active& a) {
+  a.pipelined_landing->Abandon();  // the import's waits end; the read writes no more rows
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    agent_reads_.erase(*a.pipelined_read);  // its result, when it comes, is discarded
+  }
+  a.pipelined_read.reset();
+  metrics_.CountPipelinedAbandoned();
+  abandoned_imports_.push_back({std::move(a.pipelined_landing), std::move(a.gated_import), a.slot});
+}
+
+bool Scheduler::SlotDraining(int slot) const {
+  return std::any_of(abandoned_imports_.begin(), abandoned_imports_.end(),
+                     [slot](const AbandonedImport& d) { return d.slot == slot; });
+}
+
+void Scheduler::ReapAbandonedImports(bool wait) {
+  std::erase_if(abandoned_imports_, [&](AbandonedImport& d) {
+    if (!wait && !d.import->Ended()) return false;
+    (void)d.import->Finish();  // its landing was abandoned: it waits for no read
+    ctx_.ClearSlot(d.slot);
+    return true;
+  });
 }
 
 void Scheduler::RestartCold(Active& a) {

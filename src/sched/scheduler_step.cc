@@ -53,6 +53,7 @@ void Scheduler::Loop() {
     for (auto& a : active_) {
       if (!a->done && a->w->req.cancel.cancelled()) Finish(*a, api::FinishReason::kCancelled);
     }
+    ReapAbandonedImports(/*wait=*/false);  // their slots, once free, go to Admit
     Admit();
     if (!active_.empty()) {
       Status s = Step();
@@ -83,6 +84,7 @@ void Scheduler::Loop() {
     if (!a->done) Finish(*a, api::FinishReason::kCancelled);
   }
   active_.clear();
+  ReapAbandonedImports(/*wait=*/true);  // before the context goes: none writes into a slot any more
 }
 
 Status Scheduler::Step() {
@@ -101,10 +103,13 @@ Status Scheduler::Step() {
       RecordPrefill(*piped);
       return Status::OK();
     }
-    // Sitting out with nothing else to run: wait for its import a little
-    // (then the loop admits whoever came), rather than spin.
-    if (live == 1 && piped->gated_import) {
-      piped->gated_import->WaitEndedFor(std::chrono::milliseconds(2));
+    // Sitting out with nothing else to run: wait for its import (or, once
+    // it ended, its read) a little (then the loop admits whoever came and
+    // checks cancellations), rather than spin.
+    if (live == 1 && piped->gated_import && !piped->done) {
+      if (!piped->gated_import->WaitEndedFor(std::chrono::milliseconds(2))) return Status::OK();
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(2));  // a read's completion, a request: notify cv_
       return Status::OK();
     }
   }
@@ -260,8 +265,11 @@ void Scheduler::EmitText(Active& a, std::string_view text) {
 void Scheduler::Finish(Active& a, api::FinishReason reason) {
   if (a.done) return;
   // A turn that ends while its pipelined restore still runs (cancelled,
-  // shutdown): its slot is committed below only once the read verified it.
-  if (a.gated_import && !ResolvePipelined(a, /*gated=*/false, Status::OK())) {
+  // shutdown): its slot is committed below only if its import ended and its
+  // read verified it by now; else the restore is abandoned (FailActive),
+  // without waiting for the read.
+  if (a.gated_import &&
+      (!a.gated_import->Ended() || !PipelinedReadDone(a) || !ResolvePipelined(a))) {
     FailActive(a, Status::Cancelled("the turn ended before its restore was verified"));
     return;
   }
@@ -286,21 +294,16 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
 
 void Scheduler::FailActive(Active& a, const Status& s) {
   if (a.done) return;
-  if (a.gated_import) {  // its import writes into the slot: let it end first
-    (void)a.gated_import->Finish();
-    a.gated_import.reset();
-    a.pipelined_landing.reset();
-    std::lock_guard<std::mutex> lock(mu_);
-    agent_reads_.erase(*a.pipelined_read);  // (its result would restore what failed)
-    a.pipelined_read.reset();
-  }
+  // Its import may still write into the slot: abandoned, never waited for
+  // (the slot is cleared once the import ended: ReapAbandonedImports).
+  if (a.gated_import) AbandonPipelined(a);
   a.done = true;
   metrics_.CountRequest("error");
   Agent& agent = *a.agent;
   agent.busy = false;
   // The slot's contents are unknown after a failed decode: drop it; the
   // agent's last committed cache (pool/disk) is still intact.
-  ctx_.ClearSlot(a.slot);
+  if (!SlotDraining(a.slot)) ctx_.ClearSlot(a.slot);
   SetSlotOwner(a.slot, nullptr);
   agent.seq = std::move(a.committed_seq);
   Reindex(agent);

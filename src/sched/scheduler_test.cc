@@ -14,11 +14,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "sched/scheduler_fixture.h"
+#include "store/gated_file_system_test_util.h"
 #include "util/warm_memory.h"
 
 namespace agentkv::sched {
@@ -420,6 +423,65 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreGivesWayToOtherTurns) {
   EXPECT_EQ(a2->text(), a_cold->text());
   EXPECT_EQ(a3->text(), a_cold->text());
   EXPECT_EQ(b1->text(), b_cold->text());
+}
+
+// A turn cancelled while its pipelined restore follows a read held at the
+// disk (its import waits for rows that do not come) as another agent, B,
+// decodes: the restore is abandoned, not joined. The cancelled turn ends and
+// B keeps producing tokens while the read stays held (counted, not timed;
+// B's inter-token gaps are printed: before the fix the loop stalled for the
+// whole read). Released, the read's result is dropped; the agent restores
+// again afterwards and answers as a cold prefill does.
+TEST_F(ReadLandingSchedulerTest, ACancelledPipelinedRestoreNeverHoldsUpAnotherAgent) {
+  store_test::GatedFileSystem& fs = *MakeFileSystem<store_test::GatedFileSystem>();
+  auto a1 = BootPipelinedAndSaveAgentA(2, &fs);
+  const std::string a_next = a + a1->text() + " And";
+  Boot(2, 64u << 20, Pipelined(), 1024, &fs);  // restart: only the disk remains
+  auto b = Send("b", Prompt(3), 600);
+  b->WaitForDeltas(8);
+  ASSERT_FALSE(b->done());
+  fs.Close("/blocks/", "");
+  api::CancellationToken cancel;
+  auto a2 = Send("a", a_next, 16, {}, cancel);
+  // Admitted on its manifest (not held), its import then waits for rows.
+  for (int i = 0; i < 3000 && (a2->started_at() == RecordingSink::Clock::time_point::max() || fs.held() == 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NE(a2->started_at(), RecordingSink::Clock::time_point::max());
+  ASSERT_GT(fs.held(), 0);
+  const auto cancelled_at = RecordingSink::Clock::now();
+  cancel.Cancel();
+  const bool ended = a2->WaitFor(std::chrono::seconds(30));
+  EXPECT_TRUE(ended) << "the cancelled turn waited for its read";
+  // B goes on while the read is still held.
+  const auto count = [&] { return b->DeltasBetween(RecordingSink::Clock::time_point::min(), RecordingSink::Clock::time_point::max()); };
+  const int at_cancel = b->DeltasBetween(RecordingSink::Clock::time_point::min(), cancelled_at);
+  for (int i = 0; i < 3000 && ended && count() < at_cancel + 16 && !b->done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(count(), at_cancel + 16) << "B stalled behind the abandoned restore's read";
+  EXPECT_GT(fs.held(), 0) << "the read was held all along";
+  {
+    const std::vector<RecordingSink::Clock::time_point> t = b->delta_times();
+    std::vector<double> before, during;
+    for (size_t i = 1; i < t.size(); ++i) {
+      const double gap = std::chrono::duration<double, std::milli>(t[i] - t[i - 1]).count();
+      (t[i] < cancelled_at ? before : during).push_back(gap);
+    }
+    std::sort(before.begin(), before.end());
+    const double median = before.empty() ? 0 : before[before.size() / 2];
+    const double worst = during.empty() ? 0 : *std::max_element(during.begin(), during.end());
+    std::printf("B's inter-token gap: median %.2f ms before the cancel, worst %.2f ms after it (%zu gaps)\n", median,
+                worst, during.size());
+  }
+  fs.Open();
+  a2->Wait();
+  b->Wait();
+  EXPECT_EQ(Metric("agentkv_restores_pipelined_abandoned_total"), 1);
+  auto a3 = Run("a", a_next, 16);  // restorable as before
+  EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
+  auto cold = Run("a-cold", a_next, 16);
+  EXPECT_EQ(a3->text(), cold->text());
 }
 
 // Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0

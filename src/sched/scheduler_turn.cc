@@ -184,15 +184,17 @@ void Scheduler::SetSlotOwner(int slot, Agent* agent) {
 int Scheduler::AcquireSlot(const Agent& for_agent) {
   if (for_agent.slot >= 0) return for_agent.slot;
   for (size_t s = 0; s < slot_owner_.size(); ++s) {
-    if (slot_owner_[s] == nullptr) return static_cast<int>(s);
+    if (slot_owner_[s] == nullptr && !SlotDraining(static_cast<int>(s))) return static_cast<int>(s);
   }
   // Evict an idle resident agent (side agents first, least recently used
   // first: PickSlotVictim); its cache was committed to the pool (and queued
   // for disk) when its turn ended.
   std::vector<VictimCandidate> candidates;
   candidates.reserve(slot_owner_.size());
-  for (const Agent* a : slot_owner_) {  // every slot has an owner here
-    candidates.push_back({a->busy, a->side_of.has_value(), a->key == for_agent.side_of, a->last_use_ms});
+  for (const Agent* a : slot_owner_) {  // every slot has an owner here, or drains an abandoned import
+    candidates.push_back(a == nullptr ? VictimCandidate{.busy = true}
+                                      : VictimCandidate{a->busy, a->side_of.has_value(), a->key == for_agent.side_of,
+                                                        a->last_use_ms});
   }
   const size_t pick = PickSlotVictim(candidates);
   if (pick == std::string::npos) return -1;
@@ -387,7 +389,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   if (!s.ok()) {
     a->w->sink->OnError(s);
     metrics_.CountRequest("error");
-    if (agent.slot < 0 && ctx_.SlotLength(slot) > 0) ctx_.ClearSlot(slot);
+    if (agent.slot < 0 && ctx_.SlotLength(slot) > 0 && !SlotDraining(slot)) ctx_.ClearSlot(slot);
     if (agent.fork_source && agent.version == 0 && !agent.on_disk && agent.slot < 0) {
       reindex_on_exit.a = nullptr;
       DropUnstartedFork(AgentKey(agent.key));  // a copy: the key dies with the agent
@@ -495,10 +497,20 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     state = api::CacheState::kCold;
     ctx_.ClearSlot(slot);
   }
-  if (plan.new_tokens.empty()) return Status::InvalidArgument("prompt: nothing to evaluate (empty prompt)");
+  // A prompt refused after a pipelined restore began: the restore is
+  // abandoned, not waited for (the slot is cleared once its import ended).
+  auto drop_slot = [&] {
+    if (!a->gated_import) return ctx_.ClearSlot(slot);
+    a->slot = slot;
+    AbandonPipelined(*a);
+  };
+  if (plan.new_tokens.empty()) {
+    if (a->gated_import) drop_slot();
+    return Status::InvalidArgument("prompt: nothing to evaluate (empty prompt)");
+  }
   const int64_t prompt_tokens = plan.n_keep + static_cast<int64_t>(plan.new_tokens.size());
   if (prompt_tokens >= ctx_.options().slot_ctx) {
-    ctx_.ClearSlot(slot);
+    drop_slot();
     return Status::InvalidArgument("prompt: " + std::to_string(prompt_tokens) + " tokens do not fit the context of " +
                                    std::to_string(ctx_.options().slot_ctx));
   }

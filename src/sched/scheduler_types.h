@@ -131,4 +131,13 @@ struct Scheduler::Active {
   bool pipelined_yielded = false;  // its gated decode gave way to a request: it now waits for its import
 };
 
+// A pipelined restore given up (AbandonPipelined): its import thread may
+// still copy rows (from an abandoned landing: garbage) into `slot`.
+// (The landing before the import: the import's thread reads it.)
+struct Scheduler::AbandonedImport {
+  std::shared_ptr<ReadLanding::Ticket> landing;
+  std::unique_ptr<engine::LayerGatedImport> import;
+  int slot = -1;
+};
+
 }  // namespace agentkv::sched

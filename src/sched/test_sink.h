@@ -103,6 +103,11 @@ class RecordingSink : public api::GenerationSink {
     std::lock_guard<std::mutex> l(mu_);
     return done_ ? done_at_ : Clock::time_point::max();
   }
+  // When each delta arrived, in order.
+  std::vector<Clock::time_point> delta_times() {
+    std::lock_guard<std::mutex> l(mu_);
+    return delta_times_;
+  }
   // Deltas that arrived in [from, to).
   int DeltasBetween(Clock::time_point from, Clock::time_point to) {
     std::lock_guard<std::mutex> l(mu_);
