@@ -287,6 +287,10 @@ class Scheduler : public api::Backend {
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
                 uint64_t pool_version);
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
+  // saves_pending_ (WaitForSaves): a save job of `key` was posted / has run
+  // (landed or failed; the caller then notifies saves_cv_). REQUIRES mu_ held.
+  void SavePosted(const AgentKey& key) { ++saves_pending_[key]; }
+  void SaveRan(const AgentKey& key);
   // Remote tier (scheduler_remote.cc), on the I/O executors.
   // On a local miss (or, with newer_than = the local version, a local copy
   // that another server has since advanced): fetches the agent's manifest,

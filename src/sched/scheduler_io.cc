@@ -173,17 +173,13 @@ void Scheduler::PostSave(const AgentKey& key, AgentRecord record, std::vector<Po
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq = ++next_save_seq_;
-    ++saves_pending_[key];
+    SavePosted(key);
     unsaved_[key] = UnsavedTurn{turn, seq};
     agent_reads_.erase(key);  // a read of an older version is stale now
   }
   saves_.Post([this, key, seq, turn, in_pool, pool_version] {
     const std::vector<PoolBlock>& blocks = turn->blocks;
-    auto provider = [&blocks](uint32_t index, const std::string& id) -> Result<KvBlock> {
-      if (index >= blocks.size() || blocks[index].id != id) return Status::Internal("save: block not available");
-      return *blocks[index].block;
-    };
-    auto saved = store_->SaveAgent(key.ns, turn->record, provider);
+    auto saved = store_->SaveAgent(key.ns, turn->record, ProviderOfBlocks(blocks, "save"));
     if (!saved.ok()) {
       // The turn stays in unsaved_ (RAM): nothing is lost while the process lives.
       AKV_LOG_ERROR("save of agent %s failed: %s", key.agent_id.c_str(), saved.status().ToString().c_str());
@@ -200,10 +196,23 @@ void Scheduler::PostSave(const AgentKey& key, AgentRecord record, std::vector<Po
       std::lock_guard<std::mutex> lock(mu_);
       auto it = unsaved_.find(key);
       if (saved.ok() && it != unsaved_.end() && it->second.seq == seq) unsaved_.erase(it);
-      if (--saves_pending_[key] == 0) saves_pending_.erase(key);
+      SaveRan(key);
     }
     saves_cv_.notify_all();
   });
+}
+
+void Scheduler::SaveRan(const AgentKey& key) {
+  if (--saves_pending_[key] == 0) saves_pending_.erase(key);
+}
+
+BlockProvider ProviderOfBlocks(const std::vector<PoolBlock>& blocks, const char* what) {
+  return [&blocks, what](uint32_t index, const std::string& id) -> Result<KvBlock> {
+    if (index >= blocks.size() || blocks[index].id != id) {
+      return Status::Internal(std::string(what) + ": block not available");
+    }
+    return *blocks[index].block;
+  };
 }
 
 void Scheduler::WaitForSaves(const AgentKey& key) {

@@ -20,6 +20,16 @@ using store_test::GatedFileSystem;
 
 using SchedulerIoTest = SchedulerTest;
 
+// W's read was held at the gate all along: releases it; W then restores warm.
+void ReleaseAndExpectWarm(GatedFileSystem& fs, testing::RecordingSink& w) {
+  EXPECT_FALSE(w.done());
+  EXPECT_GT(fs.held(), 0);
+  fs.Open();
+  w.Wait();
+  ASSERT_TRUE(w.error().ok()) << w.error().ToString();
+  EXPECT_EQ(w.usage().cache_state, api::CacheState::kWarm);
+}
+
 // Agent W returns after a restart while its block reads are held: agent A's
 // whole request runs meanwhile; once the reads go through, W restores warm
 // and answers exactly like a cold prefill of the same text (16 greedy tokens).
@@ -37,12 +47,7 @@ TEST_F(SchedulerIoTest, AWarmLoadNeverHoldsUpAnotherAgent) {
   auto a = Send("a", Prompt(1), 24);
   ASSERT_TRUE(a->WaitFor(seconds(120))) << "agent A waited for W's disk read";
   EXPECT_TRUE(a->error().ok());
-  EXPECT_FALSE(w->done());
-  EXPECT_GT(fs.held(), 0);
-  fs.Open();
-  w->Wait();
-  ASSERT_TRUE(w->error().ok()) << w->error().ToString();
-  EXPECT_EQ(w->usage().cache_state, api::CacheState::kWarm);
+  ReleaseAndExpectWarm(fs, *w);
   EXPECT_GT(w->usage().cached_tokens, 100);
   auto cold = Run("cold", w2, 16);
   EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
@@ -70,12 +75,7 @@ TEST_F(SchedulerIoTest, ANewAgentIsAdmittedWithoutARead) {
   EXPECT_TRUE(answered) << "a new agent waited for another agent's read";
   EXPECT_TRUE(fresh->error().ok()) << fresh->error().ToString();
   EXPECT_EQ(fresh->usage().cache_state, api::CacheState::kCold);
-  EXPECT_FALSE(w->done());
-  EXPECT_GT(fs.held(), 0);
-  fs.Open();
-  w->Wait();
-  ASSERT_TRUE(w->error().ok()) << w->error().ToString();
-  EXPECT_EQ(w->usage().cache_state, api::CacheState::kWarm);
+  ReleaseAndExpectWarm(fs, *w);
 }
 
 // While agent S's save is held at the disk, S's next turn (restored from

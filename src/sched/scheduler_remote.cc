@@ -65,7 +65,7 @@ bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64
 void Scheduler::PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++saves_pending_[key];  // an erasure waits for it (WaitForSaves)
+    SavePosted(key);  // an erasure waits for it (WaitForSaves)
   }
   saves_.Post([this, key, record = std::move(record), blocks = std::move(blocks)] {
     bool erased = false;
@@ -74,15 +74,9 @@ void Scheduler::PostWriteThrough(const AgentKey& key, AgentRecord record, std::v
       erased = deleting_.count(key) != 0;
     }
     if (!erased) {
-      auto provider = [&blocks](uint32_t index, const std::string& id) -> Result<KvBlock> {
-        if (index >= blocks.size() || blocks[index].id != id) {
-          return Status::Internal("remote write-through: block not available");
-        }
-        return *blocks[index].block;
-      };
       // The remote record carries its version: the store's version rule holds
       // as for any save (a newer local turn is never replaced).
-      auto saved = store_->SaveAgent(key.ns, record, provider);
+      auto saved = store_->SaveAgent(key.ns, record, ProviderOfBlocks(blocks, "remote write-through"));
       if (!saved.ok()) {
         AKV_LOG_WARN("remote write-through of agent %s failed: %s", key.agent_id.c_str(),
                      saved.status().ToString().c_str());
@@ -90,7 +84,7 @@ void Scheduler::PostWriteThrough(const AgentKey& key, AgentRecord record, std::v
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--saves_pending_[key] == 0) saves_pending_.erase(key);
+      SaveRan(key);
     }
     saves_cv_.notify_all();
   });

@@ -131,6 +131,11 @@ struct Scheduler::Active {
   bool pipelined_yielded = false;  // its gated decode gave way to a request: it now waits for its import
 };
 
+// A save's BlockProvider over `blocks` (by index, checked against the id
+// asked for; Internal "<what>: block not available" otherwise). `blocks`
+// must outlive it.
+BlockProvider ProviderOfBlocks(const std::vector<PoolBlock>& blocks, const char* what);
+
 // A pipelined restore given up (AbandonPipelined): its import thread may
 // still copy rows (from an abandoned landing: garbage) into `slot`.
 // (The landing before the import: the import's thread reads it.)

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "store/file_system.h"
+#include "store/forwarding_file_system_test_util.h"
 
 namespace agentkv::store_test {
 
-class GatedFileSystem final : public FileSystem {
+class GatedFileSystem final : public ForwardingFileSystem {
  public:
-  explicit GatedFileSystem(FileSystem* base = DefaultFileSystem()) : base_(base) {}
+  explicit GatedFileSystem(FileSystem* base = DefaultFileSystem()) : ForwardingFileSystem(base, /*concurrent=*/true) {}
 
   // Closes the gate for reads of paths containing `reads_part` and new files
   // at paths containing `writes_part` (an empty part holds nothing).
@@ -42,27 +42,16 @@ class GatedFileSystem final : public FileSystem {
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     Gate(path, /*write=*/true);
-    return base_->NewWritableFile(path);
+    return base()->NewWritableFile(path);
   }
   Result<std::string> ReadFile(const std::string& path) override {
     Gate(path, /*write=*/false);
-    return base_->ReadFile(path);
+    return base()->ReadFile(path);
   }
   Result<std::string> ReadRange(const std::string& path, uint64_t offset, size_t n) override {
     Gate(path, /*write=*/false);
-    return base_->ReadRange(path, offset, n);
+    return base()->ReadRange(path, offset, n);
   }
-  Result<uint64_t> FileSize(const std::string& path) override { return base_->FileSize(path); }
-  bool Exists(const std::string& path) override { return base_->Exists(path); }
-  Status RenameFile(const std::string& from, const std::string& to) override { return base_->RenameFile(from, to); }
-  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
-  Result<std::vector<DirEntry>> ListDir(const std::string& dir) override { return base_->ListDir(dir); }
-  Status CreateDirs(const std::string& dir) override { return base_->CreateDirs(dir); }
-  Status RemoveDir(const std::string& dir) override { return base_->RemoveDir(dir); }
-  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
-  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override { return base_->LockFile(path); }
-  Result<bool> IsLockHeld(const std::string& path) override { return base_->IsLockHeld(path); }
-  bool ConcurrentReads() const override { return true; }
 
  private:
   void Gate(const std::string& path, bool write) {
@@ -75,7 +64,6 @@ class GatedFileSystem final : public FileSystem {
     --held_;
   }
 
-  FileSystem* const base_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool closed_ = false;
