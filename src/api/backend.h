@@ -208,6 +208,10 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens reused from the cache
+  // Of cached_tokens: those that came from another agent's cache of the same
+  // namespace (a fork: a prefix donor, a subagent's parent, an implicit
+  // DIVERGE; docs/api.md "Shared prefixes"), not from the agent's own.
+  int64_t shared_tokens = 0;
   // agentkv extension.
   std::string agent_id;  // the agent that served the request (implicit too)
   // A side request (docs/api.md "Side requests"): the agent it named, whose

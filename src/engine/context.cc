@@ -278,6 +278,24 @@ Status Context::ImportSlotState(int slot, std::span<const uint8_t> state) {
   return SetSlotState(slot, state, nullptr, nullptr);
 }
 
+Status Context::CopySlotPrefix(int src, int dst, int32_t n) {
+  if (src == dst) return Status::InvalidArgument("copy slot: source and destination are slot " + std::to_string(src));
+  if (n > SlotLength(src)) {
+    return Status::OutOfRange("copy slot: " + std::to_string(n) + " positions > the " + std::to_string(SlotLength(src)) +
+                              " of slot " + std::to_string(src));
+  }
+  if (n <= 0) {
+    ClearSlot(dst);
+    return Status::OK();
+  }
+  std::span<uint8_t> buf = staging_.Get(SlotStateSize(src));
+  AGENTKV_RETURN_IF_ERROR(CopySlotState(src, buf));
+  AGENTKV_RETURN_IF_ERROR(ImportSlotState(dst, buf));
+  Status s = TruncateSlot(dst, n);
+  if (!s.ok()) ClearSlot(dst);
+  return s;
+}
+
 Status Context::SetSlotState(int slot, std::span<const uint8_t> state, llama_state_wait_fn wait, void* wait_user) {
   ClearSlot(slot);
   const size_t read = llama_state_seq_set_data_wait(ctx_, state.data(), state.size(), slot, 0, wait, wait_user);

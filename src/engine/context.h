@@ -112,6 +112,14 @@ class Context {
   // dropped cells the window ending at n needs (cuts of one token always work).
   Status TruncateSlot(int slot, int32_t n);
 
+  // Makes `dst` hold positions [0, n) of `src` (src unchanged): another
+  // agent's cache as the start of a new turn (sched/prefix_donor.h). The
+  // rows go through the staging buffer (a device -> host -> device round
+  // trip on a GPU; O(SlotLength(src)) rows). InvalidArgument for src == dst,
+  // OutOfRange for n > SlotLength(src); FailedPrecondition (dst cleared)
+  // when src's sliding-window layers no longer hold the window before n.
+  Status CopySlotPrefix(int src, int dst, int32_t n);
+
   // Raw llama.cpp state of one slot, and back into any (empty) slot.
   Result<std::vector<uint8_t>> ExportSlotState(int slot) const;
   Status ImportSlotState(int slot, std::span<const uint8_t> state);

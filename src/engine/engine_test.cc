@@ -341,6 +341,44 @@ TEST_F(EngineTest, RestoredPrefixMatchesColdPrefill) {
             std::vector<int32_t>(gr->tokens.begin(), gr->tokens.begin() + n));
 }
 
+// Another slot's prefix (a prefix donor's, sched/prefix_donor.h) continues
+// like the donor's own slot would: the rows are copied bit for bit, so the
+// same next tokens give the same logits and greedy tokens as the donor's
+// slot cut at the same position (exact: same rows, same batch shapes), and
+// within the oracle's tolerance of a cold prefill of those tokens.
+TEST_F(EngineTest, CopiedSlotPrefixContinuesLikeTheSource) {
+  for (KvType type : {KvType::kQ4_0, KvType::kF16}) {
+    SCOPED_TRACE(KvTypeName(type));
+    auto ctx = MakeContext(type, 3);
+    ASSERT_TRUE(ctx);
+    Tokenizer tok(*model_);
+    auto t = tok.Tokenize(SampleText(5000), true);
+    t.tokens.resize(700);
+    ASSERT_TRUE(Prefill(*ctx, 0, t.tokens).ok());
+    const int32_t keep = 300;
+    ASSERT_TRUE(ctx->CopySlotPrefix(0, 1, keep).ok());
+    EXPECT_EQ(ctx->SlotLength(1), keep);
+    EXPECT_EQ(ctx->SlotLength(0), 700) << "the source is untouched";
+    ASSERT_TRUE(ctx->TruncateSlot(0, keep).ok());
+    std::vector<int32_t> suffix(t.tokens.begin() + keep, t.tokens.begin() + 400);
+    auto copied = Prefill(*ctx, 1, suffix);
+    auto source = Prefill(*ctx, 0, suffix);
+    ASSERT_TRUE(copied.ok() && source.ok());
+    EXPECT_EQ(*copied, *source);
+    auto gc = GreedyDecode(*ctx, 1, *copied, 16);
+    auto gs = GreedyDecode(*ctx, 0, *source, 16);
+    ASSERT_TRUE(gc.ok() && gs.ok());
+    EXPECT_EQ(*gc, *gs);
+    auto cold = Prefill(*ctx, 2, std::vector<int32_t>(t.tokens.begin(), t.tokens.begin() + 400));
+    ASSERT_TRUE(cold.ok());
+    EXPECT_LT(testing::MaxAbsDiff(*cold, *copied), 0.05f);
+  }
+  auto ctx = MakeContext(KvType::kQ4_0, 2);
+  ASSERT_TRUE(ctx);
+  EXPECT_EQ(ctx->CopySlotPrefix(0, 0, 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx->CopySlotPrefix(0, 1, 1).code(), StatusCode::kOutOfRange) << "slot 0 is empty";
+}
+
 // Batch invariance over a q4_0 cache: a token's logits do not depend on how
 // its prompt was split into batches. Decode and short batches take ggml's
 // per-row flash attention path, long batches its grouped quantized-K/V path

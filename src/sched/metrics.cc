@@ -110,6 +110,12 @@ void SchedulerMetrics::CountReadFailure() {
   ++read_failures_;
 }
 
+void SchedulerMetrics::AddSharedPrefix(const std::string& source, uint64_t tokens) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++shared_hits_[source];
+  shared_tokens_[source] += tokens;
+}
+
 void SchedulerMetrics::CountLandedRestore() {
   std::lock_guard<std::mutex> l(mu_);
   ++landed_restores_;
@@ -139,6 +145,11 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   counter_family("agentkv_requests_total", "Generation requests by outcome.", "outcome", requests_);
   counter_family("agentkv_prefix_matches_total", "Prefix matches by type.", "match", matches_);
   counter_family("agentkv_evictions_total", "Agents evicted, by what they were evicted from.", "from", evictions_);
+  counter_family("agentkv_shared_prefix_hits_total",
+                 "Turns started from another agent's cache (prefix donors, forks), by where it was.", "source",
+                 shared_hits_);
+  counter_family("agentkv_shared_prefix_tokens_total", "Prompt tokens reused from another agent's cache, by where.",
+                 "source", shared_tokens_);
   out += "# HELP agentkv_ttft_ms Time to first token by cache state.\n# TYPE agentkv_ttft_ms histogram\n";
   for (const auto& [state, h] : ttft_) h.Render("agentkv_ttft_ms", "cache_state=\"" + state + "\"", &out);
   scalar("agentkv_tokens_prefilled_total", "counter", "Prompt tokens computed.", double(prefilled_));

@@ -42,6 +42,9 @@ class SchedulerMetrics {
   // A prompt tokenized: `reused` of its `tokens` came from the agent's previous prompt.
   void AddTokenized(uint64_t tokens, uint64_t reused);
   void CountReadFailure();  // a disk read refused by the OS (EIO), not corruption
+  // A turn started from another agent's cache (sched/prefix_donor.h, forks):
+  // `source` is where it came from (slot | hot | warm | remote), `tokens` reused.
+  void AddSharedPrefix(const std::string& source, uint64_t tokens);
   void CountLandedRestore();  // a warm restore imported from the read landing (sched/read_landing.h)
   // A warm restore imported, and its first chunk decoded, while the read ran (sched/scheduler_pipelined.cc);
   // `fell_back`: the read then did not verify what was imported, and the turn started over cold.
@@ -67,7 +70,7 @@ class SchedulerMetrics {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, uint64_t> requests_, matches_, evictions_;
+  std::map<std::string, uint64_t> requests_, matches_, evictions_, shared_hits_, shared_tokens_;
   std::map<std::string, Histogram> ttft_;
   uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0, save_failures_ = 0, read_failures_ = 0;
   uint64_t landed_restores_ = 0;

@@ -56,6 +56,7 @@
 #include "prefix/prefix_index.h"
 #include "sched/io_executor.h"
 #include "sched/metrics.h"
+#include "sched/prefix_donor.h"
 #include "sched/prompt_token_cache.h"
 #include "sched/read_landing.h"
 #include "sched/tenant_round_robin.h"
@@ -187,6 +188,12 @@ class Scheduler : public api::Backend {
   // Picks the tier to restore `agent` from. False: its blocks must first be
   // read from disk (a read is posted); the request keeps waiting.
   bool FindRestoreSource(Agent& agent, RestoreSource* source);
+  // Prefix donors (scheduler_share.cc, sched/prefix_donor.h), for an agent
+  // with no cache of its own and a request that is not isolated: kIdle sets
+  // the agent up as a fork of the idle donor (FindRestoreSource then finds
+  // its blocks); kLeader fills `source` (a copy from the leader's slot);
+  // kWaitForLeader: keep waiting; kNone: nothing to share.
+  DonorChoice::Kind SeedFromDonor(Waiting& w, Agent& agent, RestoreSource* source);
   Status Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source);
   // Restores positions [0, n_keep) of `blocks` into `slot` (cleared first):
   // from `landing`'s state when the blocks all landed there, else from the blocks.
@@ -241,7 +248,9 @@ class Scheduler : public api::Backend {
   void FailActive(Active& a, const Status& s);
   // Pool + async save. `restored`: the blocks the turn started from (already
   // exported; those still matching are not copied out of the slot again).
-  void CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored);
+  // `shared_from`: the agent whose cache the turn started from (a fork, a
+  // leader's slot); its pool blocks stand in for `restored` when that is empty.
+  void CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored, const std::optional<AgentKey>& shared_from);
   Agent* FindAgent(const AgentKey& key);
   Agent& GetOrAddAgent(const AgentKey& key);
   static std::unique_ptr<Agent> AgentFromDisk(const AgentRecord& rec);  // an agent known from its manifest

@@ -49,7 +49,7 @@ TEST_F(SchedulerIoTest, AWarmLoadNeverHoldsUpAnotherAgent) {
   EXPECT_TRUE(a->error().ok());
   ReleaseAndExpectWarm(fs, *w);
   EXPECT_GT(w->usage().cached_tokens, 100);
-  auto cold = Run("cold", w2, 16);
+  auto cold = Run(TenantRequest("oracle", "cold", w2, 16));  // (in "default" it would start from W's cache)
   EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
   EXPECT_EQ(w->text(), cold->text());
 }

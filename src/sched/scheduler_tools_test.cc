@@ -20,10 +20,11 @@ api::ToolDefinition Weather() {
 
 class SchedulerToolsTest : public SchedulerTest {
  protected:
+  // `ns`: another namespace shares no cache with "default" (a cold oracle).
   std::shared_ptr<RecordingSink> Chat(const std::string& agent, const std::vector<api::ChatMessage>& messages,
-                                      api::ToolChoiceMode choice, int max_tokens) {
+                                      api::ToolChoiceMode choice, int max_tokens, const std::string& ns = "default") {
     api::GenerationRequest r;
-    r.namespace_id = "default";
+    r.namespace_id = ns;
     r.agent_id = agent;
     r.kind = api::RequestKind::kChat;
     r.messages = messages;
@@ -72,8 +73,9 @@ TEST_F(SchedulerToolsTest, ToolConversationReusesItsCacheAndMatchesAColdPrefill)
   auto warm = Chat("agent", conv, api::ToolChoiceMode::kAuto, 16);
   EXPECT_EQ(warm->usage().match, api::MatchType::kExtend);
   EXPECT_GT(warm->usage().cached_tokens, t2->usage().prompt_tokens);
-  // The oracle: a new agent prefilling the same conversation cold.
-  auto cold = Chat("fresh", conv, api::ToolChoiceMode::kAuto, 16);
+  // The oracle: a new agent prefilling the same conversation cold (in a
+  // namespace of its own: in "default" it would start from the agent's cache).
+  auto cold = Chat("fresh", conv, api::ToolChoiceMode::kAuto, 16, "oracle");
   EXPECT_EQ(cold->usage().cache_state, api::CacheState::kCold);
   EXPECT_EQ(warm->usage().prompt_tokens, cold->usage().prompt_tokens);
   EXPECT_EQ(warm->text(), cold->text());

@@ -358,7 +358,9 @@ bool Scheduler::TryAdmit(Waiting& w) {
     }
   }
   Agent& agent = known != nullptr ? *known : GetOrAddAgent(key);
-  if (!explicit_id && w.req.isolated && agent.seq.tokens.empty()) agent.isolated = true;
+  // An isolated request's new agent is never a candidate of another request's
+  // implicit lookup nor a prefix donor (sched/prefix_donor.h).
+  if (w.req.isolated && agent.seq.tokens.empty()) agent.isolated = true;
   if (w.side_of) agent.side_of = w.side_of;
   // Whatever happens below (a fork's seq, a newer remote turn, busy): the
   // index and the table's size follow.
@@ -375,7 +377,12 @@ bool Scheduler::TryAdmit(Waiting& w) {
   }
   if (agent.busy) return false;
   RestoreSource source;
-  if (!FindRestoreSource(agent, &source)) return false;
+  // No cache of its own: another agent's of the same prefix, if one has it.
+  const DonorChoice::Kind donor = agent.seq.tokens.empty() && !agent.fork_source && !w.req.isolated
+                                      ? SeedFromDonor(w, agent, &source)
+                                      : DonorChoice::Kind::kNone;
+  if (donor == DonorChoice::Kind::kWaitForLeader) return false;
+  if (donor != DonorChoice::Kind::kLeader && !FindRestoreSource(agent, &source)) return false;
   const int slot = AcquireSlot(agent);
   if (slot < 0) return false;  // the read stays for the next attempt
   if (source.read_key && !source.pipelined) {  // (a pipelined restore takes its read once it completes)
@@ -453,11 +460,19 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   auto sampler = std::make_unique<engine::Sampler>(params, w.grammar);
   const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - w.received).count();
   const engine::ModelCacheSpec& spec = ctx_.spec();
+  // The cache the turn starts from is another agent's (a fork or a leader's slot).
+  std::optional<AgentKey> shared_from = agent.fork_source;
+  if (source.leader != nullptr) {
+    agent.seq = source.leader->seq;
+    shared_from = source.leader->key;
+  }
   const uint32_t cached_tokens = static_cast<uint32_t>(agent.seq.tokens.size());
   api::CacheState state = source.state;
   uint32_t available = 0;
   std::vector<PoolBlock>& blocks = source.blocks;
-  if (state == api::CacheState::kResident) {
+  if (source.leader != nullptr) {
+    available = std::min<uint32_t>(static_cast<uint32_t>(ctx_.SlotLength(source.leader->slot)), cached_tokens);
+  } else if (state == api::CacheState::kResident) {
     available = static_cast<uint32_t>(ctx_.SlotLength(slot));
   } else if (source.pipelined) {
     available = source.landing->n_tokens();  // PipelinedSource checked its blocks' ids
@@ -468,10 +483,16 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     available = engine::RestorablePrefix(ptrs, spec.shape, cached_tokens);
   }
 
-  TurnPlan plan = PlanTurn(tokenizer_, w.fresh, agent.seq, w.prompt, available, {options_.diverge_ratio});
+  // A seeded agent reuses any common prefix: the donor was chosen for it (sched/prefix_donor.h).
+  TurnPlan plan =
+      PlanTurn(tokenizer_, w.fresh, agent.seq, w.prompt, available, {w.seeded ? 0.0 : options_.diverge_ratio});
   if (plan.n_keep > 0) {
     Status restored;
-    if (state == api::CacheState::kResident) {
+    if (source.leader != nullptr) {
+      const auto t_restore = Clock::now();
+      restored = ctx_.CopySlotPrefix(source.leader->slot, slot, static_cast<int32_t>(plan.n_keep));
+      a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
+    } else if (state == api::CacheState::kResident) {
       restored = ctx_.TruncateSlot(slot, static_cast<int32_t>(plan.n_keep));
     } else if (source.pipelined) {
       const auto t_restore = Clock::now();
@@ -496,6 +517,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   if (plan.n_keep == 0) {
     state = api::CacheState::kCold;
     ctx_.ClearSlot(slot);
+    shared_from.reset();
   }
   // A prompt refused after a pipelined restore began: the restore is
   // abandoned, not waited for (the slot is cleared once its import ended).
@@ -523,6 +545,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
 
   a->agent = &agent;
   a->slot = slot;
+  a->shared_from = shared_from;
   a->pending = std::move(plan.new_tokens);
   a->pending_spans = std::move(plan.new_spans);
   a->sampler = std::move(sampler);
@@ -536,6 +559,10 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
                                                     : static_cast<api::MatchType>(static_cast<int>(plan.match));
   a->usage.prompt_tokens = prompt_tokens;
   a->usage.cached_tokens = plan.n_keep;
+  if (shared_from) {
+    a->usage.shared_tokens = plan.n_keep;
+    metrics_.AddSharedPrefix(source.leader != nullptr ? "slot" : api::CacheStateName(state), plan.n_keep);
+  }
   a->usage.tokens_prefilled = static_cast<int64_t>(a->pending.size());
   a->usage.read_ms = source.read_ms;
   a->usage.wait_ms = wait_ms;
@@ -563,7 +590,8 @@ Status Scheduler::ImportRestored(int slot, const std::vector<PoolBlock>& blocks,
   return ctx_.ImportSlotBlocks(slot, ptrs, n_keep);
 }
 
-void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored) {
+void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored,
+                           const std::optional<AgentKey>& shared_from) {
   agent.last_use_ms = NowMs();
   // The text the KV was computed from ends where its last token ends.
   if (!agent.seq.spans.empty() && agent.seq.spans.back().end != engine::kUnalignedSpan &&
@@ -587,6 +615,9 @@ void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored)
   if (!ctx_.spec().HasSlidingWindow()) {
     if (auto held = pool_.Get(agent.key); held.ok()) refs = std::move(held->blocks);
     if (refs.empty()) refs = restored;  // not in the pool (full): what the turn was restored from
+    if (refs.empty() && shared_from) {  // from a leader's slot: the leader's committed blocks, if any
+      if (auto held = pool_.Get(*shared_from); held.ok()) refs = std::move(held->blocks);
+    }
     refs.resize(MatchingBlocks(refs, ids));
   }
   auto exported = ctx_.ExportSlotBlocks(agent.slot, static_cast<uint32_t>(refs.size()));

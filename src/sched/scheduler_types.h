@@ -32,8 +32,10 @@ struct Scheduler::Agent {
   // go back to a lower one): max(previous + 1, commit time in Unix ms), so a
   // later commit has a higher version, across restarts too.
   uint64_t version = 0;
-  // Created by a request of an isolated API key without an agent id: never a
-  // candidate of another request's implicit lookup.
+  // Created by a request of an isolated API key: never a candidate of another
+  // request's implicit lookup, never a prefix donor. (Not kept in the
+  // manifest: after a restart only the namespace, which is the key's own,
+  // keeps other keys away from it.)
   bool isolated = false;
   // A side agent (sched/side_request.h): the main agent whose side requests
   // it serves. It gives up its slot before main agents do, and never takes
@@ -79,6 +81,10 @@ struct Scheduler::RestoreSource {
   std::optional<AgentKey> read_key;  // its blocks are agent_reads_'s entry of this key (erased once admitted)
   std::shared_ptr<ReadLanding::Ticket> landing;  // warm: the read's landed state (ReadLanding::Ticket::StateFor)
   bool pipelined = false;  // the read of read_key is still running: restore from `landing` as it fills
+  // A leader (sched/prefix_donor.h): copy the common prefix from this busy
+  // agent's slot (the source's state is then kResident). Valid during the
+  // admission that set it only.
+  const Agent* leader = nullptr;
 };
 
 struct Scheduler::Waiting {
@@ -97,6 +103,9 @@ struct Scheduler::Waiting {
   // side_of is then the agent named by the client, req.agent_id the side agent.
   bool side_checked = false;
   std::optional<AgentKey> side_of;
+  // Its agent starts from a prefix donor's cache (SeedFromDonor): any common
+  // prefix is reused, however small a share of the donor's text it is.
+  bool seeded = false;
 };
 
 struct Scheduler::Active {
@@ -104,6 +113,7 @@ struct Scheduler::Active {
   Agent* agent = nullptr;
   CachedSequence committed_seq;              // the agent's sequence before this turn (restored on failure)
   std::vector<PoolBlock> restored_blocks;    // hot/warm: the blocks the slot was restored from
+  std::optional<AgentKey> shared_from;       // another agent whose cache the slot started from
   int slot = -1;
   std::vector<int32_t> pending;              // prompt tokens to prefill
   std::vector<engine::TokenSpan> pending_spans;
