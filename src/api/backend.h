@@ -171,6 +171,10 @@ struct GenerationRequest {
   std::optional<bool> enable_thinking;
   SamplingParams sampling;
   bool stream = false;         // informational: output arrives by deltas anyway
+  // False (body "cache_prompt": false, as llama-server's): the prompt is
+  // prefilled cold, reusing no cache (the agent's own, a donor's, a fork's;
+  // without an agent id it starts a new agent). Its turn is still cached.
+  bool reuse_cache = true;
   bool include_usage = false;  // informational
   CancellationToken cancel;    // set when the client disconnects
   // When the HTTP request arrived (before parsing and token counting): where
