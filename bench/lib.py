@@ -57,6 +57,14 @@ def ratio(a, b):
     return (a / b) if (a is not None and b not in (None, 0)) else None
 
 
+def pct(xs, p):
+    """The p-th percentile (0-100) of xs, nearest rank; None if xs has no values."""
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
 # ---------------------------------------------------------------- machine / provenance
 
 def _read(path, default=""):
