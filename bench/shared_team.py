@@ -220,24 +220,25 @@ def send_round(args, srv, side, agents, histories, r):
     return out
 
 
-def run_side(args, side, rep, plan, workdir):
-    """The whole scenario on a fresh server: its request records, restart and KV type info, command line."""
+def run_side(args, side, rep, plan, workdir, acc):
+    """The whole scenario on a fresh server. Records into acc as it goes (so an interrupted run keeps every
+    finished round): "requests", "restarts" (lists), "kv_types", "commands" (by side)."""
     srv = new_server(args, side, workdir, "rep%d" % rep)
+    acc["commands"][side] = srv.cmd
     srv.start()
-    kv = kv_types(args, side, srv)
+    acc["kv_types"][side] = kv_types(args, side, srv)
     histories = {a["name"]: "" for a in plan}
-    reqs, restarts = [], []
     try:
         for r in range(args.rounds):
             if r == args.restart_before and r > 0:
-                restarts.append(dict(restart(args, srv, side), rep=rep, before_round=r))
+                acc["restarts"].append(dict(restart(args, srv, side), rep=rep, before_round=r))
                 log("%s rep %d restarted (start-up %.0f ms; page cache: %s)" % (
-                    side, rep, restarts[-1]["startup_ms"], restarts[-1]["page_cache"]))
+                    side, rep, acc["restarts"][-1]["startup_ms"], acc["restarts"][-1]["page_cache"]))
             t0 = time.perf_counter()
             rs = send_round(args, srv, side, [a for a in plan if a["first_round"] <= r], histories, r)
             for x in rs:
                 x.update(side=side, rep=rep, round=r)
-            reqs += rs
+            acc["requests"] += rs
             st = report.round_stats(rs)
             log("%s rep %d round %d: %.2f s, TTFT p50 %s ms, reused %s of %s prompt tokens%s (%.1f s)" % (
                 side, rep, r, (st["wall_ms"] or 0) / 1000.0, lib.fmt_cell(st["ttft_p50_ms"]), st["reused_tokens"],
@@ -246,7 +247,6 @@ def run_side(args, side, rep, plan, workdir):
         srv.stop()
         if srv.cache_dir and not args.keep_work:
             shutil.rmtree(srv.cache_dir, ignore_errors=True)
-    return reqs, restarts, kv, srv.cmd
 
 
 def calibrate(args, corpus, workdir):
@@ -341,7 +341,8 @@ def main(argv=None):
                                 if any(s != "agentkv" for s in args.sides) else None)
     corpus = lib.Corpus(args.text)
     user_ctx, args.ctx = args.ctx, args.ctx or 2048  # 2048: the calibration server's -c
-    reqs, restarts, kvs, cmds, phases, status = [], [], {}, {}, [], "ok"
+    acc = {"requests": [], "restarts": [], "kv_types": {}, "commands": {}}
+    phases, status = [], "ok"
     try:
         t = time.perf_counter()
         cpt, ready = calibrate(args, corpus, workdir)
@@ -356,9 +357,7 @@ def main(argv=None):
         for rep in range(args.reps):
             for side in (args.sides if rep % 2 == 0 else args.sides[::-1]):
                 t = time.perf_counter()
-                rs, rst, kvs[side], cmds[side] = run_side(args, side, rep, plan, workdir)
-                reqs += rs
-                restarts += rst
+                run_side(args, side, rep, plan, workdir, acc)
                 phases.append({"phase": "%s rep %d" % (side, rep), "s": time.perf_counter() - t})
                 log("%s rep %d done in %.1f s" % (side, rep, phases[-1]["s"]))
     except KeyboardInterrupt as e:
@@ -368,7 +367,8 @@ def main(argv=None):
         lib.stop_all()
     meta.update({"ctx": args.ctx, "chars_per_token": corpus.cpt, "wall_s": time.perf_counter() - t_start,
                  "status": status})
-    result = report.build(args, reqs, restarts, kvs, cmds, phases)
+    reqs = acc["requests"]
+    result = report.build(args, reqs, acc["restarts"], acc["kv_types"], acc["commands"], phases)
     result["status"] = status
     for x in reqs:  # the texts stay in the JSON, shortened
         if "text" in x:

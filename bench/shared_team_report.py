@@ -63,18 +63,20 @@ def median_rows(args, reps):
             if of:
                 row = {"round": r, "phase": phase(args, r), "side": side, "reps": len(of),
                        "errors": sum(x["errors"] for x in of), "states": of[-1]["states"]}
-                row.update({k: lib.med([x[k] for x in of]) for k in MEDIAN_KEYS})
+                for k in MEDIAN_KEYS:
+                    v = lib.med([x[k] for x in of])
+                    row[k] = int(v) if isinstance(v, float) and v.is_integer() and k.endswith("tokens") else v
                 rows.append(row)
     return rows
 
 
-def rep_sums(reps):
-    """{(side, rep): sum of that rep's round wall times}, for reps whose every round has a wall time."""
-    sums = {}
+def rep_sums(args, reps):
+    """{(side, rep): sum of that rep's round wall times}, for reps with a wall time in every one of the rounds
+    (an interrupted rep has none)."""
+    walls = {}
     for x in reps:
-        k = (x["side"], x["rep"])
-        sums[k] = None if x["wall_ms"] is None or sums.get(k, 0) is None else sums.get(k, 0) + x["wall_ms"]
-    return {k: v for k, v in sums.items() if v is not None}
+        walls.setdefault((x["side"], x["rep"]), []).append(x["wall_ms"])
+    return {k: sum(w) for k, w in walls.items() if len(w) == args.rounds and None not in w}
 
 
 def ak_over(pairs):
@@ -117,7 +119,7 @@ def totals(args, sums):
 def build(args, reqs, restarts, kvs, cmds, phases):
     """The result document (merged with lib.make_meta's meta into the JSON): every summary and every raw record."""
     reps = per_rep_rounds(args, reqs)
-    sums = rep_sums(reps)
+    sums = rep_sums(args, reps)
     config = {k: getattr(args, k) for k in ("agents", "slots", "shared_tokens", "own_tokens", "rounds",
                                             "restart_before", "new_agents", "max_tokens", "reps", "threads", "ctx",
                                             "cache_ram", "sides", "agentkv_extra", "ls_extra", "drop", "text")}

@@ -313,7 +313,7 @@ case "${1:-}" in
     timeout $T /usr/bin/env python3 bench/shared_team.py --bin $B/agentkv --llama-server $B/bin/llama-server \
       --model "$(model_path $p)" --threads 16 --agents 32 --slots 16 --shared-tokens 4000 --own-tokens 1500 \
       --max-tokens 64 --rounds 4 --restart-before 2 --new-agents 8 --reps 1 --out $out "${@:3}" 2>&1 |
-      tee $out/console.txt | grep -E '^\[bench|^\| [0-9s]|^- agentkv|^status'
+      tee $out/console.txt | grep -E '^\[bench|^\| ([0-9]+:|sum )|^- agentkv|^status'
     echo "team: benchmark $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
     keep_our_log_lines $out
     pack $out team-$p

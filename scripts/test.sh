@@ -39,5 +39,10 @@ grep -h "skip" bench/out/reliability/disk_full_quick.txt || true
 # Open-loop load (~45 s): 64 agents over 4 slots for 20 s, every answer replayed serially.
 /usr/bin/python3 bench/load.py --quick --bin "$BUILD/agentkv" --json bench/out/reliability/load_quick.json \
   >bench/out/reliability/load_quick.txt 2>&1 || { cat bench/out/reliability/load_quick.txt; exit 1; }
+# The shared-prefix team (bench/README.md; checked by check_quick.py below): agentkv alone (~10 s), all three
+# sides (~30 s) where llama-server is built.
+mkdir -p bench/out/shared_team
+/usr/bin/python3 bench/shared_team.py --quick --bin "$BUILD/agentkv" $([ -x build-srv/bin/llama-server ] || echo --sides agentkv) \
+  >bench/out/shared_team/quick.txt 2>&1 || { cat bench/out/shared_team/quick.txt; exit 1; }
 /usr/bin/python3 bench/run.py all --quick --bin "$BUILD/agentkv"; /usr/bin/python3 bench/check_quick.py  # benchmark smoke run (bench/README.md)
 echo "test: all tests passed in $(( $(date +%s) - start )) s"
