@@ -22,8 +22,10 @@ if [ -f tests/e2e-clients/package.json ]; then
   # windows), which the lock file therefore cannot list, and npm ci refuses such a lock; --no-save keeps it as is.
   (cd tests/e2e-clients && npm install --silent --no-audit --no-fund --no-save && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
-# Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; < 1 s).
+# Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; the shared team's plan and
+# summaries; < 1 s).
 /usr/bin/python3 bench/paired_test.py
+/usr/bin/python3 bench/shared_team_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.
 mkdir -p bench/out/hostile
 /usr/bin/python3 bench/hostile_clients.py --quick --bin "$BUILD/agentkv" --json bench/out/hostile/quick.json \
