@@ -255,12 +255,7 @@ def calibrate(args, corpus, workdir):
     srv = lib.Proc(side_cmd(args, "agentkv", port, cache_dir), os.path.join(workdir, "agentkv-calibrate.log"), port)
     srv.start()
     try:
-        sample = corpus.text[:1500]
-        st, j, _ = lib.http_json(srv.port, "POST", "/v1/completions",
-                                 {"prompt": sample, "max_tokens": 1, "temperature": 0}, {"X-Agent-Id": "calibrate"})
-        if st != 200:
-            raise RuntimeError("calibration request failed: %s %s" % (st, j))
-        corpus.cpt = round(len(sample) / max(1, j["usage"]["prompt_tokens"]), 2)
+        corpus.calibrate_http(srv.port)
         ready = agentkv_ready(srv.log_text())
     finally:
         srv.stop()
@@ -274,11 +269,7 @@ def calibrate(args, corpus, workdir):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=lib.DEFAULT_BIN, help="agentkv binary")
-    ap.add_argument("--llama-server", default=lib.DEFAULT_LLAMA_SERVER, help="llama-server binary")
-    ap.add_argument("--model", default=None, help="GGUF path or synth-model preset (default: the bundled model)")
-    ap.add_argument("--synth-type", default="q4_0", help="weight type of a generated preset")
-    ap.add_argument("--text", default=lib.DEFAULT_TEXT, help="held-out text for the shared text, tasks and lines")
+    lib.add_side_by_side_args(ap, "held-out text for the shared text, tasks and lines")
     ap.add_argument("--agents", type=int, help="agents in the team (default 8; quick 3)")
     ap.add_argument("--slots", type=int, help="slots of every side: agentkv --slots, llama-server -np (4; quick 2)")
     ap.add_argument("--shared-tokens", type=int, help="tokens of the shared system text (1000; quick 300)")
@@ -293,11 +284,7 @@ def parse_args(argv=None):
                                             "llama-server gets -c slots x ctx")
     ap.add_argument("--cache-ram", help="agentkv's --cache-ram (BYTES: 512M, 4G); default: its own (25%% of memory)")
     ap.add_argument("--sides", default=",".join(SIDES), help="comma-separated subset of " + ",".join(SIDES))
-    ap.add_argument("--agentkv-extra", default="", help="extra agentkv serve args (one string, e.g. "
-                                                        "'--prefill-chunk 2048')")
-    ap.add_argument("--ls-extra", default="", help="extra args of both llama-servers (one string)")
-    ap.add_argument("--drop", default="fadvise", choices=["fadvise", "drop_caches", "none"],
-                    help="how agentkv's cache files leave the page cache at the restart")
+    lib.add_extra_args(ap, "extra args of both llama-servers (one string)")
     ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
     ap.add_argument("--keep-work", action="store_true", help="keep agentkv's cache dir under the work dir")
     ap.add_argument("--quick", action="store_true", help="3 agents, 2 slots, 300 shared + 60 own tokens, 3 rounds, "
@@ -332,10 +319,7 @@ def main(argv=None):
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, on_sigterm)
     t_start = time.perf_counter()
-    d = lib.out_dir(args, SUB)
-    workdir = os.path.join(d, "work")
-    shutil.rmtree(workdir, ignore_errors=True)
-    os.makedirs(workdir)
+    d, workdir = lib.fresh_work_dir(args, SUB)
     meta = lib.make_meta(args, "shared-team")
     meta["llama_server_bin"] = (lib.file_identity(args.llama_server)
                                 if any(s != "agentkv" for s in args.sides) else None)
