@@ -50,8 +50,9 @@
 # The pipelined restore against the default, interleaved restarts, one call (build ~280 s + ~4 runs of 30 s):
 #   scripts/device-bench.sh quick-build; AGENTKV_LOG=debug ROUNDS=2 STEP_TIMEOUT=90 \
 #     scripts/device-bench.sh vs-env AGENTKV_PIPELINED_RESTORE=on llama-3.1-8b 2048
-# The team benchmark in one call (build ~280 s, model, then ~250 s of team; every phase prints its time):
-#   scripts/device-bench.sh quick-build; STEP_TIMEOUT=300 scripts/device-bench.sh team llama-3.1-8b
+# The team benchmark in one call (build ~280 s, model, then ~240 s of team, estimated from the round
+# times; every phase prints its time; past STEP_TIMEOUT the script writes the rounds it finished, marked partial):
+#   scripts/device-bench.sh quick-build; STEP_TIMEOUT=260 scripts/device-bench.sh team llama-3.1-8b
 # Each device call copies the working tree anew (every source file's mtime changes), so a later call's
 # build_cuda recompiles everything (~5 min): run a build step and the steps that use it in ONE call, e.g.
 #   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768
