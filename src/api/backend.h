@@ -305,6 +305,9 @@ struct AgentInfo {
   CacheState tier = CacheState::kCold;  // resident / hot / warm
   int64_t tokens = 0;
   int64_t ram_bytes = 0;   // Q4 bytes held in RAM (slot or pool)
+  // Of ram_bytes: its pool blocks that other agents of the namespace list too
+  // (a shared prefix, docs/api.md "Shared prefixes"), held once for all.
+  int64_t shared_ram_bytes = 0;
   int64_t disk_bytes = 0;  // Q4 bytes in block files
   int64_t last_used_unix_ms = 0;
   bool busy = false;  // a request is in flight for this agent

@@ -653,6 +653,7 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
   // it has no pool copy (not both: they hold the same positions).
   if (pool_info.ok()) {
     info.ram_bytes = static_cast<int64_t>(pool_info->bytes);
+    info.shared_ram_bytes = static_cast<int64_t>(pool_info->shared_bytes);
   } else if (a.slot >= 0) {
     info.ram_bytes = info.tokens * static_cast<int64_t>(bpt);
   }
