@@ -210,12 +210,7 @@ def calibrate(args, corpus, workdir):
     srv = new_server(args, which, workdir, 2048, "calibrate")
     srv.start()
     try:
-        sample = corpus.text[:1500]
-        st, j, _ = lib.http_json(srv.port, "POST", "/v1/completions",
-                                 {"prompt": sample, "max_tokens": 1, "temperature": 0}, {"X-Agent-Id": "calibrate"})
-        if st != 200:
-            raise RuntimeError("calibration request failed: %s %s" % (st, j))
-        corpus.cpt = round(len(sample) / max(1, j["usage"]["prompt_tokens"]), 2)
+        corpus.calibrate_http(srv.port)
     finally:
         srv.stop()
         if srv.cache_dir:
@@ -334,11 +329,7 @@ def build_notes(args, ctx, cmds, restarts):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=lib.DEFAULT_BIN, help="agentkv binary")
-    ap.add_argument("--llama-server", default=lib.DEFAULT_LLAMA_SERVER, help="llama-server binary")
-    ap.add_argument("--model", default=None, help="GGUF path or synth-model preset (default: the bundled model)")
-    ap.add_argument("--synth-type", default="q4_0", help="weight type of a generated preset")
-    ap.add_argument("--text", default=lib.DEFAULT_TEXT, help="held-out text for documents and messages")
+    lib.add_side_by_side_args(ap, "held-out text for documents and messages")
     ap.add_argument("--agents", type=int, help="agents in the team (default 6; quick 3)")
     ap.add_argument("--rounds", type=int, help="rounds (default 6; quick 2)")
     ap.add_argument("--restart-after", type=int, help="restart the server after this round, 0 = never "
@@ -352,10 +343,7 @@ def parse_args(argv=None):
                                                 "slots share (unified KV)")
     ap.add_argument("--reps", type=int, help="repetitions, alternating which server goes first (default 5; quick 1)")
     ap.add_argument("--only", choices=SERVERS, help="run one server only")
-    ap.add_argument("--agentkv-extra", default="", help="extra agentkv serve args (one string)")
-    ap.add_argument("--ls-extra", default="", help="extra llama-server args (one string)")
-    ap.add_argument("--drop", default="fadvise", choices=["fadvise", "drop_caches", "none"],
-                    help="how agentkv's cache files leave the page cache at the restart")
+    lib.add_extra_args(ap)
     ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
     ap.add_argument("--json", default=None, help="also write the JSON document to this path")
     ap.add_argument("--keep-work", action="store_true", help="keep agentkv's cache dirs under the work dir")
@@ -377,10 +365,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     t_start = time.perf_counter()
-    d = lib.out_dir(args, SUB)
-    workdir = os.path.join(d, "work")
-    shutil.rmtree(workdir, ignore_errors=True)
-    os.makedirs(workdir)
+    d, workdir = lib.fresh_work_dir(args, SUB)
     meta = lib.make_meta(args, "agent-team")
     meta["llama_server_bin"] = lib.file_identity(args.llama_server) if "llama-server" in args.servers else None
     corpus = lib.Corpus(args.text)

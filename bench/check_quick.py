@@ -38,6 +38,10 @@ SPECS = {
     "routing": {"dir": "scenario-routing", "name": "routing", "png": "routing.png", "keys": ["summary", "requests"],
                 "row_list": "summary", "row_keys": ["phase", "requests", "ttft_median_ms", "ttft_min_ms",
                                                     "ttft_max_ms", "states"]},
+    "shared-team": {"dir": "shared_team", "name": "shared_team", "png": None,
+                    "keys": ["config", "kv_types", "rows", "totals", "ratios", "requests"], "row_list": "rows",
+                    "row_keys": ["round", "phase", "side", "wall_ms", "ttft_p50_ms", "ttft_p95_ms", "gen_tps",
+                                 "prompt_tokens", "reused_tokens", "new_ttft_p50_ms", "new_reused_tokens"]},
 }
 META_KEYS = ["subcommand", "date", "command_line", "machine", "git", "model", "threads"]
 MACHINE_KEYS = ["cpu_model", "usable_cpus", "logical_cpus", "ram_bytes"]
@@ -164,6 +168,12 @@ def semantic(key, doc, warn):
                 warn("phase %r: server reported %s" % (r["phase"], r.get("states")))
         if len(phases) < 3:
             warn("expected >= 3 phases, got %s" % phases)
+    elif key == "shared-team":
+        for r in doc["rows"]:
+            if r.get("errors"):
+                warn("round %s %s: %s failed requests" % (r["round"], r["side"], r["errors"]))
+            if r["side"] == "agentkv" and r["round"] > 0 and not r.get("reused_tokens"):
+                warn("round %s: agentkv reused no tokens of its returning agents" % r["round"])
     elif key == "ppl":
         for r in doc.get("rows", []):
             if not r.get("ppl"):

@@ -57,6 +57,14 @@ def ratio(a, b):
     return (a / b) if (a is not None and b not in (None, 0)) else None
 
 
+def pct(xs, p):
+    """The p-th percentile (0-100) of xs, nearest rank; None if xs has no values."""
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
 # ---------------------------------------------------------------- machine / provenance
 
 def _read(path, default=""):
@@ -136,6 +144,15 @@ def out_dir(args, sub):
     d = os.path.join(args.out, sub)
     os.makedirs(d, exist_ok=True)
     return d
+
+
+def fresh_work_dir(args, sub):
+    """(out_dir(args, sub), its "work" subfolder emptied): where a driver's server logs and cache dirs go."""
+    d = out_dir(args, sub)
+    work = os.path.join(d, "work")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return d, work
 
 
 def write_csv(path, rows, cols=None):
@@ -643,6 +660,18 @@ class Corpus:
         self.calibrated = True
         return self.cpt
 
+    def calibrate_http(self, port):
+        """Chars per token (2 decimals) from one non-streamed /v1/completions of a sample on a running server,
+        agentkv or llama-server (both count the model's tokens in usage.prompt_tokens). RuntimeError if it fails."""
+        sample = self.text[:1500]
+        st, j, _ = http_json(port, "POST", "/v1/completions", {"prompt": sample, "max_tokens": 1, "temperature": 0},
+                             {"X-Agent-Id": "calibrate"})
+        if st != 200 or not isinstance(j, dict) or "usage" not in j:
+            raise RuntimeError("calibration request failed: %s %s" % (st, j))
+        self.cpt = round(len(sample) / max(1, j["usage"]["prompt_tokens"]), 2)
+        self.calibrated = True
+        return self.cpt
+
     def slice(self, offset_tokens, n_tokens):
         """About n_tokens of text starting about offset_tokens in (wraps around); starts at a word boundary."""
         a = int(offset_tokens * self.cpt) % max(1, len(self.text) - 10)
@@ -653,6 +682,26 @@ class Corpus:
         s = t[a:a + n]
         i = s.find(" ")
         return s[i + 1:] if 0 <= i < 40 else s
+
+
+def add_side_by_side_args(ap, text_help):
+    """The options of a driver that runs agentkv and llama-server side by side: both binaries, the model
+    (resolve_model reads --model and --synth-type) and the held-out text."""
+    ap.add_argument("--bin", default=DEFAULT_BIN, help="agentkv binary")
+    ap.add_argument("--llama-server", default=DEFAULT_LLAMA_SERVER, help="llama-server binary")
+    ap.add_argument("--model", default=None, help="GGUF path or synth-model preset (default: the bundled model)")
+    ap.add_argument("--synth-type", default="q4_0", help="weight type of a generated preset")
+    ap.add_argument("--text", default=DEFAULT_TEXT, help=text_help)
+
+
+def add_extra_args(ap, ls_help="extra llama-server args (one string)"):
+    """--agentkv-extra / --ls-extra (pass-through flags, one string each) and --drop (how agentkv's cache files
+    leave the page cache at a restart: drop_page_cache's method)."""
+    ap.add_argument("--agentkv-extra", default="", help="extra agentkv serve args (one string, e.g. "
+                                                        "'--prefill-chunk 2048')")
+    ap.add_argument("--ls-extra", default="", help=ls_help)
+    ap.add_argument("--drop", default="fadvise", choices=["fadvise", "drop_caches", "none"],
+                    help="how agentkv's cache files leave the page cache at the restart")
 
 
 def resolve_model(args):

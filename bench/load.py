@@ -31,14 +31,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
+from lib import pct  # noqa: E402
 from crash_loop import Server  # noqa: E402
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return None
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
 def proc_sample(pid):

@@ -13,6 +13,13 @@
 #                                            tokens, 8B layout) with A, B, A, B (ROUNDS, 2; LAST_ROUND_BY_S: no
 #                                            round starts after that many s); 2048 tokens fit one call
 #   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
+#   scripts/device-bench.sh team PRESET [ARGS...]  bench/shared_team.py at issue 32's H200 size on a preset (32
+#                                            agents / 16 slots / 4000 shared + 1500 own tokens / 64 tokens, 4 rounds,
+#                                            restart before round 2, 8 new agents in round 3; agentkv vs llama-server
+#                                            q4_0 with our RAM budget vs its defaults, 1 rep); ARGS go to the script
+#                                            last (they win), e.g. --agentkv-extra '--prefill-chunk 2048', --reps 2,
+#                                            --sides agentkv,ls-q4_0. Builds agentkv + llama-server if absent; one
+#                                            call with the build: quick-build then team (see below)
 #   scripts/device-bench.sh quick-setup      CUDA build (agentkv + llama-server only), the llama-3.1-8b
 #                                            model, bench restore on it with --overlap-import off and on
 #                                            (fits one call)
@@ -43,6 +50,9 @@
 # The pipelined restore against the default, interleaved restarts, one call (build ~280 s + ~4 runs of 30 s):
 #   scripts/device-bench.sh quick-build; AGENTKV_LOG=debug ROUNDS=2 STEP_TIMEOUT=90 \
 #     scripts/device-bench.sh vs-env AGENTKV_PIPELINED_RESTORE=on llama-3.1-8b 2048
+# The team benchmark in one call (build ~280 s, model, then ~240 s of team, estimated from the issue's round
+# times; every phase prints its time; past STEP_TIMEOUT the script writes the rounds it finished, marked partial):
+#   scripts/device-bench.sh quick-build; STEP_TIMEOUT=260 scripts/device-bench.sh team llama-3.1-8b
 # Each device call copies the working tree anew (every source file's mtime changes), so a later call's
 # build_cuda recompiles everything (~5 min): run a build step and the steps that use it in ONE call, e.g.
 #   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768
@@ -81,7 +91,7 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   pkg-config --exists hiredis 2>/dev/null || export PKG_CONFIG_PATH=$PWD/.device/hiredis/lib/pkgconfig
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-  echo "source commit: ${AGENTKV_SOURCE_COMMIT:-UNSET (JSON commit fields name the copied tree's git, not this tree)}" |
+  echo "source commit: ${AGENTKV_SOURCE_COMMIT:-UNSET (JSON commit fields name the git of the copied tree, not this tree)}" |
     tee -a "$OUT/gpu.txt"
   echo "ccache: $(command -v ccache || echo none); THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)" | tee -a "$OUT/gpu.txt"
   local start=$(date +%s)
@@ -291,6 +301,23 @@ case "${1:-}" in
       --contexts "$2" --fetch-contexts "${3:-}" --reps $REPS --redis-server "$rs" --redis-benchmark "$rb" \
       --redis-io-threads ${REDIS_IO_THREADS:-1} --out $out 2>&1 | tail -25
     pack $out remote-$p
+    ;;
+  team)  # team PRESET [ARGS...]: the shared-prefix team (issue 32) at the H200 size, 1 rep
+    p=$2
+    t0=$SECONDS
+    [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
+    synth_model $p
+    echo "team: build + model $p: $((SECONDS - t0)) s"
+    out=/tmp/b/team-$p
+    mkdir -p $out
+    t0=$SECONDS
+    timeout $T /usr/bin/env python3 bench/shared_team.py --bin $B/agentkv --llama-server $B/bin/llama-server \
+      --model "$(model_path $p)" --threads 16 --agents 32 --slots 16 --shared-tokens 4000 --own-tokens 1500 \
+      --max-tokens 64 --rounds 4 --restart-before 2 --new-agents 8 --reps 1 --out $out "${@:3}" 2>&1 |
+      tee $out/console.txt | grep -E '^\[bench|^\| ([0-9]+:|sum )|^- agentkv|^status'
+    echo "team: benchmark $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
+    keep_our_log_lines $out
+    pack $out team-$p
     ;;
   capacity)
     out=/tmp/b/capacity

@@ -22,8 +22,10 @@ if [ -f tests/e2e-clients/package.json ]; then
   # windows), which the lock file therefore cannot list, and npm ci refuses such a lock; --no-save keeps it as is.
   (cd tests/e2e-clients && npm install --silent --no-audit --no-fund --no-save && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
-# Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; < 1 s).
+# Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; the shared team's plan and
+# summaries; < 1 s).
 /usr/bin/python3 bench/paired_test.py
+/usr/bin/python3 bench/shared_team_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.
 mkdir -p bench/out/hostile
 /usr/bin/python3 bench/hostile_clients.py --quick --bin "$BUILD/agentkv" --json bench/out/hostile/quick.json \
@@ -39,5 +41,10 @@ grep -h "skip" bench/out/reliability/disk_full_quick.txt || true
 # Open-loop load (~45 s): 64 agents over 4 slots for 20 s, every answer replayed serially.
 /usr/bin/python3 bench/load.py --quick --bin "$BUILD/agentkv" --json bench/out/reliability/load_quick.json \
   >bench/out/reliability/load_quick.txt 2>&1 || { cat bench/out/reliability/load_quick.txt; exit 1; }
+# The shared-prefix team (bench/README.md; checked by check_quick.py below): agentkv alone (~10 s), all three
+# sides (~30 s) where llama-server is built.
+mkdir -p bench/out/shared_team
+/usr/bin/python3 bench/shared_team.py --quick --bin "$BUILD/agentkv" $([ -x build-srv/bin/llama-server ] || echo --sides agentkv) \
+  >bench/out/shared_team/quick.txt 2>&1 || { cat bench/out/shared_team/quick.txt; exit 1; }
 /usr/bin/python3 bench/run.py all --quick --bin "$BUILD/agentkv"; /usr/bin/python3 bench/check_quick.py  # benchmark smoke run (bench/README.md)
 echo "test: all tests passed in $(( $(date +%s) - start )) s"

@@ -171,6 +171,10 @@ struct GenerationRequest {
   std::optional<bool> enable_thinking;
   SamplingParams sampling;
   bool stream = false;         // informational: output arrives by deltas anyway
+  // False (body "cache_prompt": false, as llama-server's): the prompt is
+  // prefilled cold, reusing no cache (the agent's own, a donor's, a fork's;
+  // without an agent id it starts a new agent). Its turn is still cached.
+  bool reuse_cache = true;
   bool include_usage = false;  // informational
   CancellationToken cancel;    // set when the client disconnects
   // When the HTTP request arrived (before parsing and token counting): where
@@ -301,6 +305,9 @@ struct AgentInfo {
   CacheState tier = CacheState::kCold;  // resident / hot / warm
   int64_t tokens = 0;
   int64_t ram_bytes = 0;   // Q4 bytes held in RAM (slot or pool)
+  // Of ram_bytes: its pool blocks that other agents of the namespace list too
+  // (a shared prefix, docs/api.md "Shared prefixes"), held once for all.
+  int64_t shared_ram_bytes = 0;
   int64_t disk_bytes = 0;  // Q4 bytes in block files
   int64_t last_used_unix_ms = 0;
   bool busy = false;  // a request is in flight for this agent

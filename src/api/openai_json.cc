@@ -133,6 +133,7 @@ MaybeError ParseCommon(const json& body, const ParseContext& ctx, GenerationRequ
     return InvalidRequest("'logprobs' is not supported.", "logprobs", "unsupported");
   }
   if (MaybeError e = GetBool(body, "stream", &out->stream)) return e;
+  if (MaybeError e = GetBool(body, "cache_prompt", &out->reuse_cache)) return e;
   if (const json* v = Field(body, "stream_options")) {
     if (!v->is_object()) return TypeError("stream_options", "an object");
     if (!out->stream) {

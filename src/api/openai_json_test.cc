@@ -62,6 +62,10 @@ TEST(OpenAiJsonTest, DefaultsAndAliases) {
   ASSERT_FALSE(Chat(With(""), &d));
   EXPECT_FALSE(d.sampling.max_tokens);
   EXPECT_EQ(d.agent_id, "");
+  EXPECT_TRUE(d.reuse_cache);
+  GenerationRequest cold;
+  ASSERT_FALSE(Chat(With(R"(,"cache_prompt":false)"), &cold));
+  EXPECT_FALSE(cold.reuse_cache);
 }
 
 struct BadCase {
@@ -109,6 +113,7 @@ TEST(OpenAiJsonTest, RefusesBadChatRequests) {
       {With(R"(,"stop":[1])"), 400, "stop"},
       {With(R"(,"stop":[""])"), 400, "stop"},
       {With(R"(,"stream":"yes")"), 400, "stream"},
+      {With(R"(,"cache_prompt":0)"), 400, "cache_prompt"},
       {With(R"(,"stream_options":{"include_usage":true})"), 400, "stream_options"},
       {With(R"(,"stream":true,"stream_options":{"include_usage":1})"), 400,
        "stream_options.include_usage"},

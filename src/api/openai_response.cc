@@ -116,6 +116,7 @@ json AgentObject(const AgentInfo& a) {
           {"tokens", a.tokens},
           {"bytes", a.ram_bytes > a.disk_bytes ? a.ram_bytes : a.disk_bytes},
           {"ram_bytes", a.ram_bytes},
+          {"shared_ram_bytes", a.shared_ram_bytes},
           {"disk_bytes", a.disk_bytes},
           {"last_used_ms", a.last_used_unix_ms},
           {"busy", a.busy}};

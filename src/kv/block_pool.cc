@@ -278,6 +278,7 @@ AgentInfo BlockPool::InfoLocked(const AgentKey& key, const AgentEntry& entry) co
     const BlockEntry& e = blocks_.at({key.ns, id});
     info.n_tokens += e.block->n_tokens;
     info.bytes += e.charge_bytes;
+    if (e.refs > 1) info.shared_bytes += e.charge_bytes;
   }
   info.last_use_ms = entry.last_use_ms;
   info.pins = entry.pins;

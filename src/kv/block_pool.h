@@ -81,6 +81,7 @@ struct AgentInfo {
   size_t n_blocks = 0;
   size_t n_tokens = 0;     // sum of the blocks' n_tokens
   size_t bytes = 0;        // charge of its blocks (shared ones counted in full)
+  size_t shared_bytes = 0; // of `bytes`: blocks other agents list too (charged once in used_bytes)
   int64_t last_use_ms = 0; // from the clock in BlockPoolOptions
   uint32_t pins = 0;
   bool dirty = false;

@@ -200,6 +200,7 @@ TEST(BlockPoolTest, SharedBlocksCountedOnce) {
   ASSERT_TRUE(snap.ok());
   EXPECT_EQ(snap->blocks[0].block.get(), prefix[0].block.get());
   EXPECT_EQ(pool.Info(A("agent7"))->bytes, 4 * kCharge);
+  EXPECT_EQ(pool.Info(A("agent7"))->shared_bytes, 3 * kCharge) << "the 3 prefix blocks, not its own";
   EXPECT_EQ(pool.Info(A("agent7"))->n_tokens, 4 * kBlockTokens);
 }
 

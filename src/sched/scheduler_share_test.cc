@@ -45,6 +45,11 @@ TEST_F(SchedulerTest, ANewAgentStartsFromAnotherAgentsCacheOfTheSamePrefix) {
   auto b2 = Run("reviewer", prompt_b + b->text() + " More.", 8);
   EXPECT_EQ(b2->usage().match, api::MatchType::kExtend);
   EXPECT_EQ(b2->usage().shared_tokens, 0);
+  // Its blocks of the shared text are the donor's, held once in the pool.
+  auto info = sched_->GetAgent("default", "reviewer");
+  ASSERT_TRUE(info.ok());
+  EXPECT_GT(info->shared_ram_bytes, 0);
+  EXPECT_LT(info->shared_ram_bytes, info->ram_bytes);
   const std::string metrics = sched_->MetricsText();
   EXPECT_NE(metrics.find("agentkv_shared_prefix_hits_total{source="), std::string::npos) << metrics;
 }

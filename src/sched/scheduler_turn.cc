@@ -273,7 +273,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   const bool explicit_id = !w.req.agent_id.empty();
   if (!explicit_id) {
     if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
-    auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt, w.req.isolated);
+    auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt, w.req.isolated || !w.req.reuse_cache);
     if (!id.ok()) {
       w.sink->OnError(id.status());
       return true;
@@ -378,11 +378,13 @@ bool Scheduler::TryAdmit(Waiting& w) {
   if (agent.busy) return false;
   RestoreSource source;
   // No cache of its own: another agent's of the same prefix, if one has it.
-  const DonorChoice::Kind donor = agent.seq.tokens.empty() && !agent.fork_source && !w.req.isolated
+  // (A request with cache_prompt false starts cold: `source` stays kCold.)
+  const bool reuse = w.req.reuse_cache;
+  const DonorChoice::Kind donor = reuse && agent.seq.tokens.empty() && !agent.fork_source && !w.req.isolated
                                       ? SeedFromDonor(w, agent, &source)
                                       : DonorChoice::Kind::kNone;
   if (donor == DonorChoice::Kind::kWaitForLeader) return false;
-  if (donor != DonorChoice::Kind::kLeader && !FindRestoreSource(agent, &source)) return false;
+  if (reuse && donor != DonorChoice::Kind::kLeader && !FindRestoreSource(agent, &source)) return false;
   const int slot = AcquireSlot(agent);
   if (slot < 0) return false;  // the read stays for the next attempt
   if (source.read_key && !source.pipelined) {  // (a pipelined restore takes its read once it completes)
@@ -663,6 +665,7 @@ api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
   // it has no pool copy (not both: they hold the same positions).
   if (pool_info.ok()) {
     info.ram_bytes = static_cast<int64_t>(pool_info->bytes);
+    info.shared_ram_bytes = static_cast<int64_t>(pool_info->shared_bytes);
   } else if (a.slot >= 0) {
     info.ram_bytes = info.tokens * static_cast<int64_t>(bpt);
   }

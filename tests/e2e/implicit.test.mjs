@@ -3,7 +3,7 @@
 // its own history, and neither changes the other's output.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Server, makeTemp, rmTemp, chatReq, LONG_SYSTEM, MAX_NEW_TURN_TOKENS } from './lib/server.mjs';
+import { Server, makeTemp, rmTemp, chatReq, COLD, LONG_SYSTEM, MAX_NEW_TURN_TOKENS } from './lib/server.mjs';
 
 let dir, server, client;
 before(async () => {
@@ -28,8 +28,9 @@ async function implicitTurn(messages) {
   return { reply: data.choices[0].message.content, usage: data.usage, id };
 }
 
+// A cold oracle: a fresh explicit agent that reuses no cache (COLD).
 async function explicitTurn(id, messages) {
-  const r = await client.chat.completions.create(chatReq(messages, { max_tokens: 12 }),
+  const r = await client.chat.completions.create(chatReq(messages, { max_tokens: 12, ...COLD }),
     { headers: { 'X-Agent-Id': id } });
   return { reply: r.choices[0].message.content, usage: r.usage };
 }

@@ -4,7 +4,7 @@
 // 7. /metrics after those requests.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Server, makeTemp, rmTemp, chatReq, rawRequest, LONG_SYSTEM, MAX_NEW_TURN_TOKENS } from './lib/server.mjs';
+import { Server, makeTemp, rmTemp, chatReq, COLD, rawRequest, LONG_SYSTEM, MAX_NEW_TURN_TOKENS } from './lib/server.mjs';
 
 let dir, server, client;
 before(async () => {
@@ -82,7 +82,7 @@ test('three agents x four turns: cached_tokens grows, only new text is prefilled
   for (const id of Object.keys(AGENTS)) {
     for (const t of [1, 3]) {
       const h = history[id][t];
-      const cold = await client.chat.completions.create(chatReq(h.messages, { max_tokens: 12 }),
+      const cold = await client.chat.completions.create(chatReq(h.messages, { max_tokens: 12, ...COLD }),
         { headers: { 'X-Agent-Id': `mt-oracle-${id}-${t}` } });
       assert.equal(cold.usage.agentkv.cache_state, 'cold');
       assert.equal(cold.usage.prompt_tokens_details.cached_tokens, 0);
@@ -115,7 +115,7 @@ test('diverge (edited last message) and exact (completion of prompt+reply) match
   assert.equal(t2.usage.agentkv.match, 'diverge', JSON.stringify(t2.usage));
   assert.ok(t2.usage.prompt_tokens_details.cached_tokens > 100, JSON.stringify(t2.usage));
   assert.ok(t2.usage.prompt_tokens_details.cached_tokens < t1.usage.prompt_tokens, JSON.stringify(t2.usage));
-  const cold = await client.chat.completions.create(chatReq(edited, { max_tokens: 12 }), { headers: { 'X-Agent-Id': 'mt-div-cold' } });
+  const cold = await client.chat.completions.create(chatReq(edited, { max_tokens: 12, ...COLD }), { headers: { 'X-Agent-Id': 'mt-div-cold' } });
   assert.equal(cold.usage.agentkv.cache_state, 'cold');
   assert.equal(t2.choices[0].message.content, cold.choices[0].message.content, 'diverge reply != cold reply');
 
@@ -128,7 +128,7 @@ test('diverge (edited last message) and exact (completion of prompt+reply) match
     { headers: { 'X-Agent-Id': 'mt-exact' } });
   assert.ok(['exact', 'extend'].includes(c2.usage.agentkv.match), JSON.stringify(c2.usage));
   assert.ok(c2.usage.agentkv.tokens_prefilled <= 2, JSON.stringify(c2.usage));
-  const c2cold = await client.completions.create({ model: cold.model, prompt: p2, max_tokens: 10, temperature: 0 },
+  const c2cold = await client.completions.create({ model: cold.model, prompt: p2, max_tokens: 10, temperature: 0, ...COLD },
     { headers: { 'X-Agent-Id': 'mt-exact-cold' } });
   assert.equal(c2.choices[0].text, c2cold.choices[0].text, 'exact-match reply != cold reply');
   // Greedy continuation: the first call's 20-token run starts with the

@@ -3,7 +3,7 @@
 // text and gives the same greedy output as a cold agent.
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { Server, makeTemp, rmTemp, chatReq, rawRequest, waitForDisk, waitForManifest, LONG_SYSTEM, MAX_NEW_TURN_TOKENS } from './lib/server.mjs';
+import { Server, makeTemp, rmTemp, chatReq, COLD, rawRequest, waitForDisk, waitForManifest, LONG_SYSTEM, MAX_NEW_TURN_TOKENS } from './lib/server.mjs';
 
 let dir, cacheDir;
 const servers = [];
@@ -26,8 +26,9 @@ async function start(opts = {}) {
   return s;
 }
 
-async function turn(server, id, messages, max_tokens = 12) {
-  const r = await server.client().chat.completions.create(chatReq(messages, { max_tokens }),
+// `extra`: more body fields (COLD for an oracle).
+async function turn(server, id, messages, max_tokens = 12, extra = {}) {
+  const r = await server.client().chat.completions.create(chatReq(messages, { max_tokens, ...extra }),
     { headers: { 'X-Agent-Id': id } });
   return { reply: r.choices[0].message.content, usage: r.usage };
 }
@@ -77,7 +78,7 @@ async function restartScenario(id, stopHow) {
     `after ${stopHow}: previous turn not fully reused: ${JSON.stringify(u)}`);
   assert.ok(u.agentkv.tokens_prefilled < MAX_NEW_TURN_TOKENS, `after ${stopHow}: prefilled ${u.agentkv.tokens_prefilled}`);
 
-  const cold = await turn(s2, `${id}-cold`, msgs);
+  const cold = await turn(s2, `${id}-cold`, msgs, 12, COLD);
   assert.equal(cold.usage.agentkv.cache_state, 'cold');
   assert.equal(cold.usage.prompt_tokens, u.prompt_tokens);
   assert.equal(t3.reply, cold.reply, `after ${stopHow}: warm reply differs from a cold prefill`);
@@ -86,7 +87,7 @@ async function restartScenario(id, stopHow) {
   msgs.push({ role: 'assistant', content: t3.reply }, { role: 'user', content: 'Thank you.' });
   const t4 = await turn(s2, id, msgs);
   assert.notEqual(t4.usage.agentkv.cache_state, 'cold');
-  const cold4 = await turn(s2, `${id}-cold4`, msgs);
+  const cold4 = await turn(s2, `${id}-cold4`, msgs, 12, COLD);
   assert.equal(t4.reply, cold4.reply);
 
   const ex = await s2.stop();

@@ -75,7 +75,10 @@ test('agents stay on their server; stopping one moves only its agents, which com
   for (const id of ids) {
     convo[id] = [{ role: 'system', content: LONG_SYSTEM }, { role: 'user', content: `Question ${id}: who kept the mill?` }];
     const t = await turn(id, convo[id]);
-    assert.equal(t.usage.agentkv.cache_state, 'cold');
+    // A first turn: cold, or started from another agent's cache of the
+    // shared system text on the same server (a prefix donor), never its own.
+    assert.equal(t.usage.prompt_tokens_details.cached_tokens, t.usage.agentkv.shared_tokens, JSON.stringify(t.usage));
+    assert.notEqual(t.usage.agentkv.cache_state, 'remote', JSON.stringify(t.usage));
     convo[id].push({ role: 'assistant', content: t.reply }, { role: 'user', content: 'And the school?' });
     await waitForRemote(redis, id, t.usage.prompt_tokens + t.usage.completion_tokens - 1);
   }

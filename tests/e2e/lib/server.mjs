@@ -294,6 +294,12 @@ export async function collectStream(stream, kind = 'chat') {
 }
 
 /** Build a conversation: a system prompt, then the user messages so far. */
+// Body fields of a cold oracle: `cache_prompt: false` (as llama-server's)
+// prefills the prompt reusing no cache. Without it a fresh agent id would
+// start from another agent's cache of the same prefix (a prefix donor,
+// docs/api.md "Shared prefixes").
+export const COLD = Object.freeze({ cache_prompt: false });
+
 export function chatReq(messages, extra = {}) {
   return { model: MODEL_ID, messages, max_tokens: 16, temperature: 0, ...extra };
 }
