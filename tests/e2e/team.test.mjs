@@ -2,31 +2,18 @@
 // send the same system text compute it once. A new agent starts from another
 // agent's cache of the shared prefix (idle, or running beside it), answers
 // exactly as a cold prefill of its prompt, and holds the shared blocks once.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Server, makeTemp, rmTemp, chatReq, COLD, rawRequest, LONG_SYSTEM } from './lib/server.mjs';
+import { serverForFile, chatReq, COLD, rawRequest, LONG_SYSTEM } from './lib/server.mjs';
 
 const SYSTEM = `${LONG_SYSTEM}\n\nRules of the team:\n${LONG_SYSTEM}`;  // ~2 KB: over the 1 KiB minimum
 const ROLES = ['coder', 'reviewer', 'planner', 'tester'];
-
-let dir, server, client;
-before(async () => {
-  dir = await makeTemp('team');
-  server = await Server.start({ cacheDir: `${dir}/cache` });
-  client = server.client();
-});
-after(async () => {
-  if (server) {
-    const ex = await server.stop();
-    assert.equal(ex.code, 0, `server exit ${JSON.stringify(ex)}\n${server.log}`);
-  }
-  await rmTemp(dir);
-});
+const ctx = serverForFile('team');
 
 const messages = (role) => [{ role: 'system', content: SYSTEM }, { role: 'user', content: `As the ${role}: who kept the mill?` }];
 
 async function turn(id, msgs, extra = {}) {
-  const r = await client.chat.completions.create(chatReq(msgs, { max_tokens: 12, ...extra }),
+  const r = await ctx.client.chat.completions.create(chatReq(msgs, { max_tokens: 12, ...extra }),
     { headers: { 'X-Agent-Id': id } });
   return { reply: r.choices[0].message.content, usage: r.usage };
 }
@@ -47,7 +34,7 @@ test('a new agent of the team starts from another agent\'s cache of the shared s
   assert.equal(cold.usage.prompt_tokens, u.prompt_tokens);
   assert.equal(second.reply, cold.reply, 'a seeded agent answers otherwise than a cold prefill');
   // Its shared blocks are the donor's, held once.
-  const info = await rawRequest(server, 'GET', '/v1/agents/team-reviewer');
+  const info = await rawRequest(ctx.server, 'GET', '/v1/agents/team-reviewer');
   assert.equal(info.status, 200);
   assert.ok(info.json.shared_ram_bytes > 0, info.text);
   // The donor goes on from its own cache, untouched.
@@ -68,6 +55,6 @@ test('team members arriving together all answer as a cold prefill would', async 
     const cold = await turn(`together-${r}-oracle`, req(r), COLD);
     assert.equal(got[i].reply, cold.reply, `${r}: differs from a cold prefill`);
   }
-  const m = (await rawRequest(server, 'GET', '/metrics')).text;
+  const m = (await rawRequest(ctx.server, 'GET', '/metrics')).text;
   assert.match(m, /^agentkv_shared_prefix_hits_total\{source="[a-z]+"\} [1-9]/m, m);
 });

@@ -11,6 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { before, after } from 'node:test';
+import assert from 'node:assert/strict';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const E2E_DIR = path.resolve(here, '..');
@@ -351,3 +353,24 @@ export async function waitForManifest(cacheDir, id, nTokens, timeoutMs = 30_000)
  * the message.
  */
 export const MAX_NEW_TURN_TOKENS = 64;
+
+// One server for a test file: started in a fresh temp dir before the file's
+// tests (`options` as Server.start's), stopped after them, where its exit
+// status must be 0, and its dir removed. Returns {dir, server, client},
+// filled in once it has started.
+export function serverForFile(tag, options = {}) {
+  const s = {};
+  before(async () => {
+    s.dir = await makeTemp(tag);
+    s.server = await Server.start({ cacheDir: `${s.dir}/cache`, ...options });
+    s.client = s.server.client();
+  });
+  after(async () => {
+    if (s.server) {
+      const ex = await s.server.stop();
+      assert.equal(ex.code, 0, `server exit ${JSON.stringify(ex)}\n${s.server.log}`);
+    }
+    await rmTemp(s.dir);
+  });
+  return s;
+}
