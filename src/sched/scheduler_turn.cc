@@ -394,10 +394,14 @@ bool Scheduler::TryAdmit(Waiting& w) {
 
   auto a = std::make_unique<Active>();
   a->w = std::make_unique<Waiting>(std::move(w));
+  const bool from_leader = source.leader != nullptr;
   Status s = Prepare(*a->w, agent, slot, a.get(), std::move(source));
   if (!s.ok()) {
     a->w->sink->OnError(s);
     metrics_.CountRequest("error");
+    // A new agent that was to start from a leader's slot keeps no copy of
+    // the leader's sequence: it has no blocks of its own to back it.
+    if (from_leader && agent.version == 0 && !agent.on_disk && agent.slot < 0) agent.seq = {};
     if (agent.slot < 0 && ctx_.SlotLength(slot) > 0 && !SlotDraining(slot)) ctx_.ClearSlot(slot);
     if (agent.fork_source && agent.version == 0 && !agent.on_disk && agent.slot < 0) {
       reindex_on_exit.a = nullptr;
