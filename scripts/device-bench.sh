@@ -42,6 +42,8 @@
 #                                            file, 4 MiB reads, one sequential stream, 8 readers), ROUNDS (4) rounds
 #   scripts/device-bench.sh remote CTXS FETCH_CTXS  CUDA build (agentkv) + the llama-3.1-8b model +
 #                                            bench/remote_ttft.py on it (Redis on the same host, loopback)
+#   scripts/device-bench.sh prepare-llama    (here) a plain trimmed llama.cpp source in .device/llama.cpp (agentkv
+#                                            builds only; see the step)
 #   scripts/device-bench.sh prepare          (here, not on the device) copies this machine's hiredis
 #                                            headers and static library into .device/hiredis, and
 #                                            redis-server / redis-benchmark with their non-libc libraries
@@ -87,7 +89,8 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
   # ccache outside .device: a carried .device replaces the device's copy, and with it the cache
   # (the H200 machines had no ccache on 2026-12-01, and are given back after 30 s idle).
   export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=${DEVICE_CCACHE_DIR:-$HOME/.cache/agentkv-device-ccache}
-  scripts/fetch-llama.sh
+  # A plain source copy made by `prepare-llama` (no git, no tarball: fits the device's 64 MiB) is used as is.
+  [ -f "$AGENTKV_CACHE/llama.cpp/.agentkv-plain" ] || scripts/fetch-llama.sh
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   pkg-config --exists hiredis 2>/dev/null || export PKG_CONFIG_PATH=$PWD/.device/hiredis/lib/pkgconfig
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
@@ -106,10 +109,21 @@ synth_model() {  # synth_model PRESET: the preset's random-weight q4_0 GGUF, onc
 }
 
 case "${1:-}" in
+  prepare-llama)  # (here) .device/llama.cpp: the patched pinned source without git, docs, tests, tools and
+    # other backends (~30 MB; carry .device): with the tracked tree (~31 MB) it fits the 64 MiB a device call
+    # takes, where the npm tarball (36 MB) does not. Builds agentkv only (llama-server needs tools/: ~14 MB more).
+    src=${AGENTKV_CACHE:-$HOME/.cache/agentkv}/llama.cpp
+    rm -rf .device/llama.cpp && mkdir -p .device/llama.cpp
+    (cd "$src" && tar cf - --exclude='ggml/src/ggml-'{vulkan,sycl,opencl,hexagon,metal,et,cann,musa,webgpu,zdnn,openvino} \
+      CMakeLists.txt cmake ggml src include common vendor licenses LICENSE .agentkv-ok models/ggml-vocab-llama-bpe.gguf) |
+      tar xf - -C .device/llama.cpp
+    touch .device/llama.cpp/.agentkv-plain
+    du -sh .device/llama.cpp
+    ;;
   prepare)
     d=.device/hiredis
     rm -rf $d && mkdir -p $d/include $d/lib/pkgconfig
-    cp -r "$(pkg-config --variable=includedir hiredis)" $d/include/hiredis
+    cp -r "$(pkg-config --variable=includedir hiredis)/hiredis" $d/include/hiredis
     cp "$(dpkg -L libhiredis-dev | grep '/libhiredis\.a$')" $d/lib/
     sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' -e 's|^libdir=.*|libdir=${prefix}/lib|' \
       -e 's|^includedir=.*|includedir=${prefix}/include/hiredis|' -e 's|^Cflags: |Cflags: -I${prefix}/include |' \
