@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "engine/test_support.h"
 #include "engine/tokenizer.h"
 #include "sched/chat_request.h"
+#include "sched/side_request.h"
 
 namespace agentkv::api {
 namespace {
@@ -57,6 +59,23 @@ std::string Parse(const json& fixture, GenerationRequest* out) {
   return err ? err->message : "";
 }
 
+// The fixture files of each client, in the order they were sent (turnN-SEQ).
+std::vector<std::vector<fs::path>> ClientSessions() {
+  const fs::path root = fs::path(AGENTKV_SOURCE_DIR) / "tests" / "fixtures" / "clients";
+  std::vector<std::vector<fs::path>> sessions;
+  if (!fs::is_directory(root)) return sessions;
+  for (const auto& dir : fs::directory_iterator(root)) {
+    if (!dir.is_directory()) continue;
+    std::vector<fs::path> files;
+    for (const auto& f : fs::directory_iterator(dir.path())) {
+      if (f.path().extension() == ".json") files.push_back(f.path());
+    }
+    std::sort(files.begin(), files.end());
+    sessions.push_back(std::move(files));
+  }
+  return sessions;
+}
+
 size_t CommonPrefix(const std::string& a, const std::string& b) {
   return std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first - a.begin();
 }
@@ -81,16 +100,8 @@ class ClientFixturesTest : public ::testing::Test {
 };
 
 TEST_F(ClientFixturesTest, MainTurnsRenderAsPrefixExtensions) {
-  const fs::path root = fs::path(AGENTKV_SOURCE_DIR) / "tests" / "fixtures" / "clients";
-  ASSERT_TRUE(fs::is_directory(root)) << root;
   int clients = 0;
-  for (const auto& dir : fs::directory_iterator(root)) {
-    if (!dir.is_directory()) continue;
-    std::vector<fs::path> files;
-    for (const auto& f : fs::directory_iterator(dir.path())) {
-      if (f.path().extension() == ".json") files.push_back(f.path());
-    }
-    std::sort(files.begin(), files.end());  // turnN-SEQ: the order they were sent
+  for (const std::vector<fs::path>& files : ClientSessions()) {
     ++clients;
     std::string prev_prompt, prev_reply;
     int mains = 0;
@@ -117,9 +128,48 @@ TEST_F(ClientFixturesTest, MainTurnsRenderAsPrefixExtensions) {
       prev_prompt = text;
       prev_reply = fixture.value("reply_text", "");
     }
-    EXPECT_GE(mains, 2) << dir.path() << ": fewer than 2 main requests";
+    EXPECT_GE(mains, 2) << files.front().parent_path() << ": fewer than 2 main requests";
   }
   EXPECT_GE(clients, 1);
+}
+
+// Each session replayed through the scheduler's side-request decision
+// (sched/side_request.h), with each agent's cache taken as its last prompt
+// and the reply agentkv streamed: every main request of the session runs as
+// the session's agent, and that agent ends up holding the real conversation
+// (OpenCode sends its title request first: it must not keep the main role).
+TEST_F(ClientFixturesTest, TheRealConversationIsTheSessionsMainAgent) {
+  int clients = 0;
+  for (const std::vector<fs::path>& files : ClientSessions()) {
+    ++clients;
+    const std::string session = "session";
+    std::map<std::string, std::string> cached;  // agent id -> its cached text
+    std::map<std::string, size_t> heads;        // agent id -> its last prompt's head bytes
+    std::string last_main;
+    for (const fs::path& file : files) {
+      const json fixture = ReadJson(file);
+      GenerationRequest request;
+      ASSERT_EQ(Parse(fixture, &request), "") << file;
+      const engine::ChatRequest chat = sched::ToChatRequest(request);
+      Result<engine::ChatPrompt> prompt = format_->Render(chat);
+      ASSERT_TRUE(prompt.ok()) << file << ": " << prompt.status().ToString();
+      const std::string& text = prompt.value().rendered.text;
+      const size_t head = sched::HeadBytes(*format_, chat, text);
+      const sched::SideDecision d =
+          sched::ClassifyRequest({cached[session], text, head, heads[session], request.sampling.max_tokens.value_or(256)});
+      const bool main = fixture.at("kind") == "main";
+      if (main) {
+        EXPECT_EQ(d.kind, sched::SideKind::kMain) << file << ": " << sched::SideKindName(d.kind);
+        last_main = text;
+      }
+      const std::string agent =
+          d.kind == sched::SideKind::kMain ? session : sched::SideAgentId(session, std::string_view(text).substr(0, head));
+      cached[agent] = text + fixture.value("reply_text", "");
+      heads[agent] = head;
+    }
+    EXPECT_TRUE(cached[session].starts_with(last_main)) << files.front().parent_path();
+  }
+  EXPECT_GE(clients, 3);
 }
 
 }  // namespace

@@ -130,6 +130,24 @@ TEST_F(SchedulerSideTest, AProbeBeforeTheFirstTurnDoesNotBecomeTheConversation) 
   EXPECT_GE(t2->usage().cached_tokens * 100, t2->usage().prompt_tokens * 99);
 }
 
+TEST_F(SchedulerSideTest, ATitleRequestBeforeTheFirstTurnGivesUpTheMainRole) {
+  // OpenCode's order: the title request (a short system text of its own)
+  // first, then the real conversation's first turn.
+  Boot(2, 64u << 20, {}, 8192);
+  auto title = Run(Title("main"));
+  EXPECT_EQ(title->usage().agent_id, "main");  // the empty agent takes it
+  auto t1 = Run(Main("main", {{api::Role::kUser, "Look at the parser."}}));
+  EXPECT_EQ(t1->usage().agent_id, "main");
+  EXPECT_EQ(t1->usage().side_of, "");
+  auto t2 = Run(Main("main", Turn2(t1->text())));
+  EXPECT_EQ(t2->usage().agent_id, "main");
+  EXPECT_EQ(t2->usage().cache_state, api::CacheState::kResident);
+  EXPECT_GE(t2->usage().cached_tokens * 100, t2->usage().prompt_tokens * 99);
+  // A later title request is a side request of the real conversation.
+  auto title2 = Run(Title("main"));
+  EXPECT_EQ(title2->usage().side_of, "main");
+}
+
 TEST_F(SchedulerSideTest, CompactionStillReplacesTheConversation) {
   Boot(2, 64u << 20, {}, 8192);
   auto t1 = Run(Main("main", {{api::Role::kUser, "Look at the parser."}}));
