@@ -148,6 +148,37 @@ TEST_F(SchedulerSideTest, ATitleRequestBeforeTheFirstTurnGivesUpTheMainRole) {
   EXPECT_EQ(title2->usage().side_of, "main");
 }
 
+// A template that puts the system text inside the first user turn (as
+// Llama 2's and Mistral's do): a request without system text then shares the
+// cached conversation's whole own head ("[INST] "), and only the cached
+// conversation's head tells that it diverges inside it.
+constexpr char kSystemInUserTemplate[] =
+    "{% set ns = namespace(sys='') %}{% for m in messages %}"
+    "{% if m.role == 'system' %}{% set ns.sys = ns.sys + m.content + '\n\n' %}"
+    "{% elif m.role == 'user' %}[INST] {{ ns.sys }}{{ m.content }} [/INST]{% set ns.sys = '' %}"
+    "{% else %}{{ m.content }}\n{% endif %}{% endfor %}";
+
+TEST_F(SchedulerSideTest, AfterARestartTheCachedHeadStillTellsASideRequest) {
+  SchedulerOptions opt;
+  opt.chat_template = kSystemInUserTemplate;
+  Boot(2, 64u << 20, opt, 8192);
+  api::GenerationRequest first = Main("main", {{api::Role::kUser, "Look at the parser."}});
+  first.tools.clear();
+  auto t1 = Run(first);
+  Boot(2, 64u << 20, opt, 8192);  // a restart: the agent is known from its manifest only
+  api::GenerationRequest summary = Title("main");
+  summary.messages = {{api::Role::kUser, "Summarize the conversation in five words."}};  // no system text
+  auto side = Run(summary);
+  EXPECT_EQ(side->usage().side_of, "main");
+  EXPECT_TRUE(side->usage().agent_id.starts_with("main-side-")) << side->usage().agent_id;
+  api::GenerationRequest second = Main("main", Turn2(t1->text()));
+  second.tools.clear();
+  auto t2 = Run(second);
+  EXPECT_EQ(t2->usage().agent_id, "main");
+  EXPECT_GE(t2->usage().cached_tokens * 100, t2->usage().prompt_tokens * 99)
+      << t2->usage().cached_tokens << " of " << t2->usage().prompt_tokens;
+}
+
 TEST_F(SchedulerSideTest, CompactionStillReplacesTheConversation) {
   Boot(2, 64u << 20, {}, 8192);
   auto t1 = Run(Main("main", {{api::Role::kUser, "Look at the parser."}}));

@@ -103,6 +103,7 @@ std::unique_ptr<Scheduler::Agent> Scheduler::AgentFromDisk(const AgentRecord& re
   a->on_disk = true;
   a->last_use_ms = rec.updated_ms;
   a->version = rec.version;
+  a->head_bytes = rec.head_bytes;
   return a;
 }
 
@@ -635,6 +636,8 @@ void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored,
     refs.push_back({ids[refs.size()], std::make_shared<KvBlock>(std::move((*exported)[i]))});
   }
   AgentRecord record = ToRecord(agent.key, agent.seq, ctx_.spec());
+  // (A record's text fits uint32 offsets, as its spans do.)
+  record.head_bytes = agent.head_bytes <= record.text.size() ? static_cast<uint32_t>(agent.head_bytes) : 0;
   agent.version = std::max(agent.version + 1, static_cast<uint64_t>(std::max<int64_t>(agent.last_use_ms, 0)));
   record.version = agent.version;
   auto version = pool_.Put(agent.key, refs, /*dirty=*/store_ != nullptr);

@@ -42,7 +42,8 @@ struct Scheduler::Agent {
   // that main agent's slot while another can be had.
   std::optional<AgentKey> side_of;
   // Bytes of its last prompt that were the system text and tools
-  // (HeadBytes); 0: unknown (a completion, or known only from its manifest).
+  // (HeadBytes), kept in its manifest (AgentRecord::head_bytes); 0: unknown
+  // (a completion, or a manifest written before they were kept).
   size_t head_bytes = 0;
   // Bookkeeping of Reindex (scheduler_table.cc).
   bool indexed = false;         // in implicit_index_
