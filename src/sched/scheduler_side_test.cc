@@ -1,7 +1,10 @@
 // Side requests through the scheduler (sched/side_request.h): a quota probe
 // and a title request on the main conversation's agent id leave its cache,
-// its slot and its version alone; a compaction (same system text and tools,
-// messages replaced) still replaces the conversation.
+// its slot, its version and its prompt's tokenization alone; a compaction
+// (same system text and tools, messages replaced) still replaces the
+// conversation; a title request sent first gives up the main role to the
+// real conversation; after a restart the manifest's head length still
+// tells a side request.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -92,8 +95,13 @@ TEST_F(SchedulerSideTest, ProbeAndTitleLeaveTheMainConversationAlone) {
   ASSERT_TRUE(main_info.ok());
   EXPECT_EQ(main_info->tier, api::CacheState::kResident);
 
+  const double reused_before = Metric("agentkv_prompt_tokens_tokenization_reused_total");
   auto t2 = Run(Main("main", Turn2(t1->text())));
   const api::Usage u = t2->usage();
+  // Tokenized from turn 1's prompt, not from the side requests' (they are
+  // remembered under their side agents).
+  EXPECT_GE(Metric("agentkv_prompt_tokens_tokenization_reused_total") - reused_before,
+            0.95 * static_cast<double>(t1->usage().prompt_tokens));
   EXPECT_EQ(u.agent_id, "main");
   EXPECT_EQ(u.side_of, "");
   EXPECT_EQ(u.cache_state, api::CacheState::kResident);

@@ -413,6 +413,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   agent.busy = true;
   agent.last_use_ms = NowMs();
   agent.head_bytes = a->w->head_bytes;
+  if (a->w->prompt_entry) prompt_tokens_.Put(agent.key, std::move(a->w->prompt_entry));
   SetSlotOwner(slot, &agent);
   a->w->sink->OnPromptUsage(a->usage);
   a->w->sink->OnStart();
