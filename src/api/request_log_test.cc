@@ -91,5 +91,35 @@ TEST(RequestLogTest, ClientTextCannotForgeALineOrAField) {
   EXPECT_EQ(keys.size(), 16u) << line;  // Entry()'s 15, and served= (agent differs from usage's)
 }
 
+TEST(RequestLogTest, SuccessfulPollsAreDebugEverythingElseInfo) {
+  EXPECT_EQ(RequestLogLevel("GET", "/health", 200), LogLevel::kDebug);
+  EXPECT_EQ(RequestLogLevel("HEAD", "/health", 200), LogLevel::kDebug);
+  EXPECT_EQ(RequestLogLevel("HEAD", "/", 200), LogLevel::kDebug);
+  EXPECT_EQ(RequestLogLevel("GET", "/", 200), LogLevel::kDebug);
+  EXPECT_EQ(RequestLogLevel("GET", "/v1/models", 200), LogLevel::kDebug);
+  // A failed poll says something a user needs to see.
+  EXPECT_EQ(RequestLogLevel("GET", "/v1/models", 401), LogLevel::kInfo);
+  EXPECT_EQ(RequestLogLevel("GET", "/health", 503), LogLevel::kInfo);
+  // Not a poll.
+  EXPECT_EQ(RequestLogLevel("POST", "/health", 405), LogLevel::kInfo);
+  EXPECT_EQ(RequestLogLevel("POST", "/v1/messages", 200), LogLevel::kInfo);
+  EXPECT_EQ(RequestLogLevel("GET", "/v1/agents", 200), LogLevel::kInfo);
+  EXPECT_EQ(RequestLogLevel("GET", "/metrics", 200), LogLevel::kInfo);
+  EXPECT_EQ(RequestLogLevel("GET", "/v1/models/x", 404), LogLevel::kInfo);
+}
+
+TEST(RequestLogTest, APollWritesNoInfoLine) {
+  if (LogEnabled(LogLevel::kDebug)) GTEST_SKIP() << "AGENTKV_LOG=debug prints polls too";
+  ::testing::internal::CaptureStderr();
+  RequestLog("GET", "/health").Finish(200, "");
+  RequestLog("HEAD", "/").Finish(200, "");
+  RequestLog("GET", "/v1/models").Finish(200, "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ::testing::internal::CaptureStderr();
+  RequestLog("POST", "/v1/chat/completions").Finish(200, "");
+  const std::string line = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(line.starts_with("agentkv info: request method=POST route=/v1/chat/completions status=200 ")) << line;
+}
+
 }  // namespace
 }  // namespace agentkv::api
