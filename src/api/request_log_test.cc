@@ -92,20 +92,26 @@ TEST(RequestLogTest, ClientTextCannotForgeALineOrAField) {
 }
 
 TEST(RequestLogTest, SuccessfulPollsAreDebugEverythingElseInfo) {
-  EXPECT_EQ(RequestLogLevel("GET", "/health", 200), LogLevel::kDebug);
-  EXPECT_EQ(RequestLogLevel("HEAD", "/health", 200), LogLevel::kDebug);
-  EXPECT_EQ(RequestLogLevel("HEAD", "/", 200), LogLevel::kDebug);
-  EXPECT_EQ(RequestLogLevel("GET", "/", 200), LogLevel::kDebug);
-  EXPECT_EQ(RequestLogLevel("GET", "/v1/models", 200), LogLevel::kDebug);
-  // A failed poll says something a user needs to see.
-  EXPECT_EQ(RequestLogLevel("GET", "/v1/models", 401), LogLevel::kInfo);
-  EXPECT_EQ(RequestLogLevel("GET", "/health", 503), LogLevel::kInfo);
-  // Not a poll.
-  EXPECT_EQ(RequestLogLevel("POST", "/health", 405), LogLevel::kInfo);
-  EXPECT_EQ(RequestLogLevel("POST", "/v1/messages", 200), LogLevel::kInfo);
-  EXPECT_EQ(RequestLogLevel("GET", "/v1/agents", 200), LogLevel::kInfo);
-  EXPECT_EQ(RequestLogLevel("GET", "/metrics", 200), LogLevel::kInfo);
-  EXPECT_EQ(RequestLogLevel("GET", "/v1/models/x", 404), LogLevel::kInfo);
+  struct Case {
+    const char* method;
+    const char* route;
+    int status;
+    LogLevel level;
+  };
+  const Case cases[] = {
+      {"GET", "/health", 200, LogLevel::kDebug},      {"HEAD", "/health", 200, LogLevel::kDebug},
+      {"HEAD", "/", 200, LogLevel::kDebug},           {"GET", "/", 200, LogLevel::kDebug},
+      {"GET", "/v1/models", 200, LogLevel::kDebug},
+      // A failed poll says something a user needs to see.
+      {"GET", "/v1/models", 401, LogLevel::kInfo},    {"GET", "/health", 503, LogLevel::kInfo},
+      // Not a poll.
+      {"POST", "/health", 405, LogLevel::kInfo},      {"POST", "/v1/messages", 200, LogLevel::kInfo},
+      {"GET", "/v1/agents", 200, LogLevel::kInfo},    {"GET", "/metrics", 200, LogLevel::kInfo},
+      {"GET", "/v1/models/x", 404, LogLevel::kInfo},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(RequestLogLevel(c.method, c.route, c.status), c.level) << c.method << " " << c.route << " " << c.status;
+  }
 }
 
 TEST(RequestLogTest, APollWritesNoInfoLine) {

@@ -1,8 +1,8 @@
 // The real coding agents against `agentkv serve` on the bundled model, each
 // for 3 turns of one session, through a recording proxy (lib/proxy.mjs):
-// every client process exits 0, and every main-conversation request of
-// turns 2 and 3 reads >= 95% of its prompt from the cache (agentkv's usage
-// fields). A failure prints each request of the run (route, status, prompt,
+// every client process exits 0, every main-conversation request runs as the
+// session's agent (not as a side agent of it), and every one of turns 2 and
+// 3 reads >= 95% of its prompt from the cache (agentkv's usage fields). A failure prints each request of the run (route, status, prompt,
 // cached, match, agent). AGENTKV_CLIENTS_RECORD=DIR also writes the recorded
 // requests there as fixtures (tests/fixtures/clients/README.md).
 // AGENTKV_CLIENTS=claude-code,codex,opencode picks clients.
@@ -74,6 +74,11 @@ for (const client of clients) {
         for (const ex of exchanges) console.log(`#   ${describe(ex, t)}`);
         if (r.code !== 0) problems.push(`turn ${t}: exit ${r.code ?? r.signal}: ${r.out.slice(-1500)}`);
         if (!exchanges.some(isMain)) problems.push(`turn ${t}: no main-conversation request`);
+        // The real conversation is the session's main agent, never a side agent of it (docs/api.md "Side requests").
+        for (const ex of exchanges.filter(isMain)) {
+          const agent = usageOf(ex)?.agent ?? '';
+          if (agent.includes('-side-')) problems.push(`turn ${t} #${ex.seq}: the main conversation ran as side agent ${agent}`);
+        }
         if (t === 1) continue;
         for (const ex of exchanges.filter(isMain)) {
           const u = usageOf(ex);
