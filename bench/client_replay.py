@@ -32,7 +32,6 @@ says, so a turn's cache DIVERGEs where this run's reply differs: reuse is that o
 import argparse
 import copy
 import os
-import signal
 import sys
 import time
 
@@ -184,9 +183,7 @@ def parse_args(argv=None):
     ap.add_argument("--keep-work", action="store_true", help="keep agentkv's cache dirs under the work dir")
     ap.add_argument("--quick", action="store_true", help="OpenCode only, -c 8192, 8 output tokens, 1 rep")
     args = ap.parse_args(argv)
-    for k, v in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, k) is None:
-            setattr(args, k, v)
+    lib.fill_defaults(args, QUICK, DEFAULTS)
     args.clients = [c for c in args.clients.split(",") if c]
     bad = [c for c in args.clients if c not in cs.CLIENTS]
     if bad or not args.clients:
@@ -199,17 +196,10 @@ def parse_args(argv=None):
     return args
 
 
-def on_sigterm(signum, frame):
-    """`timeout` (scripts/device-bench.sh) sends SIGTERM: unwind, stop the server and write what was measured."""
-    raise KeyboardInterrupt("SIGTERM")
-
-
 def main(argv=None):
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, on_sigterm)
     t_start = time.perf_counter()
-    d, workdir = lib.fresh_work_dir(args, SUB)
-    meta = lib.make_meta(args, "client-replay")
+    d, workdir, meta = lib.start_driver(args, SUB, "client-replay")
     acc = {"requests": [], "clients": []}
     status = "ok"
     try:

@@ -87,7 +87,7 @@ def second_session(client, turn1, task, seed=0):
     hash (Claude Code), and `task` instead of FIRST_TASK. Raises ValueError when a main request lacks the
     session header or FIRST_TASK (a recording this does not understand)."""
     spec = CLIENTS[client]
-    rng = random.Random(seed)
+    rng = random.Random("%s/%s" % (client, seed))  # a str seed is deterministic; each client its own ids
     main = next((fx for fx in turn1 if fx["kind"] == "main"), None)
     if main is None or spec["session_header"] not in main["headers"]:
         raise ValueError("%s: session 1's first main request has no %s header" % (client, spec["session_header"]))

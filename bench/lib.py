@@ -721,6 +721,27 @@ def add_extra_args(ap, ls_help="extra llama-server args (one string)"):
                     help="how agentkv's cache files leave the page cache at the restart")
 
 
+def fill_defaults(args, quick, defaults):
+    """Every option of `args` left unset (None) gets its value from `quick` (with --quick) or `defaults`."""
+    for k, v in (quick if args.quick else defaults).items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+
+
+def raise_on_sigterm(signum, frame):
+    """A SIGTERM handler (signal.signal(signal.SIGTERM, lib.raise_on_sigterm)): `timeout` (scripts/device-bench.sh)
+    sends SIGTERM; a driver unwinds as on Ctrl-C, stops its servers and writes what it measured."""
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def start_driver(args, sub, subcommand):
+    """What a driver's main does first: SIGTERM unwinds as Ctrl-C does (raise_on_sigterm), the output dir and its
+    emptied "work" subfolder (fresh_work_dir), the provenance (make_meta). Returns (out dir, work dir, meta)."""
+    signal.signal(signal.SIGTERM, raise_on_sigterm)
+    d, work = fresh_work_dir(args, sub)
+    return d, work, make_meta(args, subcommand)
+
+
 def resolve_model(args):
     """--model: a GGUF path, or a synth-model preset name (generated once under bench/out/models/)."""
     m = args.model
