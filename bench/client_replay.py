@@ -27,7 +27,8 @@ their prompt; the second session's first main request reuses >= 95% of the share
   (on the device, by the lead: bench/client_replay.py --bin B/agentkv --model M --ctx 32768 --slots 2 --threads 16)
 Outputs bench/out/client_replay/client_replay.{json,csv,md}; server logs in bench/out/client_replay/work/.
 The replies in turns 2-3 are the recording's (the client echoes what it got then), not what this run's model
-says, so a turn's cache DIVERGEs where this run's reply differs: reuse is that of the prompt up to there.
+says, so a turn's cache DIVERGEs where this run's reply differs: reuse is that of the prompt up to there. The
+recording's temp dir is sent as "$TMP" (a few tokens fewer than the real path).
 """
 import argparse
 import copy
