@@ -60,6 +60,8 @@
 # Each device call copies the working tree anew (every source file's mtime changes), so a later call's
 # build_cuda recompiles everything (~5 min): run a build step and the steps that use it in ONE call, e.g.
 #   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768
+# The coding agents' recorded requests on the 8B shape (issue 30): cold turn 1 vs a second session's turn 1:
+#   STEP_TIMEOUT=200 scripts/device-bench.sh replay llama-3.1-8b
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540),
 #      REDIS_IO_THREADS (remote: redis-server io-threads, default 1),
 #      AGENTKV_SOURCE_COMMIT (the commit of the tree sent to the device: the copy there is not this
@@ -349,6 +351,20 @@ case "${1:-}" in
     echo "team: benchmark $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
     keep_our_log_lines $out
     pack $out team-$p
+    ;;
+  replay)  # replay PRESET [ARGS...]: the recorded coding-agent requests (bench/client_replay.py, issue 30), 1 rep
+    p=$2
+    t0=$SECONDS
+    [ -x $B/agentkv ] || build_cuda agentkv
+    synth_model $p
+    echo "replay: build + model $p: $((SECONDS - t0)) s"
+    out=/tmp/b/replay-$p
+    mkdir -p $out
+    t0=$SECONDS
+    timeout $T /usr/bin/env python3 bench/client_replay.py --bin $B/agentkv --model "$(model_path $p)" --threads 16 \
+      --ctx 32768 --slots 2 --out $out "${@:3}" 2>&1 | tee $out/console.txt | tail -60
+    echo "replay: $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
+    pack $out replay-$p
     ;;
   capacity)
     out=/tmp/b/capacity
