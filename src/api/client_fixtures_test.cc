@@ -4,7 +4,10 @@
 // a prompt that starts with the previous main request's prompt, so that the
 // agent's cache EXTENDS (a DIVERGE there costs the whole conversation after
 // the first difference). Whether the client echoed agentkv's reply verbatim
-// (prompt + reply_text is a prefix of the next prompt) is printed.
+// (prompt + reply_text is a prefix of the next prompt) is printed. A second
+// session of the same client (its recorded first turn, in session2/) must
+// render with the same system text and tools as the first, so that it can
+// start from the first session's cache (a prefix donor).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -168,6 +171,58 @@ TEST_F(ClientFixturesTest, TheRealConversationIsTheSessionsMainAgent) {
       heads[agent] = head;
     }
     EXPECT_TRUE(cached[session].starts_with(last_main)) << files.front().parent_path();
+  }
+  EXPECT_GE(clients, 3);
+}
+
+// The first main request of the second session (a new session id, another
+// task) against the first session's: the rendered system text and tools
+// (sched::HeadBytes) are the same bytes, so the second session's new agent
+// starts from the first session's cache (docs/api.md "Shared prefixes").
+// Claude Code's billing line differs between the two (cc_version's suffix):
+// it must not reach the rendered text.
+TEST_F(ClientFixturesTest, SecondSessionRendersTheSameSystemTextAndTools) {
+  const fs::path root = fs::path(AGENTKV_SOURCE_DIR) / "tests" / "fixtures" / "clients";
+  int clients = 0;
+  for (const auto& dir : fs::directory_iterator(root)) {
+    const fs::path second = dir.path() / "session2";
+    if (!fs::is_directory(second)) continue;
+    ++clients;
+    // The first main request of the session in `d` (files turnN-SEQ sort in the order sent).
+    auto first_main = [](const fs::path& d) {
+      std::vector<fs::path> files;
+      for (const auto& f : fs::directory_iterator(d)) {
+        if (f.path().extension() == ".json") files.push_back(f.path());
+      }
+      std::sort(files.begin(), files.end());
+      for (const fs::path& f : files) {
+        if (ReadJson(f).at("kind") == "main") return f;
+      }
+      return fs::path();
+    };
+    std::string text[2];
+    size_t head[2] = {0, 0};
+    const fs::path files[2] = {first_main(dir.path()), first_main(second)};
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_FALSE(files[s].empty()) << dir.path() << " session " << s + 1 << ": no main request";
+      GenerationRequest request;
+      ASSERT_EQ(Parse(ReadJson(files[s]), &request), "") << files[s];
+      const engine::ChatRequest chat = sched::ToChatRequest(request);
+      Result<engine::ChatPrompt> prompt = format_->Render(chat);
+      ASSERT_TRUE(prompt.ok()) << files[s] << ": " << prompt.status().ToString();
+      text[s] = prompt.value().rendered.text;
+      head[s] = sched::HeadBytes(*format_, chat, text[s]);
+    }
+    ASSERT_GT(head[0], 0u) << files[0];
+    EXPECT_EQ(head[1], head[0]) << files[1];
+    const size_t common = CommonPrefix(text[0], text[1]);
+    EXPECT_GE(common, head[0]) << files[1] << ": differs from session 1 inside the system text and tools, at byte "
+                               << common << ": ..." << text[0].substr(common, 80) << "... vs ..."
+                               << text[1].substr(common, 80) << "...";
+    const size_t head_tokens = tokenizer_->Tokenize(std::string_view(text[0]).substr(0, head[0]), true).tokens.size();
+    std::cout << dir.path().filename().string() << ": sessions 1 and 2 share " << common << " of "
+              << text[1].size() << " rendered bytes; system text and tools: " << head[0] << " bytes, ~"
+              << head_tokens << " tokens\n";
   }
   EXPECT_GE(clients, 3);
 }
