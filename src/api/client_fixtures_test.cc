@@ -62,19 +62,27 @@ std::string Parse(const json& fixture, GenerationRequest* out) {
   return err ? err->message : "";
 }
 
-// The fixture files of each client, in the order they were sent (turnN-SEQ).
-std::vector<std::vector<fs::path>> ClientSessions() {
+// The fixture files of one session's directory, in the order they were sent (turnN-SEQ).
+std::vector<fs::path> SessionFiles(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() == ".json") files.push_back(f.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Each client's first session; with `second_sessions`, its session2/ too.
+std::vector<std::vector<fs::path>> ClientSessions(bool second_sessions = false) {
   const fs::path root = fs::path(AGENTKV_SOURCE_DIR) / "tests" / "fixtures" / "clients";
   std::vector<std::vector<fs::path>> sessions;
   if (!fs::is_directory(root)) return sessions;
   for (const auto& dir : fs::directory_iterator(root)) {
     if (!dir.is_directory()) continue;
-    std::vector<fs::path> files;
-    for (const auto& f : fs::directory_iterator(dir.path())) {
-      if (f.path().extension() == ".json") files.push_back(f.path());
+    sessions.push_back(SessionFiles(dir.path()));
+    if (second_sessions && fs::is_directory(dir.path() / "session2")) {
+      sessions.push_back(SessionFiles(dir.path() / "session2"));
     }
-    std::sort(files.begin(), files.end());
-    sessions.push_back(std::move(files));
   }
   return sessions;
 }
@@ -142,9 +150,9 @@ TEST_F(ClientFixturesTest, MainTurnsRenderAsPrefixExtensions) {
 // the session's agent, and that agent ends up holding the real conversation
 // (OpenCode sends its title request first: it must not keep the main role).
 TEST_F(ClientFixturesTest, TheRealConversationIsTheSessionsMainAgent) {
-  int clients = 0;
-  for (const std::vector<fs::path>& files : ClientSessions()) {
-    ++clients;
+  int sessions = 0;
+  for (const std::vector<fs::path>& files : ClientSessions(/*second_sessions=*/true)) {
+    ++sessions;
     const std::string session = "session";
     std::map<std::string, std::string> cached;  // agent id -> its cached text
     std::map<std::string, size_t> heads;        // agent id -> its last prompt's head bytes
@@ -172,7 +180,7 @@ TEST_F(ClientFixturesTest, TheRealConversationIsTheSessionsMainAgent) {
     }
     EXPECT_TRUE(cached[session].starts_with(last_main)) << files.front().parent_path();
   }
-  EXPECT_GE(clients, 3);
+  EXPECT_GE(sessions, 6);  // 3 clients, 2 sessions each
 }
 
 // The first main request of the second session (a new session id, another
@@ -190,12 +198,7 @@ TEST_F(ClientFixturesTest, SecondSessionRendersTheSameSystemTextAndTools) {
     ++clients;
     // The first main request of the session in `d` (files turnN-SEQ sort in the order sent).
     auto first_main = [](const fs::path& d) {
-      std::vector<fs::path> files;
-      for (const auto& f : fs::directory_iterator(d)) {
-        if (f.path().extension() == ".json") files.push_back(f.path());
-      }
-      std::sort(files.begin(), files.end());
-      for (const fs::path& f : files) {
+      for (const fs::path& f : SessionFiles(d)) {
         if (ReadJson(f).at("kind") == "main") return f;
       }
       return fs::path();
