@@ -154,6 +154,14 @@ TEST_F(SchedulerSideTest, ATitleRequestBeforeTheFirstTurnGivesUpTheMainRole) {
   // A later title request is a side request of the real conversation.
   auto title2 = Run(Title("main"));
   EXPECT_EQ(title2->usage().side_of, "main");
+  // A second session in the same order: its first turn drops its title
+  // conversation and starts from the first session's system text and tools
+  // (a prefix donor), as a new agent's would.
+  Run(Title("second"));
+  auto s1 = Run(Main("second", {{api::Role::kUser, "Look at the lexer."}}));
+  EXPECT_EQ(s1->usage().agent_id, "second");
+  EXPECT_GE(s1->usage().shared_tokens * 100, s1->usage().prompt_tokens * 90)
+      << s1->usage().shared_tokens << " of " << s1->usage().prompt_tokens;
 }
 
 // A template that puts the system text inside the first user turn (as

@@ -323,6 +323,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
     const int64_t max_tokens = w.req.sampling.max_tokens.value_or(options_.default_max_tokens);
     const SideDecision side = ClassifyRequest({known != nullptr ? std::string_view(known->seq.text) : "", w.prompt,
                                                w.head_bytes, known != nullptr ? known->head_bytes : 0, max_tokens});
+    w.takes_over = side.takes_over;
     if (side.kind != SideKind::kMain) {
       w.side_of = key;
       w.req.parent_agent_id = side.fork_from_main ? key.agent_id : "";
@@ -377,6 +378,15 @@ bool Scheduler::TryAdmit(Waiting& w) {
     agent.fork_source = parent->key;
   }
   if (agent.busy) return false;
+  if (w.takes_over) {  // its cache is another conversation's: the turn starts as a new agent's
+    w.takes_over = false;
+    if (agent.slot >= 0) {
+      ctx_.ClearSlot(agent.slot);
+      SetSlotOwner(agent.slot, nullptr);
+    }
+    agent.seq = {};
+    agent.fork_source.reset();
+  }
   RestoreSource source;
   // No cache of its own: another agent's of the same prefix, if one has it.
   // (A request with cache_prompt false starts cold: `source` stays kCold.)

@@ -107,6 +107,9 @@ struct Scheduler::Waiting {
   // side_of is then the agent named by the client, req.agent_id the side agent.
   bool side_checked = false;
   std::optional<AgentKey> side_of;
+  // It takes the main role from a conversation of another head
+  // (SideDecision::takes_over): its agent's cache is dropped once it is idle.
+  bool takes_over = false;
   // Its agent starts from a prefix donor's cache (SeedFromDonor): any common
   // prefix is reused, however small a share of the donor's text it is.
   bool seeded = false;

@@ -48,6 +48,11 @@ struct SideDecision {
   // whole prompt lies inside it, starts from the main agent's cache
   // (read-only, as a subagent forks from its parent).
   bool fork_from_main = false;
+  // kMain by the larger-head rule below: it replaces a conversation of
+  // another head, whose cache is worth nothing to it, so the agent drops
+  // that cache and the turn starts as a new agent's would (from a prefix
+  // donor, e.g. an earlier session's same system text and tools, else cold).
+  bool takes_over = false;
 };
 
 // Below this many shared bytes a side agent starts cold: restoring a few

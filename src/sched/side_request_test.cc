@@ -61,7 +61,10 @@ TEST(SideRequestTest, ALongerHeadTakesTheMainRoleFromAShorterConversation) {
   const std::string title = title_head + "user\nFix the bug.\nassistant\nBug fix\n";
   const std::string turn1 = kHead + "user\nFix the bug.\nassistant\n";
   ASSERT_GT(kHead.size(), title.size());
-  EXPECT_EQ(Classify(turn1, kHead.size(), 256, title_head.size(), title).kind, SideKind::kMain);
+  const SideDecision d = Classify(turn1, kHead.size(), 256, title_head.size(), title);
+  EXPECT_EQ(d.kind, SideKind::kMain);
+  EXPECT_TRUE(d.takes_over);
+  EXPECT_FALSE(Classify(kConversation + "user\nNext.\nassistant\n", kHead.size()).takes_over);  // it extends
   // Not a probe, whatever its head.
   EXPECT_NE(Classify(turn1, kHead.size(), /*max_tokens=*/1, title_head.size(), title).kind, SideKind::kMain);
   // The other way round (the real conversation first, then its title
