@@ -8,7 +8,12 @@
 #include "sched/agent_table.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
+
+#include "prefix/prefix_match.h"
+#include "util/hash.h"
+#include "util/log.h"
 
 namespace agentkv::sched {
 namespace {
@@ -22,6 +27,11 @@ constexpr auto kTrimRetry = std::chrono::seconds(1);
 constexpr uint64_t kAgentOverhead = 256;  // the Agent, its map node, key strings' headers
 
 }  // namespace
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 CachedSequence SequenceOf(const AgentRecord& r) {
   CachedSequence seq;
@@ -129,6 +139,37 @@ size_t AgentTable::Trim(const std::function<bool(const Agent&)>& droppable) {
   }
   if (bytes_ > budget_bytes_) next_trim_try_ = now + kTrimRetry;
   return dropped;
+}
+
+std::string AgentTable::ResolveImplicit(const std::string& ns, const std::string& prompt, bool isolated,
+                                        double diverge_ratio) {
+  std::string new_id;
+  {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "auto-%s", Hex64(Xxh3_64(prompt, NowMs() + next_auto_id_++)).c_str());
+    new_id = buf;
+  }
+  if (isolated) return new_id;  // never another conversation of the namespace
+  // The index holds exactly the idle agents with a text (AgentTable::Reindex).
+  auto best = LongestPrefix(ns, prompt);
+  if (!best) return new_id;
+  Agent* candidate = Find({ns, best->id});
+  if (candidate == nullptr || candidate->busy) {  // cannot happen while Reindex follows every change
+    AKV_LOG_ERROR("implicit index out of date for agent %s", best->id.c_str());
+    return new_id;
+  }
+  Agent& found = *candidate;
+  const auto spans = MatchableSpans(found.seq.spans, found.seq.text.size());
+  const PrefixMatch m = MatchPrefix(found.seq.text, spans, prompt, {diverge_ratio});
+  if (m.type == MatchType::kExact || m.type == MatchType::kExtend) return found.key.agent_id;
+  if (m.type == MatchType::kMiss) return new_id;
+  // DIVERGE: fork a new agent that starts from the found agent's cache, so the
+  // old conversation stays intact.
+  Agent& fork = GetOrAdd({ns, new_id});
+  fork.seq = found.seq;
+  fork.fork_source = found.key;
+  Reindex(fork);
+  return new_id;
 }
 
 }  // namespace agentkv::sched

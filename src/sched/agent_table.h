@@ -59,6 +59,9 @@ struct Agent {
   uint64_t accounted_bytes = 0;  // its share of the table's bytes
 };
 
+// Unix time in ms (agents' last use, versions).
+int64_t NowMs();
+
 // The cached sequence a manifest describes.
 CachedSequence SequenceOf(const AgentRecord& r);
 
@@ -80,6 +83,11 @@ class AgentTable {
   // The idle, non-isolated agent of `ns` whose text shares the longest
   // prefix with `prompt` (the index's hit); empty if none.
   std::optional<PrefixIndex::Hit> LongestPrefix(const std::string& ns, std::string_view prompt) const;
+  // The agent an id-less request continues (an idle agent whose text the
+  // prompt EXACT-matches or EXTENDs), a fork of one (DIVERGE: a new agent
+  // starting from its cache) or a new id ("auto-<hash>"); `isolated`:
+  // always a new id.
+  std::string ResolveImplicit(const std::string& ns, const std::string& prompt, bool isolated, double diverge_ratio);
   // Calls `f` for every agent of `ns`, in key order.
   void ForEachIn(const std::string& ns, const std::function<void(const Agent&)>& f) const;
   // Whether Trim dropped an agent of `ns` that lives on disk (the table then
@@ -108,6 +116,7 @@ class AgentTable {
   std::set<std::string> ns_trimmed_;                   // namespaces some of whose disk agents were dropped
   std::chrono::steady_clock::time_point next_trim_try_{};  // after a trim that could not reach the bound
   std::atomic<uint64_t> agents_gauge_{0}, bytes_gauge_{0};
+  uint64_t next_auto_id_ = 0;  // seeds new ids' hashes
 };
 
 }  // namespace agentkv::sched

@@ -198,6 +198,9 @@ class AgentTiers {
 
   // --- The disk's view (HTTP thread) ---
   void FillDiskBytes(const std::string& ns, api::AgentInfo* info);
+  // Inference thread: `a` as the admin routes show it (its tier, RAM bytes;
+  // a slot-only agent's at `slot_bytes_per_token`); disk_bytes: FillDiskBytes.
+  api::AgentInfo InfoOf(const Agent& a, uint64_t slot_bytes_per_token) const;
   // Agents on disk the table may have dropped: their summaries (usable ones).
   std::vector<AgentSummary> DiskAgents(const std::string& ns);
   std::optional<AgentSummary> DiskAgent(const AgentKey& key);

@@ -162,6 +162,35 @@ void AgentTiers::FillGauges(SchedulerMetrics::Gauges* g) const {
   }
 }
 
+api::AgentInfo AgentTiers::InfoOf(const Agent& a, uint64_t slot_bytes_per_token) const {
+  api::AgentInfo info;
+  info.id = a.key.agent_id;
+  info.tokens = static_cast<int64_t>(a.seq.tokens.size());
+  info.busy = a.busy;
+  info.last_used_unix_ms = a.last_use_ms;
+  const uint64_t bpt = slot_bytes_per_token;  // a slot-only agent's bytes are slot rows
+  auto pool_info = pool_.Info(a.key);
+  const bool unsaved = HasUnsaved(a.key);  // its newest turn is in RAM only (save queued or failed)
+  if (a.slot >= 0) {
+    info.tier = api::CacheState::kResident;
+  } else if (pool_info.ok() || unsaved) {
+    info.tier = api::CacheState::kHot;
+  } else if (a.on_disk) {
+    info.tier = api::CacheState::kWarm;
+  } else {
+    info.tier = api::CacheState::kCold;
+  }
+  // The size of the agent's Q4 cache in RAM: its pool copy, or its slot when
+  // it has no pool copy (not both: they hold the same positions).
+  if (pool_info.ok()) {
+    info.ram_bytes = static_cast<int64_t>(pool_info->bytes);
+    info.shared_ram_bytes = static_cast<int64_t>(pool_info->shared_bytes);
+  } else if (a.slot >= 0) {
+    info.ram_bytes = info.tokens * static_cast<int64_t>(bpt);
+  }
+  return info;  // disk_bytes: FillDiskBytes, off the inference thread
+}
+
 std::string AgentTiers::RemoteMetricsText() const { return remote_ != nullptr ? remote_->RenderMetrics() : ""; }
 
 }  // namespace agentkv::sched

@@ -147,12 +147,8 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
     return Status::OK();
   };
   // An agent that may be on disk: its read starts before the prompt is
-  // tokenized, so the two overlap, and both overlap other agents' compute
-  // (admission waits for the read). A refused request drops the read it began.
-  // A new agent (the store's index holds no manifest of it) needs no read:
-  // its entry is answered from the index (ReadFromStoreIndex), so it is not
-  // queued behind other agents' loads. Not with a remote tier (the agent may
-  // live there) nor with an unsaved turn (ReadAgent serves it from RAM).
+  // tokenized (AgentTiers::BeginReadForSubmit), so the two overlap, and both
+  // overlap other agents' compute. A refused request drops the read it began.
   bool began_read = false;
   if (!key.agent_id.empty()) {
     {
@@ -259,7 +255,7 @@ Result<std::vector<api::AgentInfo>> Scheduler::ListAgents(const std::string& ns)
   RunOnLoop([&] {
     tiers_.MergeNamespaceIndex(ns);
     trimmed = table_.Trimmed(ns);
-    table_.ForEachIn(ns, [&](const Agent& a) { out.push_back(InfoOf(a)); });
+    table_.ForEachIn(ns, [&](const Agent& a) { out.push_back(tiers_.InfoOf(a, ctx_.spec().SlotBytesPerToken())); });
   });
   if (trimmed) {  // the agents the table dropped are on disk
     std::set<std::string> listed;
@@ -280,7 +276,7 @@ Result<api::AgentInfo> Scheduler::GetAgent(const std::string& ns, const std::str
   RunOnLoop([&] {
     tiers_.MergeNamespaceIndex(ns);
     trimmed = table_.Trimmed(ns);
-    if (Agent* a = table_.Find({ns, agent_id})) out = InfoOf(*a);
+    if (Agent* a = table_.Find({ns, agent_id})) out = tiers_.InfoOf(*a, ctx_.spec().SlotBytesPerToken());
   });
   if (!out.ok() && trimmed) {
     if (auto s = tiers_.DiskAgent({ns, agent_id}); s && s->usable) out = InfoFromSummary(*s);

@@ -241,9 +241,6 @@ class Scheduler : public api::Backend {
   // `shared_from`: the agent whose cache the turn started from (a fork, a
   // leader's slot); its pool blocks stand in for `restored` when that is empty.
   void CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored, const std::optional<AgentKey>& shared_from);
-  // The agent an id-less request continues (EXACT/EXTEND), a fork of one
-  // (DIVERGE) or a new id; `isolated`: always a new id.
-  Result<std::string> ResolveImplicitAgent(const std::string& ns, const std::string& prompt, bool isolated);
   void SetSlotOwner(int slot, Agent* agent);
   void WakeLoopForRead();  // a read completed: admission may proceed (any thread)
   // The prompt, grammar and reply parser of a request (chat: ChatFormat;
@@ -270,7 +267,6 @@ class Scheduler : public api::Backend {
   // agent: ~7 ms on the 2-core VM), short next to a long prompt's full
   // tokenization, which would otherwise compete with the read.
   static constexpr int kPromptReadWaitMs = 20;
-  api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
   engine::Model& model_;
@@ -301,7 +297,6 @@ class Scheduler : public api::Backend {
   std::vector<Agent*> slot_owner_;                    // per slot, null if free
   struct AbandonedImport;
   std::vector<AbandonedImport> abandoned_imports_;     // AbandonPipelined: imports still copying into their slot
-  uint64_t next_auto_id_ = 0;
 
   // SchedulerOptions::pipelined_restore, where possible (PipelinedPossible).
   const bool pipelined_;

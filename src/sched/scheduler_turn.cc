@@ -1,7 +1,6 @@
 // Scheduler, inference thread: admitting requests, restoring an agent's cache
 // from the best tier, and committing it after a turn.
 #include <algorithm>
-#include <cstdio>
 #include <random>
 
 #include "prefix/prefix_match.h"
@@ -10,16 +9,10 @@
 #include "sched/scheduler_types.h"
 #include "sched/side_request.h"
 #include "store/store_ids.h"
-#include "util/hash.h"
 #include "util/log.h"
 
 namespace agentkv::sched {
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 AgentRecord ToRecord(const AgentKey& key, const CachedSequence& seq, const engine::ModelCacheSpec& spec) {
   AgentRecord r;
@@ -72,37 +65,6 @@ size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<st
 }
 
 }  // namespace
-
-Result<std::string> Scheduler::ResolveImplicitAgent(const std::string& ns, const std::string& prompt,
-                                                   bool isolated) {
-  std::string new_id;
-  {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "auto-%s", Hex64(Xxh3_64(prompt, NowMs() + next_auto_id_++)).c_str());
-    new_id = buf;
-  }
-  if (isolated) return new_id;  // never another conversation of the namespace
-  // The index holds exactly the idle agents with a text (AgentTable::Reindex).
-  auto best = table_.LongestPrefix(ns, prompt);
-  if (!best) return new_id;
-  Agent* candidate = table_.Find({ns, best->id});
-  if (candidate == nullptr || candidate->busy) {  // cannot happen while Reindex follows every change
-    AKV_LOG_ERROR("implicit index out of date for agent %s", best->id.c_str());
-    return new_id;
-  }
-  Agent& found = *candidate;
-  const auto spans = MatchableSpans(found.seq.spans, found.seq.text.size());
-  const PrefixMatch m = MatchPrefix(found.seq.text, spans, prompt, {options_.diverge_ratio});
-  if (m.type == MatchType::kExact || m.type == MatchType::kExtend) return found.key.agent_id;
-  if (m.type == MatchType::kMiss) return new_id;
-  // DIVERGE: fork a new agent that starts from the found agent's cache, so the
-  // old conversation stays intact.
-  Agent& fork = table_.GetOrAdd({ns, new_id});
-  fork.seq = found.seq;
-  fork.fork_source = found.key;
-  table_.Reindex(fork);
-  return new_id;
-}
 
 void Scheduler::SetSlotOwner(int slot, Agent* agent) {
   Agent*& owner = slot_owner_[static_cast<size_t>(slot)];
@@ -209,12 +171,8 @@ bool Scheduler::TryAdmit(Waiting& w) {
   const bool explicit_id = !w.req.agent_id.empty();
   if (!explicit_id) {
     if (!tiers_.MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
-    auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt, w.req.isolated || !w.req.reuse_cache);
-    if (!id.ok()) {
-      w.sink->OnError(id.status());
-      return true;
-    }
-    w.req.agent_id = *id;
+    w.req.agent_id = table_.ResolveImplicit(w.req.namespace_id, w.prompt, w.req.isolated || !w.req.reuse_cache,
+                                            options_.diverge_ratio);
   }
   const AgentKey key{w.req.namespace_id, w.req.agent_id};
   Agent* known = table_.Find(key);
@@ -541,35 +499,6 @@ void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored,
   record.version = agent.version;
   // With a store: on disk once the save lands; until then reads find the turn in RAM.
   if (tiers_.Commit(agent.key, std::move(record), std::move(refs))) agent.on_disk = true;
-}
-
-api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
-  api::AgentInfo info;
-  info.id = a.key.agent_id;
-  info.tokens = static_cast<int64_t>(a.seq.tokens.size());
-  info.busy = a.busy;
-  info.last_used_unix_ms = a.last_use_ms;
-  const uint64_t bpt = ctx_.spec().SlotBytesPerToken();  // a slot-only agent's bytes are slot rows
-  auto pool_info = pool_.Info(a.key);
-  const bool unsaved = tiers_.HasUnsaved(a.key);  // its newest turn is in RAM only (save queued or failed)
-  if (a.slot >= 0) {
-    info.tier = api::CacheState::kResident;
-  } else if (pool_info.ok() || unsaved) {
-    info.tier = api::CacheState::kHot;
-  } else if (a.on_disk) {
-    info.tier = api::CacheState::kWarm;
-  } else {
-    info.tier = api::CacheState::kCold;
-  }
-  // The size of the agent's Q4 cache in RAM: its pool copy, or its slot when
-  // it has no pool copy (not both: they hold the same positions).
-  if (pool_info.ok()) {
-    info.ram_bytes = static_cast<int64_t>(pool_info->bytes);
-    info.shared_ram_bytes = static_cast<int64_t>(pool_info->shared_bytes);
-  } else if (a.slot >= 0) {
-    info.ram_bytes = info.tokens * static_cast<int64_t>(bpt);
-  }
-  return info;  // disk_bytes: FillDiskBytes, off the inference thread
 }
 
 }  // namespace agentkv::sched
