@@ -231,9 +231,13 @@ def run_side(args, side, rep, plan, workdir, acc):
     try:
         for r in range(args.rounds):
             if r == args.restart_before and r > 0:
+                if side == "agentkv" and rep == 0:
+                    capacity(args, srv, acc, "ram")
                 acc["restarts"].append(dict(restart(args, srv, side), rep=rep, before_round=r))
                 log("%s rep %d restarted (start-up %.0f ms; page cache: %s)" % (
                     side, rep, acc["restarts"][-1]["startup_ms"], acc["restarts"][-1]["page_cache"]))
+                if side == "agentkv" and rep == 0:
+                    capacity(args, srv, acc, "disk")
             t0 = time.perf_counter()
             rs = send_round(args, srv, side, [a for a in plan if a["first_round"] <= r], histories, r)
             for x in rs:
@@ -247,6 +251,42 @@ def run_side(args, side, rep, plan, workdir, acc):
         srv.stop()
         if srv.cache_dir and not args.keep_work:
             shutil.rmtree(srv.cache_dir, ignore_errors=True)
+
+
+def capacity(args, srv, acc, where):
+    """agentkv's bytes for the team against one copy of the shared text plus every agent's own tokens (the
+    issue's capacity target: <= 1.15x). where "ram": the RAM pool (`agentkv_tier_bytes{tier="hot"}` once it
+    holds still: a turn's blocks enter the pool after its reply); "disk": every file under the cache dir (after
+    a restart, which saves every turn). Ideal bytes = at-rest bytes/token x (S + sum over agents of
+    max(0, tokens - S)), tokens from GET /v1/agents, S = the longest prefix an agent got from another agent's
+    cache in this run (usage.agentkv.shared_tokens; the shared text as tokenized, which is longer than
+    --shared-tokens by the calibration's error and the common "Task of " that follows it), else --shared-tokens."""
+    bpt = (acc["kv_types"].get("agentkv") or {}).get("at_rest_bytes_per_token")
+    if not bpt:
+        return
+    if where == "ram":
+        last, held = None, 0
+        for _ in range(40):  # up to 10 s for the last turns' exports
+            cur = lib.parse_prom(lib.http_text(srv.port, "/metrics")[1]).get('agentkv_tier_bytes{tier="hot"}')
+            held = held + 1 if cur == last else 0
+            if held >= 2:
+                break
+            last = cur
+            time.sleep(0.25)
+        actual = last
+    else:
+        actual = sum(os.path.getsize(f) for f in lib.files_under(srv.cache_dir) if os.path.isfile(f))
+    status, body, _ = lib.http_json(srv.port, "GET", "/v1/agents")
+    tokens = [a.get("tokens") or 0 for a in (body or {}).get("data", [])] if status == 200 else []
+    seeded = [(x.get("agentkv") or {}).get("shared_tokens") or 0 for x in acc["requests"] if x.get("side") == "agentkv"]
+    S = max(seeded + [0]) or args.shared_tokens
+    ideal = bpt * (S + sum(max(0, t - S) for t in tokens)) if tokens else None
+    acc.setdefault("capacity", []).append({
+        "where": where, "agents": len(tokens), "bytes": actual, "ideal_bytes": ideal, "bytes_per_token": bpt,
+        "agent_tokens": sum(tokens), "shared_tokens": S,
+        "ratio": (actual / ideal) if ideal else None})
+    log("agentkv %s: %.1f MiB for %d agents, %.2fx of one shared copy + own tokens" % (
+        where, actual / 2**20, len(tokens), actual / ideal if ideal else float("nan")))
 
 
 def calibrate(args, corpus, workdir):
@@ -354,6 +394,12 @@ def main(argv=None):
     reqs = acc["requests"]
     result = report.build(args, reqs, acc["restarts"], acc["kv_types"], acc["commands"], phases)
     result["status"] = status
+    result["capacity"] = acc.get("capacity", [])
+    for c in result["capacity"]:
+        result["notes"].append("capacity (%s, before the restart): %.1f MiB for %d agents = %.2fx of one copy of the "
+                               "shared text (%d tokens) + every agent's own tokens (%.1f MiB at %d B/token; target <= 1.15x)" % (
+                                   c["where"], c["bytes"] / 2**20, c["agents"], c["ratio"] or float("nan"),
+                                   c["shared_tokens"], (c["ideal_bytes"] or 0) / 2**20, c["bytes_per_token"]))
     for x in reqs:  # the texts stay in the JSON, shortened
         if "text" in x:
             x["text"] = x["text"][:200]

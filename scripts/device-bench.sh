@@ -42,8 +42,10 @@
 #                                            file, 4 MiB reads, one sequential stream, 8 readers), ROUNDS (4) rounds
 #   scripts/device-bench.sh remote CTXS FETCH_CTXS  CUDA build (agentkv) + the llama-3.1-8b model +
 #                                            bench/remote_ttft.py on it (Redis on the same host, loopback)
-#   scripts/device-bench.sh prepare-llama    (here) a plain trimmed llama.cpp source in .device/llama.cpp (agentkv
-#                                            builds only; see the step)
+#   scripts/device-bench.sh prepare-llama    (here) the pinned llama.cpp source, trimmed, as .device/llama.cpp.tar.xz
+#                                            (~4 MB; builds agentkv and llama-server; see the step)
+#   scripts/device-bench.sh prepare-ccache   (here) this machine's ccache in .device/ccache, for a second call
+#                                            on a warm device machine
 #   scripts/device-bench.sh prepare          (here, not on the device) copies this machine's hiredis
 #                                            headers and static library into .device/hiredis, and
 #                                            redis-server / redis-benchmark with their non-libc libraries
@@ -58,6 +60,8 @@
 # Each device call copies the working tree anew (every source file's mtime changes), so a later call's
 # build_cuda recompiles everything (~5 min): run a build step and the steps that use it in ONE call, e.g.
 #   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768
+# The coding agents' recorded requests on the 8B shape (issue 30): cold turn 1 vs a second session's turn 1:
+#   STEP_TIMEOUT=200 scripts/device-bench.sh replay llama-3.1-8b
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540),
 #      REDIS_IO_THREADS (remote: redis-server io-threads, default 1),
 #      AGENTKV_SOURCE_COMMIT (the commit of the tree sent to the device: the copy there is not this
@@ -89,8 +93,14 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
   # ccache outside .device: a carried .device replaces the device's copy, and with it the cache
   # (the H200 machines had no ccache on 2026-12-01, and are given back after 30 s idle).
   export AGENTKV_CACHE=$PWD/.device CCACHE_DIR=${DEVICE_CCACHE_DIR:-$HOME/.cache/agentkv-device-ccache}
-  # A plain source copy made by `prepare-llama` (no git, no tarball: fits the device's 64 MiB) is used as is.
+  # The plain source `prepare-llama` packed (no git: fits the device's 64 MiB) is unpacked once and used as is.
+  if [ -f .device/llama.cpp.tar.xz ] && [ ! -f "$AGENTKV_CACHE/llama.cpp/.agentkv-plain" ]; then
+    mkdir -p "$AGENTKV_CACHE/llama.cpp" && tar xJf .device/llama.cpp.tar.xz -C "$AGENTKV_CACHE/llama.cpp"
+  fi
   [ -f "$AGENTKV_CACHE/llama.cpp/.agentkv-plain" ] || scripts/fetch-llama.sh
+  if [ -x .device/ccache/ccache ] && ! command -v ccache >/dev/null; then
+    export PATH=$PWD/.device/ccache:$PATH LD_LIBRARY_PATH=$PWD/.device/ccache${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   pkg-config --exists hiredis 2>/dev/null || export PKG_CONFIG_PATH=$PWD/.device/hiredis/lib/pkgconfig
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
@@ -109,16 +119,25 @@ synth_model() {  # synth_model PRESET: the preset's random-weight q4_0 GGUF, onc
 }
 
 case "${1:-}" in
-  prepare-llama)  # (here) .device/llama.cpp: the patched pinned source without git, docs, tests, tools and
-    # other backends (~30 MB; carry .device): with the tracked tree (~31 MB) it fits the 64 MiB a device call
-    # takes, where the npm tarball (36 MB) does not. Builds agentkv only (llama-server needs tools/: ~14 MB more).
+  prepare-llama)  # (here) .device/llama.cpp.tar.xz: the patched pinned source without git, docs, tests, the UI's
+    # sources and other backends, xz-compressed (~8 MB; carry .device): with the tracked tree (~32 MB) it fits the
+    # 64 MiB a device call takes, where the npm tarball (36 MB) and the unpacked copy with tools/ (~45 MB) do not.
+    # build_cuda unpacks it into .device/llama.cpp there; it builds agentkv and llama-server.
     src=${AGENTKV_CACHE:-$HOME/.cache/agentkv}/llama.cpp
-    rm -rf .device/llama.cpp && mkdir -p .device/llama.cpp
-    (cd "$src" && tar cf - --exclude='ggml/src/ggml-'{vulkan,sycl,opencl,hexagon,metal,et,cann,musa,webgpu,zdnn,openvino} \
-      CMakeLists.txt cmake ggml src include common vendor licenses LICENSE .agentkv-ok models/ggml-vocab-llama-bpe.gguf) |
-      tar xf - -C .device/llama.cpp
-    touch .device/llama.cpp/.agentkv-plain
-    du -sh .device/llama.cpp
+    rm -rf .device/llama.cpp .device/llama.cpp.tar.xz && mkdir -p .device
+    (cd "$src" && touch .agentkv-plain && tar cJf - --exclude='ggml/src/ggml-'{vulkan,sycl,opencl,hexagon,metal,et,cann,musa,webgpu,zdnn,openvino,virtgpu} \
+      --exclude='tools/ui/'{src,tests,static} --exclude='tools/server/'{tests,webui,public} --exclude='tools/mtmd/'{tests,'test-*'} \
+      --exclude='*.md' --exclude='ggml/src/ggml-cpu/spacemit' \
+      CMakeLists.txt cmake ggml src include common vendor licenses LICENSE tools scripts/ui-assets.cmake \
+      scripts/build-info.sh .agentkv-ok .agentkv-plain models/ggml-vocab-llama-bpe.gguf) > .device/llama.cpp.tar.xz
+    rm -f "$src/.agentkv-plain"
+    du -sh .device/llama.cpp.tar.xz
+    ;;
+  prepare-ccache)  # (here) .device/ccache: this machine's ccache and its libhiredis, so that a second call on a
+    # warm device machine (whose copied tree has new mtimes) rebuilds from the device's ccache in seconds
+    mkdir -p .device/ccache && cp "$(command -v ccache)" .device/ccache/
+    for l in $(ldd "$(command -v ccache)" | awk '/hiredis|zstd/ {print $3}'); do cp "$l" .device/ccache/; done
+    du -sh .device/ccache
     ;;
   prepare)
     d=.device/hiredis
@@ -332,6 +351,20 @@ case "${1:-}" in
     echo "team: benchmark $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
     keep_our_log_lines $out
     pack $out team-$p
+    ;;
+  replay)  # replay PRESET [ARGS...]: the recorded coding-agent requests (bench/client_replay.py, issue 30), 1 rep
+    p=$2
+    t0=$SECONDS
+    [ -x $B/agentkv ] || build_cuda agentkv
+    synth_model $p
+    echo "replay: build + model $p: $((SECONDS - t0)) s"
+    out=/tmp/b/replay-$p
+    mkdir -p $out
+    t0=$SECONDS
+    timeout $T /usr/bin/env python3 bench/client_replay.py --bin $B/agentkv --model "$(model_path $p)" --threads 16 \
+      --ctx 32768 --slots 2 --out $out "${@:3}" 2>&1 | tee $out/console.txt | tail -60
+    echo "replay: $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
+    pack $out replay-$p
     ;;
   capacity)
     out=/tmp/b/capacity

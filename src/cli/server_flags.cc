@@ -37,7 +37,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
       !flags.GetInt("gpu-layers", "ngl", -1, &ngl, error)) {
     return false;
   }
-  if (port < 0 || port > 65535 || ctx < 0 || slots < 1 || slots > 256 || threads < 0 || chunk < 1 || chunk > 8192) {
+  if (port < 0 || port > 65535 || ctx < 0 || slots < 1 || slots > 256 || threads < 0 || chunk < 0 || chunk > 8192) {
     *error = "a numeric flag is out of range";
     return false;
   }

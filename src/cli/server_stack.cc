@@ -202,7 +202,10 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
     }
   }
   co.n_threads = config.n_threads;
-  co.n_batch = std::max(config.prefill_chunk, 64);
+  const int prefill_chunk = engine::ChoosePrefillChunk(config.prefill_chunk, stack->model_->info().n_gpu_layers);
+  if (!config.quiet) AKV_LOG_INFO("prefill chunk: %d tokens per step%s", prefill_chunk,
+                                  config.prefill_chunk > 0 ? " (--prefill-chunk)" : "");
+  co.n_batch = std::max(prefill_chunk, 64);
   co.warmup = config.warmup;
   AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
   const engine::ModelCacheSpec& spec = stack->context_->spec();
@@ -236,7 +239,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   opt.read_landing = config.read_landing;
   opt.read_reserve = config.read_reserve;
   opt.pipelined_restore = config.pipelined_restore;
-  opt.prefill_chunk = config.prefill_chunk;
+  opt.prefill_chunk = prefill_chunk;
   if (config.agent_table_bytes > 0) opt.agent_table_bytes = config.agent_table_bytes;
   if (!config.remote_url.empty()) {
     AGENTKV_ASSIGN_OR_RETURN(RedisOptions ro, ParseRedisUrl(config.remote_url));

@@ -37,7 +37,7 @@ struct ServerConfig {
   std::optional<engine::KvType> slot_kv_type;       // --slot-kv; unset: auto (engine::ResolveSlotKvType)
   int n_threads = 0;
   int n_gpu_layers = -1;           // -1: all layers on the GPU if one is available
-  int prefill_chunk = 512;
+  int prefill_chunk = 0;           // 0: by where the layers run (engine::ChoosePrefillChunk)
   std::string cache_dir;           // empty: DefaultCacheDir()
   uint64_t cache_ram_bytes = 0;    // 0: DefaultCacheRamBytes()
   uint64_t cache_disk_bytes = 0;   // 0: unlimited

@@ -92,4 +92,9 @@ uint64_t PhysicalRamBytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
+int ChoosePrefillChunk(int requested, int n_gpu_layers) {
+  if (requested > 0) return requested;
+  return n_gpu_layers > 0 ? kGpuPrefillChunk : kCpuPrefillChunk;
+}
+
 }  // namespace agentkv::engine

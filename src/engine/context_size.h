@@ -64,6 +64,17 @@ ContextSizeChoice ChooseSlotContext(const ContextSizeInput& in);
 // but it exists only once the context does.
 uint64_t EstimateKvBytesPerToken(const ModelInfo& info, KvType k, KvType v);
 
+// The default --prefill-chunk (prompt tokens a step may feed, and the
+// context's n_batch): 2048 with layers on a GPU, 512 on the CPU. On the H200
+// (8B shape, 32 agents sharing a 4K system text on 16 slots) 2048 took
+// 1/1.10 of 512's time over 3 interleaved pairs (bench/RESULTS.md, "Agent
+// team (H200)"); on the CPU a step's prefill already saturates the cores at
+// 512 and a longer one only delays the other agents' next token.
+inline constexpr int kCpuPrefillChunk = 512;
+inline constexpr int kGpuPrefillChunk = 2048;
+// `requested` > 0 is taken as is; 0 picks by where the layers run.
+int ChoosePrefillChunk(int requested, int n_gpu_layers);
+
 // Free bytes summed over the GPU devices llama.cpp sees (0 when none).
 uint64_t FreeGpuMemoryBytes();
 // Physical RAM in bytes (0 when unknown).

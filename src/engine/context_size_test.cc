@@ -21,6 +21,13 @@ ModelInfo Llama31_8B() {
   return info;
 }
 
+TEST(ContextSizeTest, PrefillChunkDefaultsByWhereTheLayersRun) {
+  EXPECT_EQ(ChoosePrefillChunk(0, 0), kCpuPrefillChunk);
+  EXPECT_EQ(ChoosePrefillChunk(0, 33), kGpuPrefillChunk);
+  EXPECT_EQ(ChoosePrefillChunk(256, 33), 256);  // asked for: taken as is
+  EXPECT_EQ(ChoosePrefillChunk(4096, 0), 4096);
+}
+
 TEST(ContextSizeTest, KvBytesPerTokenOfLlama31_8B) {
   // 1024 values per row: f16 2048 B; q4_0 32 blocks of 18 B = 576 B; K and V, 32 layers.
   EXPECT_EQ(EstimateKvBytesPerToken(Llama31_8B(), KvType::kF16, KvType::kF16), 131072u);
