@@ -2,20 +2,21 @@
 // AgentTiers: everything about an agent outside the slots: the agent table
 // (sched/agent_table.h), reads of agents and namespace indexes (and their
 // landings), unsaved turns and their write-behind saves, the remote tier, the
-// prompt-token cache and the read reserve. The Scheduler (the inference loop) keeps the slots,
-// the waiting and active turns, batching and sampling, and talks to this
-// through the small API below; results of reads come back as completed
-// entries it takes (TakeRead) once `on_read_done` woke it.
+// prompt-token cache and the read reserve. The Scheduler (the inference
+// loop) keeps the slots, the waiting and active turns, batching and sampling,
+// and talks to this through the small API below; results of reads come back
+// as completed entries it takes (Lookup, TakeRead) once `on_read_done` woke it.
 //
 // Threads: reads run on the read executor, saves on the save executor,
 // remote pushes on the remote-writes executor; admin calls (namespace index,
-// disk sizes, erasure) on the calling HTTP thread. Methods marked "inference
-// thread" never touch the disk; the others may (never call those there).
+// disk sizes, erasure) on the calling HTTP thread. The methods that touch the
+// store or the remote tier say so ("not on the inference thread", "HTTP
+// thread"); the others never do.
 //
 // Thread safety: the table is the inference thread's (table(), and the
-// methods that say so); one mutex (mu_) guards every map below; it is never held
-// across a store, remote or pool call that may do I/O, nor while
-// `on_read_done` runs. The pool, the store, the remote tier and the prompt
+// methods that say so); one mutex (mu_) guards every map below. It is never
+// held across a store or remote call, nor while `on_read_done` runs, and
+// never taken under the Scheduler's mutex. The pool, the store, the remote tier and the prompt
 // cache are internally synchronized.
 //
 // Invariants: an agent has at most one read entry (reads_by_key_), done or in
@@ -25,6 +26,8 @@
 // version than the newest commit. "Version" here is AgentRecord::version,
 // the agent's turn counter (the pool's clean marks use the pool's own).
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -123,7 +126,8 @@ class AgentTiers {
   // block tensors of `reserve`: engine::BlockTensorSizes) on the read
   // executor; returns once done. No store: nothing. Not on the inference thread.
   void Start(const std::vector<std::pair<size_t, size_t>>& reserve);
-  // Waits until every queued read, save and remote push has run.
+  // Waits until every queued read, save and remote push has run. Not on the
+  // inference thread.
   void Flush();
   // Blocks until every save posted so far is on disk, and pushed to the
   // remote tier if there is one.

@@ -190,15 +190,16 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   }
   w->req = std::move(request);
   w->sink = std::move(sink);
+  Status full;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (Status s = refuse_if_full(); !s.ok()) {
-      if (began_read) tiers_.DropRead(key);
-      return s;
+    full = refuse_if_full();
+    if (full.ok()) {
+      incoming_.push_back(std::move(w));
+      ++n_waiting_;  // submitted, not yet admitted or refused
     }
-    incoming_.push_back(std::move(w));
-    ++n_waiting_;  // submitted, not yet admitted or refused
   }
+  if (!full.ok()) return refuse(full);  // (AgentTiers' lock is never taken under mu_)
   cv_.notify_all();
   return Status::OK();
 }
