@@ -349,9 +349,7 @@ def parse_args(argv=None):
     ap.add_argument("--keep-work", action="store_true", help="keep agentkv's cache dirs under the work dir")
     ap.add_argument("--quick", action="store_true", help="3 agents, 2 rounds, restart after 1, 300 tokens, 1 rep")
     args = ap.parse_args(argv)
-    for k, v in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, k) is None:
-            setattr(args, k, v)
+    lib.fill_defaults(args, QUICK, DEFAULTS)
     if args.agents < 1 or args.rounds < 1 or args.reps < 1 or not 0 <= args.restart_after <= args.rounds:
         ap.error("need --agents, --rounds, --reps >= 1 and 0 <= --restart-after <= --rounds")
     args.servers = [args.only] if args.only else list(SERVERS)

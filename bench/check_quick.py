@@ -6,7 +6,9 @@
 For each benchmark: the JSON parses and has its required keys, the CSV has a header and rows, the Markdown
 has a table, the PNG (where matplotlib is installed) starts with the PNG signature. vs-llama-server and ppl
 may say "not available" (llama-server not built / `agentkv ppl` missing) unless --strict.
-Semantic oddities (a warm request that the server did not report as warm, ...) are warnings, errors with --strict.
+Semantic oddities (a warm request that the server did not report as warm, ...) are warnings, errors with --strict;
+a failed reuse check of client-replay (a second session of a coding agent that does not reuse the shared system
+text and tools) is an error.
 Exit status 0 = all good.
 """
 import argparse
@@ -42,6 +44,10 @@ SPECS = {
                     "keys": ["config", "kv_types", "rows", "totals", "ratios", "requests"], "row_list": "rows",
                     "row_keys": ["round", "phase", "side", "wall_ms", "ttft_p50_ms", "ttft_p95_ms", "gen_tps",
                                  "prompt_tokens", "reused_tokens", "new_ttft_p50_ms", "new_reused_tokens"]},
+    "client-replay": {"dir": "client_replay", "name": "client_replay", "png": None,
+                      "keys": ["status", "rows", "requests"], "row_list": "rows",
+                      "row_keys": ["client", "rep", "s1_cold_ttft_ms", "s2_ttft_ms", "s2_cached",
+                                   "shared_part_tokens", "s2_reuse_of_shared", "checks", "ok"]},
 }
 META_KEYS = ["subcommand", "date", "command_line", "machine", "git", "model", "threads"]
 MACHINE_KEYS = ["cpu_model", "usable_cpus", "logical_cpus", "ram_bytes"]
@@ -99,7 +105,7 @@ def check_one(key, spec, out, strict, errors, warnings):
             if missing:
                 err("%s[%d] lacks %s" % (spec["row_list"], i, missing))
                 break
-        semantic(key, doc, warn)
+        semantic(key, doc, warn, err)
     # CSV
     for cf in [spec["name"] + ".csv"] + spec.get("extra_csv", []):
         p = os.path.join(d, cf)
@@ -138,7 +144,8 @@ def check_one(key, spec, out, strict, errors, warnings):
             warnings.append("%s: %s not written (matplotlib not installed)" % (key, spec["png"]))
 
 
-def semantic(key, doc, warn):
+def semantic(key, doc, warn, err):
+    """Oddities are warn()ed; a broken property the benchmark exists to show is err()ed."""
     if key == "ttft":
         states = {r["state"] for r in doc["summary"]}
         for s in ("cold", "warm", "hot", "resident"):
@@ -174,6 +181,13 @@ def semantic(key, doc, warn):
                 warn("round %s %s: %s failed requests" % (r["round"], r["side"], r["errors"]))
             if r["side"] == "agentkv" and r["round"] > 0 and not r.get("reused_tokens"):
                 warn("round %s: agentkv reused no tokens of its returning agents" % r["round"])
+    elif key == "client-replay":
+        # The second session's first turn reads >= 95% of the system text and tools from another agent's cache
+        # (and session 1's later turns >= 95% of their prompt): bench/client_sessions.py's checks.
+        for r in doc["rows"]:
+            for c in r.get("checks") or [{"what": "%s: no checks" % r.get("client"), "ok": False}]:
+                if not c.get("ok"):
+                    err(c.get("what"))
     elif key == "ppl":
         for r in doc.get("rows", []):
             if not r.get("ppl"):

@@ -379,9 +379,31 @@ def http_text(port, path, timeout=60):
     return r.status, t
 
 
+def stream_piece(j):
+    """The generated text (or tool-call arguments) one parsed SSE data object carries, or None: a completion or
+    chat chunk (content, tool_calls arguments), llama-server's /completion, an Anthropic content_block_delta
+    (text, partial_json, thinking), a Responses output_text / function_call_arguments delta."""
+    if j.get("choices"):
+        ch = j["choices"][0]
+        if "text" in ch:
+            return ch.get("text")
+        d = ch.get("delta") or {}
+        return d.get("content") or "".join(((c.get("function") or {}).get("arguments") or "")
+                                           for c in d.get("tool_calls") or []) or None
+    t = j.get("type")
+    if t == "content_block_delta":
+        d = j.get("delta") or {}
+        return d.get("text") or d.get("partial_json") or d.get("thinking")
+    if t in ("response.output_text.delta", "response.function_call_arguments.delta"):
+        return j.get("delta")
+    if "content" in j and isinstance(j.get("content"), str):  # llama-server /completion
+        return j.get("content")
+    return None
+
+
 def stream_request(port, path, body, headers=None, timeout=3600):
-    """POST a streaming request; returns dict with client_ttft_ms (first chunk carrying content, else first
-    chunk), total_ms, text, chunks (list of parsed JSON), status."""
+    """POST a streaming request (any of the generation APIs: stream_piece); returns dict with client_ttft_ms
+    (first chunk carrying content, else first chunk), total_ms, text, chunks (list of parsed JSON), status."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     h = {"Content-Type": "application/json"}
     h.update(headers or {})
@@ -413,12 +435,7 @@ def stream_request(port, path, body, headers=None, timeout=3600):
         res["chunks"].append(j)
         if res["client_first_chunk_ms"] is None and not (j.get("choices") == [] and j.get("usage")):
             res["client_first_chunk_ms"] = now
-        piece = None
-        if "choices" in j and j["choices"]:
-            ch = j["choices"][0]
-            piece = ch.get("text") if "text" in ch else (ch.get("delta") or {}).get("content")
-        elif "content" in j:  # llama-server /completion
-            piece = j.get("content")
+        piece = stream_piece(j)
         if piece:
             res["token_ms"].append(now)
             if res["client_ttft_ms"] is None:
@@ -702,6 +719,27 @@ def add_extra_args(ap, ls_help="extra llama-server args (one string)"):
     ap.add_argument("--ls-extra", default="", help=ls_help)
     ap.add_argument("--drop", default="fadvise", choices=["fadvise", "drop_caches", "none"],
                     help="how agentkv's cache files leave the page cache at the restart")
+
+
+def fill_defaults(args, quick, defaults):
+    """Every option of `args` left unset (None) gets its value from `quick` (with --quick) or `defaults`."""
+    for k, v in (quick if args.quick else defaults).items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+
+
+def raise_on_sigterm(signum, frame):
+    """A SIGTERM handler (signal.signal(signal.SIGTERM, lib.raise_on_sigterm)): `timeout` (scripts/device-bench.sh)
+    sends SIGTERM; a driver unwinds as on Ctrl-C, stops its servers and writes what it measured."""
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def start_driver(args, sub, subcommand):
+    """What a driver's main does first: SIGTERM unwinds as Ctrl-C does (raise_on_sigterm), the output dir and its
+    emptied "work" subfolder (fresh_work_dir), the provenance (make_meta). Returns (out dir, work dir, meta)."""
+    signal.signal(signal.SIGTERM, raise_on_sigterm)
+    d, work = fresh_work_dir(args, sub)
+    return d, work, make_meta(args, subcommand)
 
 
 def resolve_model(args):

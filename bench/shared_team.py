@@ -39,7 +39,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -330,9 +329,7 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true", help="3 agents, 2 slots, 300 shared + 60 own tokens, 3 rounds, "
                                                          "restart before 1, 1 new agent, 8 tokens, 1 rep")
     args = ap.parse_args(argv)
-    for k, v in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, k) is None:
-            setattr(args, k, v)
+    lib.fill_defaults(args, QUICK, DEFAULTS)
     if min(args.agents, args.slots, args.rounds, args.reps, args.max_tokens, args.shared_tokens) < 1 or \
             args.own_tokens < 0 or args.new_agents < 0 or not 0 <= args.restart_before < args.rounds:
         ap.error("need --agents, --slots, --rounds, --reps, --max-tokens, --shared-tokens >= 1, --own-tokens, "
@@ -350,17 +347,10 @@ def parse_args(argv=None):
     return args
 
 
-def on_sigterm(signum, frame):
-    """`timeout` (scripts/device-bench.sh) sends SIGTERM: unwind, stop the servers and write what was measured."""
-    raise KeyboardInterrupt("SIGTERM")
-
-
 def main(argv=None):
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, on_sigterm)
     t_start = time.perf_counter()
-    d, workdir = lib.fresh_work_dir(args, SUB)
-    meta = lib.make_meta(args, "shared-team")
+    d, workdir, meta = lib.start_driver(args, SUB, "shared-team")
     meta["llama_server_bin"] = (lib.file_identity(args.llama_server)
                                 if any(s != "agentkv" for s in args.sides) else None)
     corpus = lib.Corpus(args.text)

@@ -142,7 +142,9 @@ case "${1:-}" in
   prepare)
     d=.device/hiredis
     rm -rf $d && mkdir -p $d/include $d/lib/pkgconfig
-    cp -r "$(pkg-config --variable=includedir hiredis)/hiredis" $d/include/hiredis
+    inc=$(pkg-config --variable=includedir hiredis)  # Debian 12: /usr/include/hiredis itself; else its parent
+    [ "$(basename "$inc")" = hiredis ] || inc=$inc/hiredis
+    cp -r "$inc" $d/include/hiredis
     cp "$(dpkg -L libhiredis-dev | grep '/libhiredis\.a$')" $d/lib/
     sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' -e 's|^libdir=.*|libdir=${prefix}/lib|' \
       -e 's|^includedir=.*|includedir=${prefix}/include/hiredis|' -e 's|^Cflags: |Cflags: -I${prefix}/include |' \

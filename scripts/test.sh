@@ -23,9 +23,10 @@ if [ -f tests/e2e-clients/package.json ]; then
   (cd tests/e2e-clients && npm install --silent --no-audit --no-fund --no-save && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
 # Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; the shared team's plan and
-# summaries; < 1 s).
+# summaries; the client replay's second sessions and checks; < 1 s).
 /usr/bin/python3 bench/paired_test.py
 /usr/bin/python3 bench/shared_team_test.py
+/usr/bin/python3 bench/client_replay_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.
 mkdir -p bench/out/hostile
 /usr/bin/python3 bench/hostile_clients.py --quick --bin "$BUILD/agentkv" --json bench/out/hostile/quick.json \
@@ -46,5 +47,10 @@ grep -h "skip" bench/out/reliability/disk_full_quick.txt || true
 mkdir -p bench/out/shared_team
 /usr/bin/python3 bench/shared_team.py --quick --bin "$BUILD/agentkv" $([ -x build-srv/bin/llama-server ] || echo --sides agentkv) \
   >bench/out/shared_team/quick.txt 2>&1 || { cat bench/out/shared_team/quick.txt; exit 1; }
+# The recorded coding-agent requests replayed (~35 s, bench/client_replay.py; checked by check_quick.py below):
+# OpenCode's 3 turns, then a second session, which must reuse >= 95% of the shared system text and tools.
+mkdir -p bench/out/client_replay
+/usr/bin/python3 bench/client_replay.py --quick --bin "$BUILD/agentkv" \
+  >bench/out/client_replay/quick.txt 2>&1 || { cat bench/out/client_replay/quick.txt; exit 1; }
 /usr/bin/python3 bench/run.py all --quick --bin "$BUILD/agentkv"; /usr/bin/python3 bench/check_quick.py  # benchmark smoke run (bench/README.md)
 echo "test: all tests passed in $(( $(date +%s) - start )) s"

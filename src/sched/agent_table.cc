@@ -65,6 +65,7 @@ Agent& AgentTable::AddFromRecord(const AgentRecord& rec) {
   a->on_disk = true;
   a->last_use_ms = rec.updated_ms;
   a->version = rec.version;
+  a->head_bytes = rec.head_bytes;
   Agent& added = *agents_.emplace(key, std::move(a)).first->second;
   Reindex(added);
   return added;

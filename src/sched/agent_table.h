@@ -52,7 +52,8 @@ struct Agent {
   // that main agent's slot while another can be had.
   std::optional<AgentKey> side_of;
   // Bytes of its last prompt that were the system text and tools
-  // (HeadBytes); 0: unknown (a completion, or known only from its manifest).
+  // (HeadBytes), kept in its manifest (AgentRecord::head_bytes); 0: unknown
+  // (a completion, or a manifest written before they were kept).
   size_t head_bytes = 0;
   // Bookkeeping of AgentTable::Reindex.
   bool indexed = false;         // in the implicit index

@@ -195,6 +195,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
     const int64_t max_tokens = w.req.sampling.max_tokens.value_or(options_.default_max_tokens);
     const SideDecision side = ClassifyRequest({known != nullptr ? std::string_view(known->seq.text) : "", w.prompt,
                                                w.head_bytes, known != nullptr ? known->head_bytes : 0, max_tokens});
+    w.takes_over = side.takes_over;
     if (side.kind != SideKind::kMain) {
       w.side_of = key;
       w.req.parent_agent_id = side.fork_from_main ? key.agent_id : "";
@@ -242,6 +243,15 @@ bool Scheduler::TryAdmit(Waiting& w) {
     agent.fork_source = parent->key;
   }
   if (agent.busy) return false;
+  if (w.takes_over) {  // its cache is another conversation's: the turn starts as a new agent's
+    w.takes_over = false;
+    if (agent.slot >= 0) {
+      ctx_.ClearSlot(agent.slot);
+      SetSlotOwner(agent.slot, nullptr);
+    }
+    agent.seq = {};
+    agent.fork_source.reset();
+  }
   RestoreSource source;
   // No cache of its own: another agent's of the same prefix, if one has it.
   // (A request with cache_prompt false starts cold: `source` stays kCold.)
@@ -276,6 +286,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   agent.busy = true;
   agent.last_use_ms = NowMs();
   agent.head_bytes = a->w->head_bytes;
+  if (a->w->prompt_entry) tiers_.RememberPrompt(agent.key, std::move(a->w->prompt_entry));
   SetSlotOwner(slot, &agent);
   a->w->sink->OnPromptUsage(a->usage);
   a->w->sink->OnStart();
@@ -495,6 +506,8 @@ void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored,
     refs.push_back({ids[refs.size()], std::make_shared<KvBlock>(std::move((*exported)[i]))});
   }
   AgentRecord record = ToRecord(agent.key, agent.seq, ctx_.spec());
+  // (A record's text fits uint32 offsets, as its spans do.)
+  record.head_bytes = agent.head_bytes <= record.text.size() ? static_cast<uint32_t>(agent.head_bytes) : 0;
   agent.version = std::max(agent.version + 1, static_cast<uint64_t>(std::max<int64_t>(agent.last_use_ms, 0)));
   record.version = agent.version;
   // With a store: on disk once the save lands; until then reads find the turn in RAM.

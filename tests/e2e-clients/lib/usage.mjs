@@ -27,7 +27,7 @@ export function isMain(ex) {
 }
 
 /**
- * {prompt, cached, agent, match, prefilled} of a generation exchange, from its
+ * {prompt, cached, agent, match, prefilled, shared} of a generation exchange, from its
  * response (the last usage seen in a stream), or null when it has none (an
  * error).
  */
@@ -59,7 +59,7 @@ export function usageOf(ex) {
     cached = u.prompt_tokens_details?.cached_tokens ?? 0;
   }
   return { prompt, cached, agent: u.agentkv.agent_id, match: u.agentkv.match,
-    prefilled: u.agentkv.tokens_prefilled };
+    prefilled: u.agentkv.tokens_prefilled, shared: u.agentkv.shared_tokens ?? 0 };
 }
 
 /** The reply's text as agentkv streamed or returned it (text deltas joined). */
@@ -82,15 +82,15 @@ export function replyTextOf(ex) {
   return text;
 }
 
-/** One line per exchange for a failure message: the request-level evidence. */
+/** One line per exchange for a failure message: the request-level evidence; turn is a number or a label. */
 export function describe(ex, turn) {
   const u = usageOf(ex);
   const b = ex.body ?? {};
   const n = (b.messages ?? b.input ?? []).length;
   const err = ex.status !== 200 ? ` ${JSON.stringify(ex.response).slice(0, 300)}` : '';
-  return `turn ${turn} #${ex.seq} ${ex.method} ${ex.path} ${ex.status}${isMain(ex) ? ' main' : apiOf(ex) ? ' side' : ''}`
+  return `${typeof turn === 'number' ? `turn ${turn}` : turn} #${ex.seq} ${ex.method} ${ex.path} ${ex.status}${isMain(ex) ? ' main' : apiOf(ex) ? ' side' : ''}`
     + ` items=${n} tools=${(b.tools ?? []).length}`
-    + (u ? ` prompt=${u.prompt} cached=${u.cached} (${pct(u)}) match=${u.match} agent=${u.agent}` : '') + err;
+    + (u ? ` prompt=${u.prompt} cached=${u.cached} (${pct(u)}) match=${u.match} shared=${u.shared} agent=${u.agent}` : '') + err;
 }
 
 export function pct(u) {
