@@ -14,13 +14,9 @@
 // Threads and I/O (docs/architecture.md): the inference thread owns llama,
 // the slots and the agent table, and never touches the disk (it marks itself
 // with ForbidFileAccessOnThisThread; tests check the count stays 0). Every
-// store call runs elsewhere: reads (an agent's manifest and blocks, a
-// namespace's index) on the read executor, saves on the save executor, admin
-// store work on the calling HTTP thread. Results come back to the inference
-// thread as completions in mutex-guarded maps; a request whose agent is being
-// read waits in the queue while other agents compute. A turn's blocks stay in
-// RAM (`unsaved_`) until its save lands, so a read never needs to wait for the
-// save queue and never sees an older version than the newest commit.
+// store call runs in AgentTiers (sched/agent_tiers.h): reads, saves, the
+// remote tier, unsaved turns; a request whose agent is being read waits in
+// the queue while other agents compute.
 //
 // Thread safety: Submit, the admin calls and MetricsText may be called from
 // any thread; they talk to the inference thread through a mutex-protected
@@ -54,11 +50,9 @@
 #include "engine/tokenizer.h"
 #include "kv/block_pool.h"
 #include "prefix/prefix_index.h"
-#include "sched/io_executor.h"
+#include "sched/agent_tiers.h"
 #include "sched/metrics.h"
 #include "sched/prefix_donor.h"
-#include "sched/prompt_token_cache.h"
-#include "sched/read_landing.h"
 #include "sched/tenant_round_robin.h"
 #include "sched/turn_plan.h"
 #include "remote/remote_tier.h"
@@ -159,17 +153,13 @@ class Scheduler : public api::Backend {
 
   // Blocks until every save posted so far is on disk, and pushed to the remote
   // tier if there is one (tests, shutdown).
-  void FlushSaves() {
-    saves_.Flush();
-    remote_writes_.Flush();
-  }
+  void FlushSaves() { tiers_.FlushSaves(); }
   // Blocks until every save of this agent posted so far has run (landed or
   // failed); other agents' saves are not waited for. Any thread but the
   // inference thread.
-  void WaitForSaves(const AgentKey& key);
+  void WaitForSaves(const AgentKey& key) { tiers_.WaitForSaves(key); }
 
  private:
-  struct Agent;
   struct Active;
   struct Waiting;
 
@@ -184,7 +174,6 @@ class Scheduler : public api::Backend {
   // holding its source's sequence stays in the table (issue 29).
   void DropUnstartedFork(const AgentKey& key);
   struct RestoreSource;
-  struct AgentRead;
   // Picks the tier to restore `agent` from. False: its blocks must first be
   // read from disk (a read is posted); the request keeps waiting.
   bool FindRestoreSource(Agent& agent, RestoreSource* source);
@@ -200,9 +189,10 @@ class Scheduler : public api::Backend {
   Status ImportRestored(int slot, const std::vector<PoolBlock>& blocks, uint32_t n_keep,
                         const ReadLanding::Ticket* landing);
   // Pipelined restores (scheduler_pipelined.cc), inference thread. A source
-  // for `agent` from its read `read` still in flight (REQUIRES mu_ held);
+  // for `agent` from its read still in flight into `landing` (may be null);
   // false if that read cannot be restored while it runs.
-  bool PipelinedSource(const AgentKey& from, const AgentRead& read, const Agent& agent, RestoreSource* source);
+  bool PipelinedSource(const AgentKey& from, const std::shared_ptr<ReadLanding::Ticket>& landing,
+                       const Agent& agent, RestoreSource* source);
   // Starts importing the source's landing into `slot`, positions [0, n_keep).
   Status StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, const RestoreSource& source);
   // Step() for an active whose import still runs: its first chunk decoded
@@ -251,69 +241,8 @@ class Scheduler : public api::Backend {
   // `shared_from`: the agent whose cache the turn started from (a fork, a
   // leader's slot); its pool blocks stand in for `restored` when that is empty.
   void CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored, const std::optional<AgentKey>& shared_from);
-  Agent* FindAgent(const AgentKey& key);
-  Agent& GetOrAddAgent(const AgentKey& key);
-  static std::unique_ptr<Agent> AgentFromDisk(const AgentRecord& rec);  // an agent known from its manifest
-  // The agent an id-less request continues (EXACT/EXTEND), a fork of one
-  // (DIVERGE) or a new id; `isolated`: always a new id.
-  Result<std::string> ResolveImplicitAgent(const std::string& ns, const std::string& prompt, bool isolated);
-  // Adds the agents a namespace index read found on disk to the table, once.
-  // False if that read has not completed (it is posted if not yet running).
-  bool MergeNamespaceIndex(const std::string& ns);
   void SetSlotOwner(int slot, Agent* agent);
-  // Agent table bounds (scheduler_table.cc). Reindex: after any change of an
-  // agent's text, busy flag or tier, updates its implicit-lookup entry and its
-  // share of table_bytes_. EraseAgent: drops it from the table and the index.
-  void Reindex(Agent& agent);
-  void EraseAgent(const AgentKey& key);
-  // Drops least recently used disk-only agents while the table is above
-  // options_.agent_table_bytes (after each loop iteration).
-  void TrimAgentTable();
-  // Inference thread, when it has nothing to run: if disk reads (or exports)
-  // took block memory from the read reserve (util/warm_memory.h), refill it
-  // on the niced save thread, so that the next returning agent's read finds
-  // faulted-in memory too. Not during a turn: on a small CPU the fill would
-  // compete with that turn's restore and decode.
-  void RefillReadReserveWhenIdle();
-
-  // Disk side (scheduler_io.cc): never on the inference thread.
-  void PostAgentRead(const AgentKey& key);                    // REQUIRES mu_ held
-  // Adds `key`'s in-flight entry to agent_reads_ (replacing any) and returns
-  // its id; its result is stored only while the entry has that id. REQUIRES mu_ held.
-  uint64_t BeginAgentRead(const AgentKey& key, std::shared_ptr<ReadLanding::Ticket> landing);
-  // Answers the in-flight entry `read_id` of an agent that may be on disk
-  // from the store's in-memory index: not there (a new agent) -> done, with
-  // no record, and no read is queued; else its read is posted. Only without
-  // a remote tier (an agent unknown here may live there) and without an
-  // unsaved turn of the agent. REQUIRES mu_ not held; not on the inference
-  // thread (the store's lock).
-  void ReadFromStoreIndex(const AgentKey& key, uint64_t read_id);
-  void PostNamespaceRead(const std::string& ns);              // REQUIRES mu_ held
-  // `landing` (may be null) lands a disk read's blocks as they come.
-  AgentRead ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing);  // read executor
-  void ReadNamespaceIndex(const std::string& ns);             // read executor or HTTP thread
-  void WakeLoopForRead();                                      // a read completed: admission may proceed
-  void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
-                uint64_t pool_version);
-  void FillDiskBytes(const std::string& ns, api::AgentInfo* info);  // HTTP thread
-  // saves_pending_ (WaitForSaves): a save job of `key` was posted / has run
-  // (landed or failed; the caller then notifies saves_cv_). REQUIRES mu_ held.
-  void SavePosted(const AgentKey& key) { ++saves_pending_[key]; }
-  void SaveRan(const AgentKey& key);
-  // Remote tier (scheduler_remote.cc), on the I/O executors.
-  // On a local miss (or, with newer_than = the local version, a local copy
-  // that another server has since advanced): fetches the agent's manifest,
-  // reads the blocks the local store holds from it and fetches only the
-  // others, fills `read` (from_remote if any block was fetched) and queues a
-  // complete copy's write-through to the local store. False if the remote has
-  // nothing usable (or nothing newer).
-  bool ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64_t newer_than = 0);  // read executor
-  // Queues a verified remote copy's write to the local store on the save
-  // executor (FIFO: before the agent's next save). REQUIRES mu_ not held.
-  void PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks);
-  // After a save landed: publishes the turn (remote_writes_ executor).
-  void PostRemotePush(AgentRecord saved, std::shared_ptr<const void> keep_alive, std::vector<const KvBlock*> blocks);
-  void NoteRemoteOutcome(const Status& s, const char* what);  // logs outage and recovery once each
+  void WakeLoopForRead();  // a read completed: admission may proceed (any thread)
   // The prompt, grammar and reply parser of a request (chat: ChatFormat;
   // completion: the raw prompt). InvalidArgument: see ChatFormat::Render.
   Result<engine::ChatPrompt> RenderPrompt(const api::GenerationRequest& r) const;
@@ -321,9 +250,9 @@ class Scheduler : public api::Backend {
   // parser (content and tool-call deltas) when the request has one.
   void EmitText(Active& a, std::string_view text);
   // The prompt's tokens (with BOS), from the agent's previous prompt where
-  // it can (PromptTokenCache, else the prompt prefix of the manifest its
-  // in-flight read brings: PromptTokensFromRead). `*entry`: this prompt as
-  // a PromptTokenCache entry (null for an implicit agent), which admission
+  // it can (AgentTiers::PreviousPrompt: the prompt cache, else the prompt
+  // prefix of the manifest its in-flight read brings). `*entry`: this prompt
+  // as a prompt-cache entry (null for an implicit agent), which admission
   // remembers under the agent that runs it (a side request's side agent,
   // not the agent it named: else the main agent's next prompt would be
   // tokenized from the side request's). Any thread.
@@ -333,21 +262,15 @@ class Scheduler : public api::Backend {
   // threads: it is on the path to a new agent's first token, and to a
   // returning agent's whose manifest records no prompt prefix.
   engine::TokenizedText TokenizeFull(const engine::RenderedPrompt& prompt) const;
-  // A returning agent being read (after a restart, or gone from the
-  // PromptTokenCache): waits for its read, which admission waits for anyway,
-  // and rebuilds its last prompt's tokenization from the manifest's prompt
-  // prefix, so that only what the new prompt adds is tokenized instead of a
-  // full tokenization competing with the read for the cores. nullptr when
-  // no read is in flight, it brings no such prefix, or it is not done
-  // within kPromptReadWaitMs (a slow or stuck disk then costs the
-  // submitting thread that much, and the full tokenization runs beside the
-  // rest of the read, as before). Not on the inference thread.
-  std::shared_ptr<const engine::PromptTokens> PromptTokensFromRead(const AgentKey& key);
+  // A returning agent being read (after a restart, or gone from the prompt
+  // cache): Submit waits this long for its read's manifest, which admission
+  // waits for anyway, so that only what the new prompt adds is tokenized
+  // instead of a full tokenization competing with the read for the cores (a
+  // slow or stuck disk then costs the submitting thread that much).
   // Long enough for a short agent's read from a local disk (a 4K-token
   // agent: ~7 ms on the 2-core VM), short next to a long prompt's full
   // tokenization, which would otherwise compete with the read.
   static constexpr int kPromptReadWaitMs = 20;
-  api::AgentInfo InfoOf(const Agent& a) const;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
   engine::Model& model_;
@@ -355,10 +278,8 @@ class Scheduler : public api::Backend {
   engine::Tokenizer tokenizer_;
   std::unique_ptr<engine::ChatFormat> chat_format_;
   BlockPool& pool_;
-  AgentStore* store_;
   const SchedulerOptions options_;
   SchedulerMetrics metrics_;
-  PromptTokenCache prompt_tokens_;
   const int tokenize_pieces_;  // the compute threads' count, at most 8
 
   // Shared with other threads.
@@ -370,51 +291,22 @@ class Scheduler : public api::Backend {
   std::atomic<bool> running_{false};
   std::atomic<size_t> n_waiting_{0}, n_active_{0};
   std::atomic<uint64_t> resident_agents_{0}, resident_tokens_{0};  // written by the inference thread
-  // Completions from the read executor, and what reads must know.
-  struct UnsavedTurn;
-  std::map<AgentKey, AgentRead> agent_reads_;          // GUARDED_BY(mu_): done or in flight
-  uint64_t next_read_id_ = 0;                          // GUARDED_BY(mu_)
-  std::map<std::string, std::vector<AgentRecord>> ns_index_;  // GUARDED_BY(mu_): read, not yet merged
-  std::set<std::string> ns_reading_;                   // GUARDED_BY(mu_)
-  std::set<std::string> ns_merged_;                    // GUARDED_BY(mu_): index merged into agents_
-  std::map<AgentKey, UnsavedTurn> unsaved_;            // GUARDED_BY(mu_): committed, save not yet landed
-  std::set<AgentKey> resident_keys_;                   // GUARDED_BY(mu_): agents in a slot
-  std::set<AgentKey> deleting_;                        // GUARDED_BY(mu_): being erased from disk
-  uint64_t next_save_seq_ = 0;                         // GUARDED_BY(mu_)
-  std::map<AgentKey, int> saves_pending_;              // GUARDED_BY(mu_): posted, not yet run
-  std::condition_variable saves_cv_;                   // signals a save that ran
   bool read_completed_ = false;                        // GUARDED_BY(mu_): wakes the loop
   std::thread thread_;
-  RemoteTier* const remote_;                          // null: no remote tier
-  std::atomic<bool> remote_down_{false};              // the last remote call failed (for the log)
 
   // Inference thread only.
-  std::map<AgentKey, std::unique_ptr<Agent>> agents_;
-  std::map<std::string, PrefixIndex> implicit_index_;  // per namespace: idle agents' texts
-  uint64_t table_bytes_ = 0;                          // agents_ + implicit_index_, approximately
-  std::set<std::string> ns_trimmed_;                  // namespaces some of whose disk agents were dropped
-  std::chrono::steady_clock::time_point next_trim_try_{};               // after a trim that could not reach the bound
-  std::atomic<uint64_t> table_agents_gauge_{0}, table_bytes_gauge_{0};  // for MetricsText
   std::deque<std::unique_ptr<Waiting>> waiting_;
   TenantRoundRobin admission_order_;                  // which waiting request Admit tries first
   std::vector<std::unique_ptr<Active>> active_;
   std::vector<Agent*> slot_owner_;                    // per slot, null if free
-  std::unique_ptr<ReadLanding> landing_;              // null: off (SchedulerOptions::read_landing)
   struct AbandonedImport;
   std::vector<AbandonedImport> abandoned_imports_;     // AbandonPipelined: imports still copying into their slot
-  bool pipelined_ = false;                            // SchedulerOptions::pipelined_restore, possible here
-  std::atomic<bool> reserve_refill_posted_{false};    // a RefillReadReserveWhenIdle job is queued
-  uint64_t next_auto_id_ = 0;
 
-  // Last: destroyed first, so no job outlives the state it uses.
-  IoExecutor reads_;  // agent and namespace reads, FIFO
-  // Pushes to the remote tier, after the local save (a slow remote delays no
-  // save), at nice +10 like the saves. Before saves_: destroyed after it, as
-  // save jobs post pushes.
-  IoExecutor remote_writes_{10};
-  // Write-behind saves, FIFO (one agent's saves land in order), at nice +10:
-  // on a small CPU they must not slow other agents' decoding.
-  IoExecutor saves_{10};
+  // SchedulerOptions::pipelined_restore, where possible (PipelinedPossible).
+  const bool pipelined_;
+  // Last: destroyed first (its executors' jobs use the state above).
+  AgentTiers tiers_;
+  AgentTable& table_;  // tiers_'s (inference thread)
 };
 
 }  // namespace agentkv::sched

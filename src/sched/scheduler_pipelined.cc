@@ -84,10 +84,10 @@ class YieldingGate : public engine::LayerGate {
 
 }  // namespace
 
-bool Scheduler::PipelinedSource(const AgentKey& from, const AgentRead& read, const Agent& agent,
-                                RestoreSource* source) {
-  if (!pipelined_ || read.done || read.landing == nullptr || remote_ != nullptr || agent.fork_source) return false;
-  const ReadLanding::Ticket& landing = *read.landing;
+bool Scheduler::PipelinedSource(const AgentKey& from, const std::shared_ptr<ReadLanding::Ticket>& in_flight,
+                                const Agent& agent, RestoreSource* source) {
+  if (!pipelined_ || in_flight == nullptr || tiers_.has_remote() || agent.fork_source) return false;
+  const ReadLanding::Ticket& landing = *in_flight;
   if (!landing.Planned()) return false;
   // The landing holds the agent's blocks exactly: those of its tokens (as
   // the table knows them), all of them; and the manifest's, if it is in
@@ -103,7 +103,7 @@ bool Scheduler::PipelinedSource(const AgentKey& from, const AgentRead& read, con
   }
   source->state = api::CacheState::kWarm;
   source->pipelined = true;
-  source->landing = read.landing;
+  source->landing = in_flight;
   source->read_key = from;
   return true;
 }
@@ -113,8 +113,7 @@ Status Scheduler::StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, co
   auto import = engine::LayerGatedImport::Start(ctx_, slot, landing.state(), *landing.writer(),
                                                 &ReadLanding::Ticket::WaitFn, &landing);
   if (!import.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    agent_reads_.erase(*source.read_key);  // its result would restore what just failed
+    tiers_.DropRead(*source.read_key);  // its result would restore what just failed
     return import.status();
   }
   // The landing holds every position; the turn keeps n_keep (cells only:
@@ -124,8 +123,7 @@ Status Scheduler::StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, co
       landing.Abandon();  // the import then ends without waiting for the read
       (void)(*import)->Finish();
       ctx_.ClearSlot(slot);
-      std::lock_guard<std::mutex> lock(mu_);
-      agent_reads_.erase(*source.read_key);
+      tiers_.DropRead(*source.read_key);
       return s;
     }
   }
@@ -179,19 +177,13 @@ bool Scheduler::StepPipelined(Active& a, bool alone, Status* decoded) {
   return false;
 }
 
-bool Scheduler::PipelinedReadDone(const Active& a) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = agent_reads_.find(*a.pipelined_read);
-  return it == agent_reads_.end() || it->second.done;
-}
+bool Scheduler::PipelinedReadDone(const Active& a) { return tiers_.ReadDone(*a.pipelined_read); }
 
 bool Scheduler::WaitPipelinedRead(const Active& a) {
-  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    auto it = agent_reads_.find(*a.pipelined_read);
-    if (it == agent_reads_.end() || it->second.done) return true;
+    if (tiers_.WaitReadDone(*a.pipelined_read, std::chrono::milliseconds(1))) return true;
+    std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || n_waiting_.load() > 0 || a.w->req.cancel.cancelled()) return false;
-    cv_.wait_for(lock, std::chrono::milliseconds(1));  // a read's completion notifies cv_
   }
 }
 
@@ -199,14 +191,7 @@ bool Scheduler::ResolvePipelined(Active& a) {
   const Status imported = a.gated_import->Finish();  // ended, or ends without waiting (every row is in)
   a.gated_import.reset();
   // The read's result (completed: no wait).
-  AgentRead read;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = agent_reads_.find(*a.pipelined_read); it != agent_reads_.end() && it->second.done) {
-      read = std::move(it->second);
-      agent_reads_.erase(it);
-    }
-  }
+  AgentRead read = tiers_.TakeRead(*a.pipelined_read).value_or(AgentRead{});
   std::shared_ptr<ReadLanding::Ticket> landing = std::move(a.pipelined_landing);
   a.pipelined_read.reset();
   a.usage.read_ms = read.read_ms;
@@ -227,10 +212,7 @@ bool Scheduler::ResolvePipelined(Active& a) {
 
 void Scheduler::AbandonPipelined(Active& a) {
   a.pipelined_landing->Abandon();  // the import's waits end; the read writes no more rows
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    agent_reads_.erase(*a.pipelined_read);  // its result, when it comes, is discarded
-  }
+  tiers_.DropRead(*a.pipelined_read);  // its result, when it comes, is discarded
   a.pipelined_read.reset();
   metrics_.CountPipelinedAbandoned();
   abandoned_imports_.push_back({std::move(a.pipelined_landing), std::move(a.gated_import), a.slot});

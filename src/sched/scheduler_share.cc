@@ -23,17 +23,15 @@ DonorChoice::Kind Scheduler::SeedFromDonor(Waiting& w, Agent& agent, RestoreSour
   // Donors on disk are in the table once the namespace's index is merged;
   // until then (its read is posted here) only the agents this process
   // touched are offered: a new agent never waits for a namespace read.
-  (void)MergeNamespaceIndex(ns);
+  (void)tiers_.MergeNamespaceIndex(ns);
   std::optional<IdleDonor> idle;
   const Agent* idle_agent = nullptr;
-  if (auto index = implicit_index_.find(ns); index != implicit_index_.end()) {
-    // The index holds exactly the namespace's idle, non-isolated agents with a text (Reindex).
-    if (auto hit = index->second.FindLongestPrefix(w.prompt); hit && hit->id != agent.key.agent_id) {
-      idle_agent = FindAgent({ns, hit->id});
-      if (idle_agent != nullptr && !idle_agent->busy) {
-        const bool in_ram = idle_agent->slot >= 0 || pool_.Contains(idle_agent->key);
-        idle = IdleDonor{hit->common_bytes, idle_agent->seq.text.size(), in_ram};
-      }
+  // The index holds exactly the namespace's idle, non-isolated agents with a text (AgentTable::Reindex).
+  if (auto hit = table_.LongestPrefix(ns, w.prompt); hit && hit->id != agent.key.agent_id) {
+    idle_agent = table_.Find({ns, hit->id});
+    if (idle_agent != nullptr && !idle_agent->busy) {
+      const bool in_ram = idle_agent->slot >= 0 || pool_.Contains(idle_agent->key);
+      idle = IdleDonor{hit->common_bytes, idle_agent->seq.text.size(), in_ram};
     }
   }
   std::vector<Leader> leaders;

@@ -62,8 +62,12 @@ void Scheduler::Loop() {
     active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& a) { return a->done; }),
                   active_.end());
     n_active_ = active_.size();
-    if (active_.empty() && waiting_.empty()) RefillReadReserveWhenIdle();
-    TrimAgentTable();
+    if (active_.empty() && waiting_.empty()) tiers_.RefillReadReserveWhenIdle();
+    if (table_.bytes() > table_.budget_bytes()) {  // drops disk-only agents no waiting request is for
+      std::set<AgentKey> waiting;
+      for (const auto& w : waiting_) waiting.insert({w->req.namespace_id, w->req.agent_id});
+      tiers_.TrimTable(waiting);
+    }
     uint64_t agents = 0, tokens = 0;
     for (const Agent* owner : slot_owner_) {
       if (owner != nullptr) {
@@ -289,7 +293,7 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
   // server's business and must not hold up the client.
   a.w->sink->OnFinish(reason, a.usage);
   CommitTurn(agent, a.restored_blocks, a.shared_from);
-  Reindex(agent);
+  table_.Reindex(agent);
 }
 
 void Scheduler::FailActive(Active& a, const Status& s) {
@@ -306,7 +310,7 @@ void Scheduler::FailActive(Active& a, const Status& s) {
   if (!SlotDraining(a.slot)) ctx_.ClearSlot(a.slot);
   SetSlotOwner(a.slot, nullptr);
   agent.seq = std::move(a.committed_seq);
-  Reindex(agent);
+  table_.Reindex(agent);
   a.w->sink->OnError(s);
 }
 

@@ -1,7 +1,6 @@
 // Scheduler, inference thread: admitting requests, restoring an agent's cache
 // from the best tier, and committing it after a turn.
 #include <algorithm>
-#include <cstdio>
 #include <random>
 
 #include "prefix/prefix_match.h"
@@ -10,16 +9,10 @@
 #include "sched/scheduler_types.h"
 #include "sched/side_request.h"
 #include "store/store_ids.h"
-#include "util/hash.h"
 #include "util/log.h"
 
 namespace agentkv::sched {
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 AgentRecord ToRecord(const AgentKey& key, const CachedSequence& seq, const engine::ModelCacheSpec& spec) {
   AgentRecord r;
@@ -33,15 +26,6 @@ AgentRecord ToRecord(const AgentKey& key, const CachedSequence& seq, const engin
   r.layout_version = engine::kEngineLayoutVersion;
   r.prompt = seq.prompt;
   return r;
-}
-
-CachedSequence FromRecord(const AgentRecord& r) {
-  CachedSequence seq;
-  seq.text = r.text;
-  seq.tokens = r.tokens;
-  for (const auto& s : r.spans) seq.spans.push_back({s.begin, s.end});
-  seq.prompt = r.prompt;
-  return seq;
 }
 
 // The new turn's prompt as the first tokens of the agent's sequence, when
@@ -82,103 +66,16 @@ size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<st
 
 }  // namespace
 
-Scheduler::Agent* Scheduler::FindAgent(const AgentKey& key) {
-  auto it = agents_.find(key);
-  return it == agents_.end() ? nullptr : it->second.get();
-}
-
-Scheduler::Agent& Scheduler::GetOrAddAgent(const AgentKey& key) {
-  if (Agent* a = FindAgent(key)) return *a;
-  auto a = std::make_unique<Agent>();
-  a->key = key;
-  Agent& added = *agents_.emplace(key, std::move(a)).first->second;
-  Reindex(added);
-  return added;
-}
-
-std::unique_ptr<Scheduler::Agent> Scheduler::AgentFromDisk(const AgentRecord& rec) {
-  auto a = std::make_unique<Scheduler::Agent>();
-  a->key = {rec.ns, rec.agent_id};
-  a->seq = FromRecord(rec);
-  a->on_disk = true;
-  a->last_use_ms = rec.updated_ms;
-  a->version = rec.version;
-  a->head_bytes = rec.head_bytes;
-  return a;
-}
-
-bool Scheduler::MergeNamespaceIndex(const std::string& ns) {
-  if (store_ == nullptr) return true;
-  std::vector<AgentRecord> records;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ns_merged_.count(ns)) return true;
-    auto it = ns_index_.find(ns);
-    if (it == ns_index_.end()) {
-      PostNamespaceRead(ns);
-      return false;
-    }
-    records = std::move(it->second);
-    ns_index_.erase(it);
-    ns_merged_.insert(ns);
-    // Agents this process knows are newer than what the index read saw; an
-    // agent being deleted must not come back.
-    std::erase_if(records, [&](const AgentRecord& r) {
-      const AgentKey key{ns, r.agent_id};
-      return agents_.count(key) || deleting_.count(key);
-    });
-  }
-  for (const auto& r : records) {
-    auto [it, added] = agents_.emplace(AgentKey{ns, r.agent_id}, AgentFromDisk(r));
-    if (added) Reindex(*it->second);
-  }
-  return true;
-}
-
-Result<std::string> Scheduler::ResolveImplicitAgent(const std::string& ns, const std::string& prompt,
-                                                   bool isolated) {
-  std::string new_id;
-  {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "auto-%s", Hex64(Xxh3_64(prompt, NowMs() + next_auto_id_++)).c_str());
-    new_id = buf;
-  }
-  if (isolated) return new_id;  // never another conversation of the namespace
-  // The index holds exactly the idle agents with a text (Reindex).
-  auto index = implicit_index_.find(ns);
-  if (index == implicit_index_.end()) return new_id;
-  auto best = index->second.FindLongestPrefix(prompt);
-  if (!best) return new_id;
-  Agent* candidate = FindAgent({ns, best->id});
-  if (candidate == nullptr || candidate->busy) {  // cannot happen while Reindex follows every change
-    AKV_LOG_ERROR("implicit index out of date for agent %s", best->id.c_str());
-    return new_id;
-  }
-  Agent& found = *candidate;
-  const auto spans = MatchableSpans(found.seq.spans, found.seq.text.size());
-  const PrefixMatch m = MatchPrefix(found.seq.text, spans, prompt, {options_.diverge_ratio});
-  if (m.type == MatchType::kExact || m.type == MatchType::kExtend) return found.key.agent_id;
-  if (m.type == MatchType::kMiss) return new_id;
-  // DIVERGE: fork a new agent that starts from the found agent's cache, so the
-  // old conversation stays intact.
-  Agent& fork = GetOrAddAgent({ns, new_id});
-  fork.seq = found.seq;
-  fork.fork_source = found.key;
-  Reindex(fork);
-  return new_id;
-}
-
 void Scheduler::SetSlotOwner(int slot, Agent* agent) {
   Agent*& owner = slot_owner_[static_cast<size_t>(slot)];
-  std::lock_guard<std::mutex> lock(mu_);
   if (owner != nullptr) {
     owner->slot = -1;
-    resident_keys_.erase(owner->key);
+    tiers_.SetResident(owner->key, false);
   }
   owner = agent;
   if (agent != nullptr) {
     agent->slot = slot;
-    resident_keys_.insert(agent->key);
+    tiers_.SetResident(agent->key, true);
   }
 }
 
@@ -200,7 +97,7 @@ int Scheduler::AcquireSlot(const Agent& for_agent) {
   const size_t pick = PickSlotVictim(candidates);
   if (pick == std::string::npos) return -1;
   Agent* victim = slot_owner_[pick];
-  // No wait for its save: until that lands, its blocks stay in unsaved_.
+  // No wait for its save: until that lands, its blocks stay in RAM (AgentTiers).
   const int slot = victim->slot;
   ctx_.ClearSlot(slot);
   SetSlotOwner(slot, nullptr);
@@ -260,58 +157,33 @@ void Scheduler::Admit() {
 }
 
 void Scheduler::DropUnstartedFork(const AgentKey& key) {
-  Agent* a = key.agent_id.empty() ? nullptr : FindAgent(key);
+  Agent* a = key.agent_id.empty() ? nullptr : table_.Find(key);
   // Never ran: a fork's copy of its source, nothing of its own (no slot, no
   // commit, nothing on disk).
   if (a == nullptr || !a->fork_source || a->busy || a->slot >= 0 || a->on_disk || a->version != 0) return;
   for (const auto& w : waiting_) {
     if (w->req.namespace_id == key.ns && w->req.agent_id == key.agent_id) return;  // still wanted (it forks again)
   }
-  EraseAgent(key);
+  table_.Erase(key);
 }
 
 bool Scheduler::TryAdmit(Waiting& w) {
   const bool explicit_id = !w.req.agent_id.empty();
   if (!explicit_id) {
-    if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
-    auto id = ResolveImplicitAgent(w.req.namespace_id, w.prompt, w.req.isolated || !w.req.reuse_cache);
-    if (!id.ok()) {
-      w.sink->OnError(id.status());
-      return true;
-    }
-    w.req.agent_id = *id;
+    if (!tiers_.MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
+    w.req.agent_id = table_.ResolveImplicit(w.req.namespace_id, w.prompt, w.req.isolated || !w.req.reuse_cache,
+                                            options_.diverge_ratio);
   }
   const AgentKey key{w.req.namespace_id, w.req.agent_id};
-  Agent* known = FindAgent(key);
-  if (known == nullptr && store_ != nullptr) {
-    // Unknown here: it may be on disk (a restart), unless its namespace's
-    // index was merged (then the table knows every agent on disk). Its read says.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (deleting_.count(key)) return false;
-    // With a remote tier, an agent named by the client and unknown here may
-    // live there even when this namespace's disk index was merged (an
-    // implicit agent's new id cannot).
-    // Nor can an agent the table dropped (TrimAgentTable) from a merged one.
-    if (!ns_merged_.count(key.ns) || (explicit_id && (remote_ != nullptr || ns_trimmed_.count(key.ns)))) {
-      auto it = agent_reads_.find(key);
-      if (it == agent_reads_.end()) {
-        PostAgentRead(key);
-        return false;
-      }
-      // Its record: from the completed read, or (a pipelined restore starts
-      // from the manifest, read before the blocks) from the read in flight.
-      std::shared_ptr<const AgentRecord> early;
-      const AgentRecord* rec = it->second.record ? &*it->second.record : nullptr;
-      if (!it->second.done) {
-        if (pipelined_ && it->second.landing != nullptr) early = it->second.landing->EarlyRecord();
-        if (early == nullptr) return false;
-        rec = early.get();
-      }
-      if (rec != nullptr) {
-        known = agents_.emplace(key, AgentFromDisk(*rec)).first->second.get();
-        Reindex(*known);
-      }
-    }
+  Agent* known = table_.Find(key);
+  if (known == nullptr && tiers_.has_store()) {
+    // Unknown here: it may be on disk (a restart), unless the table knows
+    // every agent on disk there. Its read says (a pipelined restore starts
+    // from the manifest, read before the blocks).
+    if (tiers_.Erasing(key)) return false;
+    bool pending = false;
+    if (tiers_.MayBeOnDisk(key, explicit_id)) known = tiers_.LoadFromDisk(key, /*early=*/pipelined_, &pending);
+    if (pending) return false;
   }
   // A side request (sched/side_request.h) runs as a side agent of the one it
   // names, decided once: the rest of admission is the side agent's (its own
@@ -339,27 +211,20 @@ bool Scheduler::TryAdmit(Waiting& w) {
   Agent* parent = nullptr;
   if (known == nullptr && !w.req.parent_agent_id.empty() && w.req.parent_agent_id != w.req.agent_id) {
     const AgentKey parent_key{w.req.namespace_id, w.req.parent_agent_id};
-    parent = FindAgent(parent_key);
+    parent = table_.Find(parent_key);
     if (parent == nullptr) {
-      if (!MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
-      parent = FindAgent(parent_key);
+      if (!tiers_.MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
+      parent = table_.Find(parent_key);
     }
-    if (parent == nullptr && store_ != nullptr && ns_trimmed_.count(parent_key.ns)) {
+    if (parent == nullptr && tiers_.has_store() && table_.Trimmed(parent_key.ns)) {
       // The table may have dropped it: its manifest says (the read's blocks
       // then serve the fork's restore).
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = agent_reads_.find(parent_key);
-      if (it == agent_reads_.end() || !it->second.done) {
-        PostAgentRead(parent_key);
-        return false;
-      }
-      if (it->second.record) {
-        parent = agents_.emplace(parent_key, AgentFromDisk(*it->second.record)).first->second.get();
-        Reindex(*parent);
-      }
+      bool pending = false;
+      parent = tiers_.LoadFromDisk(parent_key, /*early=*/false, &pending);
+      if (pending) return false;
     }
   }
-  Agent& agent = known != nullptr ? *known : GetOrAddAgent(key);
+  Agent& agent = known != nullptr ? *known : table_.GetOrAdd(key);
   // An isolated request's new agent is never a candidate of another request's
   // implicit lookup nor a prefix donor (sched/prefix_donor.h).
   if (w.req.isolated && agent.seq.tokens.empty()) agent.isolated = true;
@@ -367,12 +232,12 @@ bool Scheduler::TryAdmit(Waiting& w) {
   // Whatever happens below (a fork's seq, a newer remote turn, busy): the
   // index and the table's size follow.
   struct ReindexOnExit {
-    Scheduler* s;
+    AgentTable& table;
     Agent* a;  // null: erased
     ~ReindexOnExit() {
-      if (a != nullptr) s->Reindex(*a);
+      if (a != nullptr) table.Reindex(*a);
     }
-  } reindex_on_exit{this, &agent};
+  } reindex_on_exit{table_, &agent};
   if (parent != nullptr && !parent->busy && !parent->seq.tokens.empty() && agent.seq.tokens.empty()) {
     agent.seq = parent->seq;
     agent.fork_source = parent->key;
@@ -398,10 +263,8 @@ bool Scheduler::TryAdmit(Waiting& w) {
   if (reuse && donor != DonorChoice::Kind::kLeader && !FindRestoreSource(agent, &source)) return false;
   const int slot = AcquireSlot(agent);
   if (slot < 0) return false;  // the read stays for the next attempt
-  if (source.read_key && !source.pipelined) {  // (a pipelined restore takes its read once it completes)
-    std::lock_guard<std::mutex> lock(mu_);
-    agent_reads_.erase(*source.read_key);  // taken
-  }
+  // Taken (a pipelined restore takes its read once it completes).
+  if (source.read_key && !source.pipelined) tiers_.DropRead(*source.read_key);
 
   auto a = std::make_unique<Active>();
   a->w = std::make_unique<Waiting>(std::move(w));
@@ -423,7 +286,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   agent.busy = true;
   agent.last_use_ms = NowMs();
   agent.head_bytes = a->w->head_bytes;
-  if (a->w->prompt_entry) prompt_tokens_.Put(agent.key, std::move(a->w->prompt_entry));
+  if (a->w->prompt_entry) tiers_.RememberPrompt(agent.key, std::move(a->w->prompt_entry));
   SetSlotOwner(slot, &agent);
   a->w->sink->OnPromptUsage(a->usage);
   a->w->sink->OnStart();
@@ -444,27 +307,23 @@ bool Scheduler::FindRestoreSource(Agent& agent, RestoreSource* source) {
     source->blocks = std::move(snap->blocks);
     return true;
   }
-  if (store_ == nullptr) return true;  // cold
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = agent_reads_.find(from);
-  if (it == agent_reads_.end()) {
-    PostAgentRead(from);  // from disk, or from RAM if its save has not landed
-    return false;
-  }
-  if (!it->second.done) return PipelinedSource(from, it->second, agent, source);  // else: wait for it
-  if (it->second.remote_manifest && it->second.record && it->second.record->version > agent.version &&
-      !agent.fork_source) {
+  if (!tiers_.has_store()) return true;  // cold
+  ReadLookup found = tiers_.Lookup(from, agent.version);  // posts a read if none runs
+  if (found.kind == ReadLookup::Kind::kPosted) return false;
+  if (found.kind == ReadLookup::Kind::kInFlight) return PipelinedSource(from, found.landing, agent, source);
+  AgentRead& read = found.read;
+  if (read.record && !agent.fork_source) {
     // Known here, but another server advanced it since: its newer turn.
-    agent.seq = FromRecord(*it->second.record);
-    agent.version = it->second.record->version;
+    agent.seq = SequenceOf(*read.record);
+    agent.version = read.record->version;
   }
-  source->state = it->second.from_remote ? api::CacheState::kRemote
-                  : it->second.from_disk  ? api::CacheState::kWarm
-                                          : api::CacheState::kHot;
-  source->blocks = it->second.blocks;  // shared blocks: no copy of the KV
-  source->landing = it->second.landing;
-  source->read_ms = it->second.read_ms;
-  // Left in agent_reads_ until the turn gets a slot (TryAdmit): a request that
+  source->state = read.from_remote ? api::CacheState::kRemote
+                  : read.from_disk  ? api::CacheState::kWarm
+                                    : api::CacheState::kHot;
+  source->blocks = std::move(read.blocks);  // shared blocks: no copy of the KV
+  source->landing = std::move(read.landing);
+  source->read_ms = read.read_ms;
+  // Left in AgentTiers until the turn gets a slot (TryAdmit): a request that
   // waits for one meanwhile must not read (or fetch) the agent again.
   source->read_key = from;
   return true;
@@ -651,43 +510,8 @@ void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored,
   record.head_bytes = agent.head_bytes <= record.text.size() ? static_cast<uint32_t>(agent.head_bytes) : 0;
   agent.version = std::max(agent.version + 1, static_cast<uint64_t>(std::max<int64_t>(agent.last_use_ms, 0)));
   record.version = agent.version;
-  auto version = pool_.Put(agent.key, refs, /*dirty=*/store_ != nullptr);
-  if (store_ == nullptr) return;
-  agent.on_disk = true;  // once the save lands; until then reads find the turn in unsaved_
-  PostSave(agent.key, std::move(record), std::move(refs), version.ok(), version.ok() ? *version : 0);
-}
-
-api::AgentInfo Scheduler::InfoOf(const Agent& a) const {
-  api::AgentInfo info;
-  info.id = a.key.agent_id;
-  info.tokens = static_cast<int64_t>(a.seq.tokens.size());
-  info.busy = a.busy;
-  info.last_used_unix_ms = a.last_use_ms;
-  const uint64_t bpt = ctx_.spec().SlotBytesPerToken();  // a slot-only agent's bytes are slot rows
-  auto pool_info = pool_.Info(a.key);
-  bool unsaved = false;  // its newest turn is in RAM only (save queued or failed)
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    unsaved = unsaved_.count(a.key) != 0;
-  }
-  if (a.slot >= 0) {
-    info.tier = api::CacheState::kResident;
-  } else if (pool_info.ok() || unsaved) {
-    info.tier = api::CacheState::kHot;
-  } else if (a.on_disk) {
-    info.tier = api::CacheState::kWarm;
-  } else {
-    info.tier = api::CacheState::kCold;
-  }
-  // The size of the agent's Q4 cache in RAM: its pool copy, or its slot when
-  // it has no pool copy (not both: they hold the same positions).
-  if (pool_info.ok()) {
-    info.ram_bytes = static_cast<int64_t>(pool_info->bytes);
-    info.shared_ram_bytes = static_cast<int64_t>(pool_info->shared_bytes);
-  } else if (a.slot >= 0) {
-    info.ram_bytes = info.tokens * static_cast<int64_t>(bpt);
-  }
-  return info;  // disk_bytes: FillDiskBytes, off the inference thread
+  // With a store: on disk once the save lands; until then reads find the turn in RAM.
+  if (tiers_.Commit(agent.key, std::move(record), std::move(refs))) agent.on_disk = true;
 }
 
 }  // namespace agentkv::sched

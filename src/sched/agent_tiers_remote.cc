@@ -1,4 +1,4 @@
-// Scheduler, remote side: fetching an agent another server saved (imported
+// AgentTiers, remote side: fetching an agent another server saved (imported
 // at once; its write-through to the local disk is queued on the save
 // executor, so it lands before any later save of the agent and never delays
 // the turn), and publishing this server's turns. Runs on the read executor (fetches) and the
@@ -8,13 +8,12 @@
 // per outage.
 #include <chrono>
 
-#include "sched/scheduler.h"
-#include "sched/scheduler_types.h"
+#include "sched/agent_tiers.h"
 #include "util/log.h"
 
 namespace agentkv::sched {
 
-void Scheduler::NoteRemoteOutcome(const Status& s, const char* what) {
+void AgentTiers::NoteRemoteOutcome(const Status& s, const char* what) {
   const bool failed = s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kIOError;
   if (failed && !remote_down_.exchange(true)) {
     AKV_LOG_WARN("remote tier %s: %s failed, carrying on without it (local tiers only): %s",
@@ -24,7 +23,7 @@ void Scheduler::NoteRemoteOutcome(const Status& s, const char* what) {
   }
 }
 
-bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64_t newer_than) {
+bool AgentTiers::ReadFromRemote(const AgentKey& key, AgentRead* read, uint64_t newer_than) {
   auto manifest = remote_->FetchManifest(key.ns, key.agent_id, newer_than);
   Result<RemoteFetch> fetched = manifest.status();
   if (manifest.ok()) {
@@ -47,7 +46,7 @@ bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64
   if (!got.complete && got.stop_reason.code() == StatusCode::kCorruption) metrics_.CountCorruption(1);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (deleting_.count(key)) return false;
+    if (erasing_.count(key)) return false;
   }
   read->blocks.reserve(got.blocks.size());
   for (size_t i = 0; i < got.blocks.size(); ++i) {
@@ -62,7 +61,7 @@ bool Scheduler::ReadAgentFromRemote(const AgentKey& key, AgentRead* read, uint64
   return true;
 }
 
-void Scheduler::PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks) {
+void AgentTiers::PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     SavePosted(key);  // an erasure waits for it (WaitForSaves)
@@ -71,7 +70,7 @@ void Scheduler::PostWriteThrough(const AgentKey& key, AgentRecord record, std::v
     bool erased = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      erased = deleting_.count(key) != 0;
+      erased = erasing_.count(key) != 0;
     }
     if (!erased) {
       // The remote record carries its version: the store's version rule holds
@@ -90,18 +89,18 @@ void Scheduler::PostWriteThrough(const AgentKey& key, AgentRecord record, std::v
   });
 }
 
-void Scheduler::PostRemotePush(AgentRecord saved, std::shared_ptr<const void> keep_alive,
+void AgentTiers::PostRemotePush(AgentRecord saved, std::shared_ptr<const void> keep_alive,
                                std::vector<const KvBlock*> blocks) {
   remote_writes_.Post([this, saved = std::move(saved), keep_alive = std::move(keep_alive), blocks = std::move(blocks)] {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (deleting_.count({saved.ns, saved.agent_id})) return;
+      if (erasing_.count({saved.ns, saved.agent_id})) return;
     }
-    const auto start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     Status s = remote_->Push(saved, blocks);
     NoteRemoteOutcome(s, "write");
     if (s.ok()) {
-      metrics_.ObserveRemotePush(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      metrics_.ObserveRemotePush(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     } else if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kIOError) {
       AKV_LOG_ERROR("remote write of agent %s failed: %s", saved.agent_id.c_str(), s.ToString().c_str());
     }
