@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,6 +62,31 @@ std::string Parse(const json& fixture, GenerationRequest* out) {
   return err ? err->message : "";
 }
 
+// The fixture files of one session's directory, in the order they were sent (turnN-SEQ).
+std::vector<fs::path> SessionFiles(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() == ".json") files.push_back(f.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Each client's first session; with `second_sessions`, its session2/ too.
+std::vector<std::vector<fs::path>> ClientSessions(bool second_sessions = false) {
+  const fs::path root = fs::path(AGENTKV_SOURCE_DIR) / "tests" / "fixtures" / "clients";
+  std::vector<std::vector<fs::path>> sessions;
+  if (!fs::is_directory(root)) return sessions;
+  for (const auto& dir : fs::directory_iterator(root)) {
+    if (!dir.is_directory()) continue;
+    sessions.push_back(SessionFiles(dir.path()));
+    if (second_sessions && fs::is_directory(dir.path() / "session2")) {
+      sessions.push_back(SessionFiles(dir.path() / "session2"));
+    }
+  }
+  return sessions;
+}
+
 size_t CommonPrefix(const std::string& a, const std::string& b) {
   return std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first - a.begin();
 }
@@ -85,16 +111,8 @@ class ClientFixturesTest : public ::testing::Test {
 };
 
 TEST_F(ClientFixturesTest, MainTurnsRenderAsPrefixExtensions) {
-  const fs::path root = fs::path(AGENTKV_SOURCE_DIR) / "tests" / "fixtures" / "clients";
-  ASSERT_TRUE(fs::is_directory(root)) << root;
   int clients = 0;
-  for (const auto& dir : fs::directory_iterator(root)) {
-    if (!dir.is_directory()) continue;
-    std::vector<fs::path> files;
-    for (const auto& f : fs::directory_iterator(dir.path())) {
-      if (f.path().extension() == ".json") files.push_back(f.path());
-    }
-    std::sort(files.begin(), files.end());  // turnN-SEQ: the order they were sent
+  for (const std::vector<fs::path>& files : ClientSessions()) {
     ++clients;
     std::string prev_prompt, prev_reply;
     int mains = 0;
@@ -121,9 +139,48 @@ TEST_F(ClientFixturesTest, MainTurnsRenderAsPrefixExtensions) {
       prev_prompt = text;
       prev_reply = fixture.value("reply_text", "");
     }
-    EXPECT_GE(mains, 2) << dir.path() << ": fewer than 2 main requests";
+    EXPECT_GE(mains, 2) << files.front().parent_path() << ": fewer than 2 main requests";
   }
   EXPECT_GE(clients, 1);
+}
+
+// Each session replayed through the scheduler's side-request decision
+// (sched/side_request.h), with each agent's cache taken as its last prompt
+// and the reply agentkv streamed: every main request of the session runs as
+// the session's agent, and that agent ends up holding the real conversation
+// (OpenCode sends its title request first: it must not keep the main role).
+TEST_F(ClientFixturesTest, TheRealConversationIsTheSessionsMainAgent) {
+  int sessions = 0;
+  for (const std::vector<fs::path>& files : ClientSessions(/*second_sessions=*/true)) {
+    ++sessions;
+    const std::string session = "session";
+    std::map<std::string, std::string> cached;  // agent id -> its cached text
+    std::map<std::string, size_t> heads;        // agent id -> its last prompt's head bytes
+    std::string last_main;
+    for (const fs::path& file : files) {
+      const json fixture = ReadJson(file);
+      GenerationRequest request;
+      ASSERT_EQ(Parse(fixture, &request), "") << file;
+      const engine::ChatRequest chat = sched::ToChatRequest(request);
+      Result<engine::ChatPrompt> prompt = format_->Render(chat);
+      ASSERT_TRUE(prompt.ok()) << file << ": " << prompt.status().ToString();
+      const std::string& text = prompt.value().rendered.text;
+      const size_t head = sched::HeadBytes(*format_, chat, text);
+      const sched::SideDecision d =
+          sched::ClassifyRequest({cached[session], text, head, heads[session], request.sampling.max_tokens.value_or(256)});
+      const bool main = fixture.at("kind") == "main";
+      if (main) {
+        EXPECT_EQ(d.kind, sched::SideKind::kMain) << file << ": " << sched::SideKindName(d.kind);
+        last_main = text;
+      }
+      const std::string agent =
+          d.kind == sched::SideKind::kMain ? session : sched::SideAgentId(session, std::string_view(text).substr(0, head));
+      cached[agent] = text + fixture.value("reply_text", "");
+      heads[agent] = head;
+    }
+    EXPECT_TRUE(cached[session].starts_with(last_main)) << files.front().parent_path();
+  }
+  EXPECT_GE(sessions, 6);  // 3 clients, 2 sessions each
 }
 
 // The first main request of the second session (a new session id, another
@@ -141,12 +198,7 @@ TEST_F(ClientFixturesTest, SecondSessionRendersTheSameSystemTextAndTools) {
     ++clients;
     // The first main request of the session in `d` (files turnN-SEQ sort in the order sent).
     auto first_main = [](const fs::path& d) {
-      std::vector<fs::path> files;
-      for (const auto& f : fs::directory_iterator(d)) {
-        if (f.path().extension() == ".json") files.push_back(f.path());
-      }
-      std::sort(files.begin(), files.end());
-      for (const fs::path& f : files) {
+      for (const fs::path& f : SessionFiles(d)) {
         if (ReadJson(f).at("kind") == "main") return f;
       }
       return fs::path();

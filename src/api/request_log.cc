@@ -73,6 +73,11 @@ std::string FormatRequestLog(const RequestLogEntry& e) {
   return line;
 }
 
+LogLevel RequestLogLevel(std::string_view method, std::string_view route, int status) {
+  const bool poll = (method == "GET" || method == "HEAD") && (route == "/" || route == "/health" || route == "/v1/models");
+  return poll && status < 400 ? LogLevel::kDebug : LogLevel::kInfo;
+}
+
 RequestLog::RequestLog(std::string method, std::string route) {
   entry_.method = std::move(method);
   entry_.route = std::move(route);
@@ -97,11 +102,12 @@ void RequestLog::Finish(int status, const std::string& error_type) {
   std::lock_guard<std::mutex> lock(mu_);
   if (logged_) return;
   logged_ = true;
-  if (!LogEnabled(LogLevel::kInfo)) return;
+  const LogLevel level = RequestLogLevel(entry_.method, entry_.route, status);
+  if (!LogEnabled(level)) return;
   entry_.status = status;
   entry_.error_type = error_type;
   entry_.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-  AKV_LOG_INFO("%s", FormatRequestLog(entry_).c_str());
+  LogF(level, "%s", FormatRequestLog(entry_).c_str());
 }
 
 }  // namespace agentkv::api

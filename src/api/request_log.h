@@ -1,7 +1,7 @@
 #pragma once
 // One log line per HTTP request, at info level (stderr, with the rest of the
-// logs), so that a user can see what a client sent and how the cache served
-// it:
+// logs; successful health and discovery polls at debug: RequestLogLevel), so
+// that a user can see what a client sent and how the cache served it:
 //   request method=POST route=/v1/messages status=200 ns=default
 //     agent=S source=X-Claude-Code-Session-Id served=S-side-0123abcd...
 //     prompt_tokens=13133 cached_tokens=13100 prefilled=33 cache=resident
@@ -16,8 +16,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "api/backend.h"
+#include "util/log.h"
 
 namespace agentkv::api {
 
@@ -37,6 +39,12 @@ struct RequestLogEntry {
 
 // The line (without the logger's "agentkv info: " prefix). Pure.
 std::string FormatRequestLog(const RequestLogEntry& entry);
+
+// The level of a request's line: debug for a poll that succeeded (status
+// below 400; GET or HEAD of "/", "/health" or "/v1/models", which clients
+// and load balancers send every few seconds), info for every other request
+// and for a poll that failed (a bad key, the model still loading). Pure.
+LogLevel RequestLogLevel(std::string_view method, std::string_view route, int status);
 
 // A request's entry, filled by the threads that learn its parts (the HTTP
 // handler, the stream that ends it), and logged once.

@@ -91,5 +91,41 @@ TEST(RequestLogTest, ClientTextCannotForgeALineOrAField) {
   EXPECT_EQ(keys.size(), 16u) << line;  // Entry()'s 15, and served= (agent differs from usage's)
 }
 
+TEST(RequestLogTest, SuccessfulPollsAreDebugEverythingElseInfo) {
+  struct Case {
+    const char* method;
+    const char* route;
+    int status;
+    LogLevel level;
+  };
+  const Case cases[] = {
+      {"GET", "/health", 200, LogLevel::kDebug},      {"HEAD", "/health", 200, LogLevel::kDebug},
+      {"HEAD", "/", 200, LogLevel::kDebug},           {"GET", "/", 200, LogLevel::kDebug},
+      {"GET", "/v1/models", 200, LogLevel::kDebug},
+      // A failed poll says something a user needs to see.
+      {"GET", "/v1/models", 401, LogLevel::kInfo},    {"GET", "/health", 503, LogLevel::kInfo},
+      // Not a poll.
+      {"POST", "/health", 405, LogLevel::kInfo},      {"POST", "/v1/messages", 200, LogLevel::kInfo},
+      {"GET", "/v1/agents", 200, LogLevel::kInfo},    {"GET", "/metrics", 200, LogLevel::kInfo},
+      {"GET", "/v1/models/x", 404, LogLevel::kInfo},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(RequestLogLevel(c.method, c.route, c.status), c.level) << c.method << " " << c.route << " " << c.status;
+  }
+}
+
+TEST(RequestLogTest, APollWritesNoInfoLine) {
+  if (LogEnabled(LogLevel::kDebug)) GTEST_SKIP() << "AGENTKV_LOG=debug prints polls too";
+  ::testing::internal::CaptureStderr();
+  RequestLog("GET", "/health").Finish(200, "");
+  RequestLog("HEAD", "/").Finish(200, "");
+  RequestLog("GET", "/v1/models").Finish(200, "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ::testing::internal::CaptureStderr();
+  RequestLog("POST", "/v1/chat/completions").Finish(200, "");
+  const std::string line = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(line.starts_with("agentkv info: request method=POST route=/v1/chat/completions status=200 ")) << line;
+}
+
 }  // namespace
 }  // namespace agentkv::api

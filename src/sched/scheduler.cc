@@ -127,7 +127,8 @@ engine::TokenizedText Scheduler::TokenizeFull(const engine::RenderedPrompt& prom
   return tokenizer_.TokenizeInPieces(prompt.text, prompt.plain, tokenize_pieces_);
 }
 
-engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt) {
+engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt,
+                                                std::shared_ptr<const engine::PromptTokens>* entry) {
   if (key.agent_id.empty()) return TokenizeFull(prompt);
   size_t reused = 0;
   auto prev = prompt_tokens_.Get(key);
@@ -136,8 +137,7 @@ engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engin
                                      ? tokenizer_.TokenizeExtending(*prev, prompt.text, prompt.plain, &reused)
                                      : TokenizeFull(prompt);
   metrics_.AddTokenized(tokens.tokens.size(), reused);
-  prompt_tokens_.Put(key, std::make_shared<const engine::PromptTokens>(
-                              engine::PromptTokens{prompt.text, prompt.plain, tokens}));
+  *entry = std::make_shared<const engine::PromptTokens>(engine::PromptTokens{prompt.text, prompt.plain, tokens});
   return tokens;
 }
 
@@ -215,7 +215,7 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   if (request.kind == api::RequestKind::kChat && !key.agent_id.empty()) {
     w->head_bytes = HeadBytes(*chat_format_, ToChatRequest(request, options_.reasoning_format), prompt.rendered.text);
   }
-  w->fresh = TokenizePrompt(key, prompt.rendered);
+  w->fresh = TokenizePrompt(key, prompt.rendered, &w->prompt_entry);
   w->plain = prompt.rendered.plain;
   w->prompt = std::move(prompt.rendered.text);
   if (!prompt.grammar.gbnf.empty()) {  // its cost is decided here, before the inference thread sees it

@@ -322,8 +322,13 @@ class Scheduler : public api::Backend {
   void EmitText(Active& a, std::string_view text);
   // The prompt's tokens (with BOS), from the agent's previous prompt where
   // it can (PromptTokenCache, else the prompt prefix of the manifest its
-  // in-flight read brings: PromptTokensFromRead); remembers this one. Any thread.
-  engine::TokenizedText TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt);
+  // in-flight read brings: PromptTokensFromRead). `*entry`: this prompt as
+  // a PromptTokenCache entry (null for an implicit agent), which admission
+  // remembers under the agent that runs it (a side request's side agent,
+  // not the agent it named: else the main agent's next prompt would be
+  // tokenized from the side request's). Any thread.
+  engine::TokenizedText TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt,
+                                       std::shared_ptr<const engine::PromptTokens>* entry);
   // The full tokenization, a long prompt in pieces on up to tokenize_pieces_
   // threads: it is on the path to a new agent's first token, and to a
   // returning agent's whose manifest records no prompt prefix.

@@ -1,7 +1,10 @@
 // Side requests through the scheduler (sched/side_request.h): a quota probe
 // and a title request on the main conversation's agent id leave its cache,
-// its slot and its version alone; a compaction (same system text and tools,
-// messages replaced) still replaces the conversation.
+// its slot, its version and its prompt's tokenization alone; a compaction
+// (same system text and tools, messages replaced) still replaces the
+// conversation; a title request sent first gives up the main role to the
+// real conversation; after a restart the manifest's head length still
+// tells a side request.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -92,8 +95,13 @@ TEST_F(SchedulerSideTest, ProbeAndTitleLeaveTheMainConversationAlone) {
   ASSERT_TRUE(main_info.ok());
   EXPECT_EQ(main_info->tier, api::CacheState::kResident);
 
+  const double reused_before = Metric("agentkv_prompt_tokens_tokenization_reused_total");
   auto t2 = Run(Main("main", Turn2(t1->text())));
   const api::Usage u = t2->usage();
+  // Tokenized from turn 1's prompt, not from the side requests' (they are
+  // remembered under their side agents).
+  EXPECT_GE(Metric("agentkv_prompt_tokens_tokenization_reused_total") - reused_before,
+            0.95 * static_cast<double>(t1->usage().prompt_tokens));
   EXPECT_EQ(u.agent_id, "main");
   EXPECT_EQ(u.side_of, "");
   EXPECT_EQ(u.cache_state, api::CacheState::kResident);
@@ -128,6 +136,63 @@ TEST_F(SchedulerSideTest, AProbeBeforeTheFirstTurnDoesNotBecomeTheConversation) 
   auto t2 = Run(Main("main", Turn2(t1->text())));
   EXPECT_EQ(t2->usage().agent_id, "main");
   EXPECT_GE(t2->usage().cached_tokens * 100, t2->usage().prompt_tokens * 99);
+}
+
+TEST_F(SchedulerSideTest, ATitleRequestBeforeTheFirstTurnGivesUpTheMainRole) {
+  // OpenCode's order: the title request (a short system text of its own)
+  // first, then the real conversation's first turn.
+  Boot(2, 64u << 20, {}, 8192);
+  auto title = Run(Title("main"));
+  EXPECT_EQ(title->usage().agent_id, "main");  // the empty agent takes it
+  auto t1 = Run(Main("main", {{api::Role::kUser, "Look at the parser."}}));
+  EXPECT_EQ(t1->usage().agent_id, "main");
+  EXPECT_EQ(t1->usage().side_of, "");
+  auto t2 = Run(Main("main", Turn2(t1->text())));
+  EXPECT_EQ(t2->usage().agent_id, "main");
+  EXPECT_EQ(t2->usage().cache_state, api::CacheState::kResident);
+  EXPECT_GE(t2->usage().cached_tokens * 100, t2->usage().prompt_tokens * 99);
+  // A later title request is a side request of the real conversation.
+  auto title2 = Run(Title("main"));
+  EXPECT_EQ(title2->usage().side_of, "main");
+  // A second session in the same order: its first turn drops its title
+  // conversation and starts from the first session's system text and tools
+  // (a prefix donor), as a new agent's would.
+  Run(Title("second"));
+  auto s1 = Run(Main("second", {{api::Role::kUser, "Look at the lexer."}}));
+  EXPECT_EQ(s1->usage().agent_id, "second");
+  EXPECT_GE(s1->usage().shared_tokens * 100, s1->usage().prompt_tokens * 90)
+      << s1->usage().shared_tokens << " of " << s1->usage().prompt_tokens;
+}
+
+// A template that puts the system text inside the first user turn (as
+// Llama 2's and Mistral's do): a request without system text then shares the
+// cached conversation's whole own head ("[INST] "), and only the cached
+// conversation's head tells that it diverges inside it.
+constexpr char kSystemInUserTemplate[] =
+    "{% set ns = namespace(sys='') %}{% for m in messages %}"
+    "{% if m.role == 'system' %}{% set ns.sys = ns.sys + m.content + '\n\n' %}"
+    "{% elif m.role == 'user' %}[INST] {{ ns.sys }}{{ m.content }} [/INST]{% set ns.sys = '' %}"
+    "{% else %}{{ m.content }}\n{% endif %}{% endfor %}";
+
+TEST_F(SchedulerSideTest, AfterARestartTheCachedHeadStillTellsASideRequest) {
+  SchedulerOptions opt;
+  opt.chat_template = kSystemInUserTemplate;
+  Boot(2, 64u << 20, opt, 8192);
+  api::GenerationRequest first = Main("main", {{api::Role::kUser, "Look at the parser."}});
+  first.tools.clear();
+  auto t1 = Run(first);
+  Boot(2, 64u << 20, opt, 8192);  // a restart: the agent is known from its manifest only
+  api::GenerationRequest summary = Title("main");
+  summary.messages = {{api::Role::kUser, "Summarize the conversation in five words."}};  // no system text
+  auto side = Run(summary);
+  EXPECT_EQ(side->usage().side_of, "main");
+  EXPECT_TRUE(side->usage().agent_id.starts_with("main-side-")) << side->usage().agent_id;
+  api::GenerationRequest second = Main("main", Turn2(t1->text()));
+  second.tools.clear();
+  auto t2 = Run(second);
+  EXPECT_EQ(t2->usage().agent_id, "main");
+  EXPECT_GE(t2->usage().cached_tokens * 100, t2->usage().prompt_tokens * 99)
+      << t2->usage().cached_tokens << " of " << t2->usage().prompt_tokens;
 }
 
 TEST_F(SchedulerSideTest, CompactionStillReplacesTheConversation) {

@@ -103,6 +103,7 @@ std::unique_ptr<Scheduler::Agent> Scheduler::AgentFromDisk(const AgentRecord& re
   a->on_disk = true;
   a->last_use_ms = rec.updated_ms;
   a->version = rec.version;
+  a->head_bytes = rec.head_bytes;
   return a;
 }
 
@@ -322,6 +323,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
     const int64_t max_tokens = w.req.sampling.max_tokens.value_or(options_.default_max_tokens);
     const SideDecision side = ClassifyRequest({known != nullptr ? std::string_view(known->seq.text) : "", w.prompt,
                                                w.head_bytes, known != nullptr ? known->head_bytes : 0, max_tokens});
+    w.takes_over = side.takes_over;
     if (side.kind != SideKind::kMain) {
       w.side_of = key;
       w.req.parent_agent_id = side.fork_from_main ? key.agent_id : "";
@@ -376,6 +378,15 @@ bool Scheduler::TryAdmit(Waiting& w) {
     agent.fork_source = parent->key;
   }
   if (agent.busy) return false;
+  if (w.takes_over) {  // its cache is another conversation's: the turn starts as a new agent's
+    w.takes_over = false;
+    if (agent.slot >= 0) {
+      ctx_.ClearSlot(agent.slot);
+      SetSlotOwner(agent.slot, nullptr);
+    }
+    agent.seq = {};
+    agent.fork_source.reset();
+  }
   RestoreSource source;
   // No cache of its own: another agent's of the same prefix, if one has it.
   // (A request with cache_prompt false starts cold: `source` stays kCold.)
@@ -412,6 +423,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   agent.busy = true;
   agent.last_use_ms = NowMs();
   agent.head_bytes = a->w->head_bytes;
+  if (a->w->prompt_entry) prompt_tokens_.Put(agent.key, std::move(a->w->prompt_entry));
   SetSlotOwner(slot, &agent);
   a->w->sink->OnPromptUsage(a->usage);
   a->w->sink->OnStart();
@@ -635,6 +647,8 @@ void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored,
     refs.push_back({ids[refs.size()], std::make_shared<KvBlock>(std::move((*exported)[i]))});
   }
   AgentRecord record = ToRecord(agent.key, agent.seq, ctx_.spec());
+  // (A record's text fits uint32 offsets, as its spans do.)
+  record.head_bytes = agent.head_bytes <= record.text.size() ? static_cast<uint32_t>(agent.head_bytes) : 0;
   agent.version = std::max(agent.version + 1, static_cast<uint64_t>(std::max<int64_t>(agent.last_use_ms, 0)));
   record.version = agent.version;
   auto version = pool_.Put(agent.key, refs, /*dirty=*/store_ != nullptr);

@@ -42,7 +42,8 @@ struct Scheduler::Agent {
   // that main agent's slot while another can be had.
   std::optional<AgentKey> side_of;
   // Bytes of its last prompt that were the system text and tools
-  // (HeadBytes); 0: unknown (a completion, or known only from its manifest).
+  // (HeadBytes), kept in its manifest (AgentRecord::head_bytes); 0: unknown
+  // (a completion, or a manifest written before they were kept).
   size_t head_bytes = 0;
   // Bookkeeping of Reindex (scheduler_table.cc).
   bool indexed = false;         // in implicit_index_
@@ -99,10 +100,16 @@ struct Scheduler::Waiting {
   std::shared_ptr<const engine::Grammar> grammar;
   std::shared_ptr<const engine::ReplyFormat> reply_format;  // null: the reply is plain text
   size_t head_bytes = 0;  // of `prompt`: its system text and tools (HeadBytes); 0: unknown
+  // Its PromptTokenCache entry (TokenizePrompt), put under the agent that
+  // runs it once admitted; null: none.
+  std::shared_ptr<const engine::PromptTokens> prompt_entry;
   // Side requests (TryAdmit): decided once, at the first admission attempt;
   // side_of is then the agent named by the client, req.agent_id the side agent.
   bool side_checked = false;
   std::optional<AgentKey> side_of;
+  // It takes the main role from a conversation of another head
+  // (SideDecision::takes_over): its agent's cache is dropped once it is idle.
+  bool takes_over = false;
   // Its agent starts from a prefix donor's cache (SeedFromDonor): any common
   // prefix is reused, however small a share of the donor's text it is.
   bool seeded = false;

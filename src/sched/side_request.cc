@@ -38,6 +38,11 @@ SideDecision ClassifyRequest(const SideInputs& in) {
   d.shared_bytes = CommonPrefix(in.cached_text, in.prompt);
   if (d.shared_bytes == in.cached_text.size()) return d;  // EXACT / EXTEND: it continues the conversation
   if (d.shared_bytes < std::max(in.prompt_head_bytes, in.cached_head_bytes)) {
+    // The larger head keeps the main role (a title request taken first gives it up).
+    if (in.max_tokens > 1 && in.prompt_head_bytes > in.cached_text.size()) {
+      d.takes_over = true;
+      return d;
+    }
     d.kind = SideKind::kOtherHead;
   } else if (in.max_tokens <= 1) {
     d.kind = SideKind::kProbe;

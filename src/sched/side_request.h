@@ -48,6 +48,11 @@ struct SideDecision {
   // whole prompt lies inside it, starts from the main agent's cache
   // (read-only, as a subagent forks from its parent).
   bool fork_from_main = false;
+  // kMain by the larger-head rule below: it replaces a conversation of
+  // another head, whose cache is worth nothing to it, so the agent drops
+  // that cache and the turn starts as a new agent's would (from a prefix
+  // donor, e.g. an earlier session's same system text and tools, else cold).
+  bool takes_over = false;
 };
 
 // Below this many shared bytes a side agent starts cold: restoring a few
@@ -67,6 +72,17 @@ inline constexpr size_t kMinForkBytes = 1024;
 // conversation, as before: a prompt that keeps
 // the system text and tools and replaces the messages (Claude Code's
 // compaction) still replaces it, and its next turns extend the compacted one.
+//
+// The main role goes to the larger head: a request with another head whose
+// own head (prompt_head_bytes) is longer than the agent's whole cached text
+// is the main conversation, and replaces the cached one (unless it is a
+// probe). OpenCode sends its title request (a 2 KB system text of its own)
+// before the real first turn (a 10-30 KB system text and tools): the title
+// takes the empty agent, and the real turn then takes the main role from it
+// instead of running as a side agent. The conversation it replaces costs
+// less to prefill again than the new head would (it is shorter), and a
+// conversation longer than the new head (Claude Code's first turn before
+// its title request) keeps the main role.
 SideDecision ClassifyRequest(const SideInputs& in);
 
 // The side agent's id: `main_id` + "-side-" + 16 hex digits of the hash of

@@ -46,6 +46,30 @@ TEST(SideRequestTest, APromptWithoutSystemTextDivergesInsideTheCachedHead) {
             SideKind::kOtherHead);
 }
 
+TEST(SideRequestTest, ALongerHeadTakesTheMainRoleFromAShorterConversation) {
+  // OpenCode: its title request (a system text of its own) comes first and
+  // takes the empty agent; the real first turn's head alone is longer than
+  // that whole conversation, so it becomes the main one and replaces it.
+  const std::string title_head = "<s>system\nYou are a title generator.\n";
+  const std::string title = title_head + "user\nFix the bug.\nassistant\nBug fix\n";
+  const std::string turn1 = kHead + "user\nFix the bug.\nassistant\n";
+  ASSERT_GT(kHead.size(), title.size());
+  const SideDecision d = Classify(turn1, kHead.size(), 256, title_head.size(), title);
+  EXPECT_EQ(d.kind, SideKind::kMain);
+  EXPECT_TRUE(d.takes_over);
+  EXPECT_FALSE(Classify(kConversation + "user\nNext.\nassistant\n", kHead.size()).takes_over);  // it extends
+  // Not a probe, whatever its head.
+  EXPECT_NE(Classify(turn1, kHead.size(), /*max_tokens=*/1, title_head.size(), title).kind, SideKind::kMain);
+  // The other way round (the real conversation first, then its title
+  // request) the conversation keeps the main role.
+  EXPECT_EQ(Classify(title, title_head.size(), 256, kHead.size(), kConversation).kind, SideKind::kOtherHead);
+  // A head no longer than the cached conversation does not take it over.
+  const std::string other_head = "<s>system\nAnother agent. " + std::string(title.size() - 30, 'y') + "\n";
+  ASSERT_LE(other_head.size(), title.size());
+  EXPECT_EQ(Classify(other_head + "user\nHi.\n", other_head.size(), 256, title_head.size(), title).kind,
+            SideKind::kOtherHead);
+}
+
 TEST(SideRequestTest, AProbeWhollyInsideTheConversationForksFromItHoweverShort) {
   // Re-asking an earlier prompt of the conversation with max_tokens 1: a
   // probe (the main keeps its reply), read from the main agent's cache.

@@ -56,6 +56,11 @@ struct AgentRecord {
   // before versions existed.
   uint64_t version = 0;
   PromptPrefix prompt;  // optional in the manifest (absent: not known)
+  // Bytes at the start of `text` that were the last prompt's system text and
+  // tools as rendered (sched/side_request.h HeadBytes), <= text.size(); 0:
+  // not known. Optional in the manifest. Lets the first request after a
+  // restart be told from a side request as every later one is.
+  uint32_t head_bytes = 0;
 
   bool operator==(const AgentRecord&) const = default;
 };

@@ -140,6 +140,7 @@ json RecordToJson(const AgentRecord& r) {
     blocks.push_back({{"id", b.id}, {"n_tokens", b.n_tokens}, {"checksum", Hex64(b.checksum)}, {"bytes", b.file_bytes}});
   }
   j["blocks"] = std::move(blocks);
+  if (r.head_bytes > 0) j["head_bytes"] = r.head_bytes;
   if (r.prompt.n_tokens > 0) {
     j["prompt"] = {{"tokens", r.prompt.n_tokens}, {"bytes", r.prompt.text_bytes}, {"plain", FlatRanges(r.prompt.plain)}};
   }
@@ -192,6 +193,8 @@ Status RecordFromJson(const json& j, AgentRecord* r) {
   }
   // Optional: manifests written before versions existed have none (version 0).
   if (j.contains("version") && !GetInt(j, "version", &r->version)) return Corrupt("mistyped version");
+  // Optional: absent when not known (0).
+  if (j.contains("head_bytes") && !GetInt(j, "head_bytes", &r->head_bytes)) return Corrupt("mistyped head_bytes");
   std::string b64;
   if (GetStr(j, "text", &r->text)) {
     if (j.contains("text_base64")) return Corrupt("both text and text_base64");
@@ -234,6 +237,7 @@ Status CheckRecord(const AgentRecord& r, bool check_blocks) {
   for (const CharSpan& s : r.spans) {
     if (s.begin > s.end || s.end > r.text.size()) return Status::InvalidArgument("record: span outside the text");
   }
+  if (r.head_bytes > r.text.size()) return Status::InvalidArgument("record: head_bytes outside the text");
   const PromptPrefix& p = r.prompt;
   if (p.n_tokens > r.tokens.size() || p.text_bytes > r.text.size() || (p.n_tokens == 0 && p.text_bytes != 0) ||
       (p.n_tokens > 0 && r.spans[p.n_tokens - 1].end > p.text_bytes)) {

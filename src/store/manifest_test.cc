@@ -91,6 +91,24 @@ TEST(ManifestTest, PromptPrefixRoundTripsAndIsChecked) {
   EXPECT_EQ(EncodeManifest(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The head length (optional): written only when known, read back equal,
+// inside the text.
+TEST(ManifestTest, HeadBytesRoundTripAndAreChecked) {
+  AgentRecord r = FullRecord(300);
+  ASSERT_EQ(EncodeManifest(r)->find("\"head_bytes\""), std::string::npos);  // unknown: not written
+  auto old = DecodeManifest(*EncodeManifest(r));
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->head_bytes, 0u);
+  r.head_bytes = 123;
+  auto bytes = EncodeManifest(r);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto back = DecodeManifest(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->head_bytes, 123u);
+  r.head_bytes = static_cast<uint32_t>(r.text.size() + 1);
+  EXPECT_EQ(EncodeManifest(r).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ManifestTest, EveryBitFlipAndTruncationDetected) {
   AgentRecord r = FullRecord(4);
   auto bytes = EncodeManifest(r);

@@ -1,7 +1,8 @@
 // The real coding agents against `agentkv serve` on the bundled model, each
 // for 3 turns of one session and then the first turn of a second session in
 // the same project dir, through a recording proxy (lib/proxy.mjs): every
-// client process exits 0; every main-conversation request of turns 2 and 3
+// client process exits 0; every main-conversation request runs as the
+// session's agent (not as a side agent of it); every one of turns 2 and 3
 // reads >= 95% of its prompt from the cache; the second session's first main
 // request (a new agent id, another task) reads >= 95% of the system text and
 // tools it shares with session 1 from the cache (lib/shared_part.mjs says
@@ -75,6 +76,11 @@ for (const client of clients) {
       const problems = [];
       if (r.code !== 0) problems.push(`${label}: exit ${r.code ?? r.signal}: ${r.out.slice(-1500)}`);
       if (!exchanges.some(isMain)) problems.push(`${label}: no main-conversation request`);
+      // The real conversation is the session's agent, never a side agent of it (docs/api.md "Side requests").
+      for (const ex of exchanges.filter(isMain)) {
+        const agent = usageOf(ex)?.agent ?? '';
+        if (agent.includes('-side-')) problems.push(`${label} #${ex.seq}: the main conversation ran as side agent ${agent}`);
+      }
       return { exchanges, problems };
     }
 

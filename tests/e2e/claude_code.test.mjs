@@ -100,9 +100,13 @@ test('side requests leave the main conversation alone; the billing line breaks n
   assert.match(lines[3], / cache=resident match=/);
 });
 
-test('the log line: errors are typed, client text cannot forge a field', async () => {
+test('the log line: errors are typed, client text cannot forge a field, polls are not logged', async () => {
   const count = () => server.log.split('\n').filter((l) => l.includes(' request ')).length;
   const before = count();
+  // Health and discovery polls: at debug only (the two lines below are all).
+  for (const [method, path] of [['GET', '/health'], ['HEAD', '/'], ['GET', '/'], ['GET', '/v1/models']]) {
+    assert.equal((await rawRequest(server, method, path)).status, 200, `${method} ${path}`);
+  }
   // A path with quotes and spaces spelling other fields (httplib itself
   // refuses a path with an encoded newline before we see it).
   const r = await rawRequest(server, 'GET', '/v1/x%22%20status=200%20agent=%22root');
