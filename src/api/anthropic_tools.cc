@@ -61,7 +61,10 @@ MaybeError ParseToolChoice(const json& body, GenerationRequest* out) {
     out->tool_choice.mode = ToolChoiceMode::kRequired;
   } else if (t == "tool") {
     out->tool_choice.mode = ToolChoiceMode::kFunction;
-    if (MaybeError e = RequireStringField(*tc, "name", "tool_choice", &out->tool_choice.function, Wording::kAnthropic)) return e;
+    if (MaybeError e =
+            RequireStringField(*tc, "name", "tool_choice", &out->tool_choice.function, Wording::kAnthropic)) {
+      return e;
+    }
     bool known = false;
     for (const ToolDefinition& d : out->tools) known = known || d.name == out->tool_choice.function;
     if (!known) {
