@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "api/identity.h"
+#include "util/names.h"
 #include "util/hash.h"
 
 namespace agentkv::api {
@@ -11,7 +11,7 @@ namespace {
 // A tool's value as an agent id: verbatim when valid, else a stable hash
 // (the tool decides the bytes; refusing them would make the tool unusable).
 std::string ToolId(const std::string& value) {
-  if (ValidateAgentId(value, "id").ok()) return value;
+  if (ValidateName("id", value).ok()) return value;
   return "h-" + Hex64(Xxh3_64(value));
 }
 
@@ -51,7 +51,7 @@ std::optional<ApiError> ResolveAgentIdentity(const ExplicitAgentIds& ids, const 
                             {"session_id", &ids.body_session_id}};
   for (const Source& s : sources) {
     if (!*s.value) continue;
-    Status st = ValidateAgentId(**s.value, s.param);
+    Status st = ValidateName(s.param, **s.value);
     if (!st.ok()) return InvalidRequest(st.message(), s.param, "invalid_agent_id");
     if (out->source.empty()) {
       out->source = s.param;

@@ -15,7 +15,7 @@
 namespace agentkv::api {
 
 // agentkv's explicit sources, in precedence order. All present ones must be
-// equal (else 400); each must be a valid id (identity.h; else 400).
+// equal (else 400); each must be a valid id (util/names.h; else 400).
 struct ExplicitAgentIds {
   std::optional<std::string> header_agent_id;    // X-Agent-Id
   std::optional<std::string> header_session_id;  // X-Session-ID (also OpenCode's, see below)
@@ -61,7 +61,7 @@ struct AgentIdentity {
 //      x-codex-parent-thread-id;
 //   4. OpenCode: x-opencode-session.
 // x-parent-session-id is the parent when the id came from X-Session-ID or
-// x-opencode-session. A tool's value that is not a valid agent id (identity.h)
+// x-opencode-session. A tool's value that is not a valid agent id (util/names.h)
 // is replaced by "h-" + 16 hex digits of its hash (same value, same id), since
 // the user cannot change what the tool sends; an invalid EXPLICIT id is a 400.
 // Returns the error to send, or nullopt with *out filled.

@@ -111,7 +111,7 @@ MaybeError ParseSystem(const json& body, std::string* out) {
 MaybeError ParseContent(const json& msg, const std::string& param, Role role,
                         const std::map<std::string, std::string>& tool_names, std::vector<ChatMessage>* out) {
   const json* c = Field(msg, "content");
-  if (c == nullptr) return Invalid(param + ".content", "Field required", "missing_required_parameter");
+  if (c == nullptr) return AnthropicMissingError(param + ".content");
   ChatMessage main;
   main.role = role;
   if (c->is_string()) {
@@ -176,7 +176,7 @@ MaybeError ParseContent(const json& msg, const std::string& param, Role role,
 
 MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
   const json* msgs = Field(body, "messages");
-  if (msgs == nullptr) return Invalid("messages", "Field required", "missing_required_parameter");
+  if (msgs == nullptr) return AnthropicMissingError("messages");
   if (!msgs->is_array()) return AnthropicTypeError("messages", "an array");
   if (msgs->empty()) return Invalid("messages", "at least one message is required", "invalid_value");
   std::map<std::string, std::string> tool_names;  // tool_use id -> name, for tool_result blocks
@@ -193,7 +193,7 @@ MaybeError ParseMessages(const json& body, std::vector<ChatMessage>* out) {
       // render in place, so the prefix before them stays cacheable (moving
       // them to the top would change it every turn).
       const json* c = Field(m, "content");
-      if (c == nullptr) return Invalid(param + ".content", "Field required", "missing_required_parameter");
+      if (c == nullptr) return AnthropicMissingError(param + ".content");
       ChatMessage sys;
       sys.role = Role::kSystem;
       if (MaybeError e = StringOrTextBlocks(*c, param + ".content", "system messages", &sys.content)) return e;
@@ -249,13 +249,13 @@ MaybeError CheckMcpServers(const json& body) {
 MaybeError ParseRequest(const json& body, const ParseContext& ctx, GenerationRequest* out,
                         std::string* model_echo) {
   const json* model = Field(body, "model");
-  if (model == nullptr) return Invalid("model", "Field required", "missing_required_parameter");
+  if (model == nullptr) return AnthropicMissingError("model");
   if (!model->is_string()) return AnthropicTypeError("model", "a string");
   *model_echo = model->get<std::string>();
   if (MaybeError e = CheckModel(*model_echo, ctx)) return e;
 
   const json* mt = Field(body, "max_tokens");
-  if (mt == nullptr) return Invalid("max_tokens", "Field required", "missing_required_parameter");
+  if (mt == nullptr) return AnthropicMissingError("max_tokens");
   int64_t max_tokens = 0;
   if (MaybeError e = GetInt(*mt, "max_tokens", 1, kMaxTokensLimit, &max_tokens)) return e;
   out->sampling.max_tokens = static_cast<int32_t>(max_tokens);

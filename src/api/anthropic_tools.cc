@@ -10,18 +10,6 @@ using MaybeError = std::optional<ApiError>;
 
 constexpr size_t kMaxTools = 128;
 
-ApiError Missing(const std::string& param) {
-  return AnthropicFieldError(param, "Field required", "missing_required_parameter");
-}
-
-MaybeError RequireString(const json& obj, const std::string& param, const char* name, std::string* out) {
-  const json* v = Field(obj, name);
-  if (v == nullptr) return Missing(param + "." + name);
-  if (!v->is_string()) return AnthropicTypeError(param + "." + name, "a string");
-  *out = v->get<std::string>();
-  return std::nullopt;
-}
-
 MaybeError ParseTool(const json& t, const std::string& param, ToolDefinition* out) {
   if (!t.is_object()) return AnthropicTypeError(param, "an object");
   if (const json* type = Field(t, "type")) {
@@ -34,7 +22,7 @@ MaybeError ParseTool(const json& t, const std::string& param, ToolDefinition* ou
                                  "unsupported");
     }
   }
-  if (MaybeError e = RequireString(t, param, "name", &out->name)) return e;
+  if (MaybeError e = RequireStringField(t, "name", param, &out->name, Wording::kAnthropic)) return e;
   if (!ValidToolName(out->name)) {
     return AnthropicFieldError(param + ".name", "must be 1-64 characters of a-z, A-Z, 0-9, _ and -",
                                "invalid_value");
@@ -44,7 +32,7 @@ MaybeError ParseTool(const json& t, const std::string& param, ToolDefinition* ou
     out->description = d->get<std::string>();
   }
   const json* schema = Field(t, "input_schema");
-  if (schema == nullptr) return Missing(param + ".input_schema");
+  if (schema == nullptr) return AnthropicMissingError(param + ".input_schema");
   if (!schema->is_object()) return AnthropicTypeError(param + ".input_schema", "a JSON Schema object");
   if (const json* st = Field(*schema, "type"); st != nullptr && *st != "object") {
     return AnthropicFieldError(param + ".input_schema.type", "must be 'object'", "invalid_value");
@@ -73,7 +61,10 @@ MaybeError ParseToolChoice(const json& body, GenerationRequest* out) {
     out->tool_choice.mode = ToolChoiceMode::kRequired;
   } else if (t == "tool") {
     out->tool_choice.mode = ToolChoiceMode::kFunction;
-    if (MaybeError e = RequireString(*tc, "tool_choice", "name", &out->tool_choice.function)) return e;
+    if (MaybeError e =
+            RequireStringField(*tc, "name", "tool_choice", &out->tool_choice.function, Wording::kAnthropic)) {
+      return e;
+    }
     bool known = false;
     for (const ToolDefinition& d : out->tools) known = known || d.name == out->tool_choice.function;
     if (!known) {
@@ -154,10 +145,10 @@ MaybeError ParseAnthropicTools(const json& body, GenerationRequest* out) {
 }
 
 MaybeError ParseToolUseBlock(const json& block, const std::string& param, ToolCall* out) {
-  if (MaybeError e = RequireString(block, param, "id", &out->id)) return e;
-  if (MaybeError e = RequireString(block, param, "name", &out->name)) return e;
+  if (MaybeError e = RequireStringField(block, "id", param, &out->id, Wording::kAnthropic)) return e;
+  if (MaybeError e = RequireStringField(block, "name", param, &out->name, Wording::kAnthropic)) return e;
   const json* input = Field(block, "input");
-  if (input == nullptr) return Missing(param + ".input");
+  if (input == nullptr) return AnthropicMissingError(param + ".input");
   if (!input->is_object()) return AnthropicTypeError(param + ".input", "an object");
   out->arguments = input->dump();
   return std::nullopt;
@@ -165,7 +156,7 @@ MaybeError ParseToolUseBlock(const json& block, const std::string& param, ToolCa
 
 MaybeError ParseToolResultBlock(const json& block, const std::string& param, ChatMessage* out) {
   out->role = Role::kTool;
-  if (MaybeError e = RequireString(block, param, "tool_use_id", &out->tool_call_id)) return e;
+  if (MaybeError e = RequireStringField(block, "tool_use_id", param, &out->tool_call_id, Wording::kAnthropic)) return e;
   std::string content;
   if (const json* c = Field(block, "content")) {
     if (MaybeError e = StringOrTextBlocks(*c, param + ".content", "tool results", &content)) return e;

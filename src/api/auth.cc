@@ -4,7 +4,7 @@
 #include <cctype>
 #include <optional>
 
-#include "api/identity.h"
+#include "util/names.h"
 #include "util/hash.h"
 
 namespace agentkv::api {
@@ -59,7 +59,7 @@ Result<ApiKeys> ApiKeys::Parse(const std::vector<std::string>& specs, std::strin
         e.key.resize(e.key.size() - kIsolated.size());
         e.isolated = true;
       }
-      AGENTKV_RETURN_IF_ERROR(ValidateNamespace(e.namespace_id).WithContext("api key"));
+      AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", e.namespace_id).WithContext("api key"));
       if (e.namespace_id.find(kIsolatedMarker) != std::string::npos) {
         return Status::InvalidArgument("api key: a NAME must not contain '" + std::string(kIsolatedMarker) +
                                        "' (reserved for isolated keys' namespaces)");

@@ -47,7 +47,7 @@ constexpr const char* kDefaultNamespace = "default";
 // containing the marker is refused, so no key's namespace can be another's.
 constexpr std::string_view kIsolatedMarker = ".isolated-";
 constexpr size_t kIsolatedHashChars = 16;
-// 128 (the namespace rule, identity.h) minus the marker and the hash.
+// 128 (the namespace rule, util/names.h) minus the marker and the hash.
 constexpr size_t kMaxIsolatedNameBytes = 128 - kIsolatedMarker.size() - kIsolatedHashChars;
 std::string IsolatedNamespace(std::string_view name, std::string_view key);
 

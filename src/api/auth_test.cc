@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "api/identity.h"
+#include "util/names.h"
 
 namespace agentkv::api {
 namespace {
@@ -55,13 +55,13 @@ TEST(AuthTest, IsolatedKeyHasANamespaceOfItsOwn) {
   EXPECT_EQ(iso.rfind("team.isolated-", 0), 0u) << iso;
   EXPECT_EQ(iso.size(), std::string("team.isolated-").size() + kIsolatedHashChars);
   EXPECT_EQ(iso.find("sk-iso"), std::string::npos);
-  EXPECT_TRUE(ValidateNamespace(iso).ok());
+  EXPECT_TRUE(ValidateName("namespace", iso).ok());
   EXPECT_EQ(*ApiKeys::Parse({"team:sk-iso:isolated"})->Authenticate("Bearer sk-iso"), iso);  // stable
   // The longest NAME an isolated key may have still gives a valid namespace.
   const std::string longest(kMaxIsolatedNameBytes, 'n');
   Result<ApiKeys> long_keys = ApiKeys::Parse({longest + ":sk:isolated"});
   ASSERT_TRUE(long_keys.ok()) << long_keys.status().ToString();
-  EXPECT_TRUE(ValidateNamespace(*long_keys->Authenticate("Bearer sk")).ok());
+  EXPECT_TRUE(ValidateName("namespace", *long_keys->Authenticate("Bearer sk")).ok());
   // No configured NAME can be (or collide with) an isolated key's namespace.
   EXPECT_FALSE(ApiKeys::Parse({iso + ":sk-other"}).ok());
   EXPECT_FALSE(ApiKeys::Parse({"a.isolated-b:sk"}).ok());

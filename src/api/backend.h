@@ -142,7 +142,7 @@ struct GenerationRequest {
   // reuse of the agent the request names. (Other keys never reach the key's
   // agents at all: namespace_id is then the key's own, IsolatedNamespace.)
   bool isolated = false;
-  // Explicit agent id, validated by api/ (see identity.h). Empty = implicit:
+  // Explicit agent id, validated by api/ (util/names.h). Empty = implicit:
   // the backend picks or creates the agent within namespace_id.
   std::string agent_id;
   // Explicit parent (a subagent's, from the coding agents' headers; see

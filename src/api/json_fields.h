@@ -2,8 +2,8 @@
 // Small helpers shared by the request parsers (openai_json.cc,
 // openai_tools.cc, anthropic_json.cc, anthropic_tools.cc, responses_json.cc,
 // responses_input.cc): field lookup with the "null means absent" rule both
-// APIs follow, the tool-name rule both share, and the OpenAI-worded errors
-// and field readers (Chat Completions and Responses word them alike).
+// APIs follow, the tool-name rule both share, the errors in each API's
+// wording (Chat Completions and Responses word them alike) and field readers.
 
 #include <cmath>
 #include <cstdint>
@@ -55,12 +55,32 @@ inline std::optional<ApiError> MissingError(const std::string& param) {
   return InvalidRequest("'" + param + "' is required.", param, "missing_required_parameter");
 }
 
-// The required string obj[name] into *out; errors name "param.name".
+// 400 in Anthropic's wording, "param: what" (how Anthropic's own messages
+// read: "messages.1.content.0.type: ..."); `code` as for InvalidRequest.
+inline ApiError AnthropicFieldError(const std::string& param, const std::string& what, const char* code) {
+  return InvalidRequest(param + ": " + what, param, code);
+}
+// 400 invalid_type, Anthropic's wording: "param: must be <expected>".
+inline ApiError AnthropicTypeError(const std::string& param, const std::string& expected) {
+  return AnthropicFieldError(param, "must be " + expected, "invalid_type");
+}
+// 400 missing_required_parameter, Anthropic's wording: "param: Field required".
+inline ApiError AnthropicMissingError(const std::string& param) {
+  return AnthropicFieldError(param, "Field required", "missing_required_parameter");
+}
+
+// Whose wording a shared field reader's errors use.
+enum class Wording { kOpenAi, kAnthropic };
+
+// The required string obj[name] into *out; errors name "param.name", worded
+// as `wording`'s API words them.
 inline std::optional<ApiError> RequireStringField(const nlohmann::json& obj, const char* name, const std::string& param,
-                                                  std::string* out) {
+                                                  std::string* out, Wording wording = Wording::kOpenAi) {
   const nlohmann::json* v = Field(obj, name);
-  if (v == nullptr) return MissingError(param + "." + name);
-  if (!v->is_string()) return TypeError(param + "." + name, "a string");
+  const std::string where = param + "." + name;
+  const bool anthropic = wording == Wording::kAnthropic;
+  if (v == nullptr) return anthropic ? AnthropicMissingError(where) : MissingError(where);
+  if (!v->is_string()) return anthropic ? AnthropicTypeError(where, "a string") : TypeError(where, "a string");
   *out = v->get<std::string>();
   return std::nullopt;
 }
@@ -82,16 +102,6 @@ inline std::optional<ApiError> GetNumberInRange(const nlohmann::json& obj, const
   }
   *out = static_cast<float>(d);
   return std::nullopt;
-}
-
-// 400 in Anthropic's wording, "param: what" (how Anthropic's own messages
-// read: "messages.1.content.0.type: ..."); `code` as for InvalidRequest.
-inline ApiError AnthropicFieldError(const std::string& param, const std::string& what, const char* code) {
-  return InvalidRequest(param + ": " + what, param, code);
-}
-// 400 invalid_type, Anthropic's wording: "param: must be <expected>".
-inline ApiError AnthropicTypeError(const std::string& param, const std::string& expected) {
-  return AnthropicFieldError(param, "must be " + expected, "invalid_type");
 }
 
 }  // namespace agentkv::api

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "api/bounded_json.h"
-#include "api/identity.h"
 #include "api/json_fields.h"
 #include "api/openai_reasoning.h"
 #include "api/openai_tools.h"

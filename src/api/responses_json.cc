@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "api/bounded_json.h"
-#include "api/identity.h"
+#include "util/names.h"
 #include "api/json_fields.h"
 #include "api/openai_tools.h"
 #include "api/responses_input.h"
@@ -270,7 +270,7 @@ MaybeError ParseAgent(const json& body, const ParseContext& ctx, GenerationReque
   if (!key->is_string()) return TypeError("prompt_cache_key", "a string");
   const std::string& k = key->get_ref<const std::string&>();
   if (out->agent_id.empty() && !k.empty()) {
-    out->agent_id = ValidateAgentId(k, "id").ok() ? k : "h-" + Hex64(Xxh3_64(k));
+    out->agent_id = ValidateName("id", k).ok() ? k : "h-" + Hex64(Xxh3_64(k));
   }
   return std::nullopt;
 }

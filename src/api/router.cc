@@ -5,7 +5,7 @@
 #include <random>
 
 #include "api/anthropic_json.h"
-#include "api/identity.h"
+#include "util/names.h"
 #include "api/openai_json.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -250,7 +250,7 @@ HttpResponse Router::Agents(const HttpRequest& req, const std::string& ns) {
   // Everything after the prefix is the id, slashes included, so that
   // "/v1/agents/../x" (decoded) is refused by validation, not re-routed.
   const std::string id = req.path.substr(std::string_view("/v1/agents/").size());
-  Status valid = ValidateAgentId(id, "agent id");
+  Status valid = ValidateName("agent id", id);
   if (!valid.ok()) return ErrorResponse(InvalidRequest(valid.message(), "agent_id", "invalid_agent_id"));
 
   if (req.method == "GET") {

@@ -222,8 +222,8 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
 
   BlockPoolOptions po;
   po.budget_bytes = pool_budget_bytes;
-  // No persist callback: the pool only drops agents that are clean (saved by
-  // the scheduler's write-behind), so a Put never writes to disk.
+  // The pool only drops agents that are clean (saved by the scheduler's
+  // write-behind), so a Put never writes to disk.
   ServerStack* raw = stack.get();
   po.on_evict = [raw](const EvictionEvent& e) { raw->scheduler_->OnPoolEviction(e); };
   stack->pool_ = std::make_unique<BlockPool>(po);

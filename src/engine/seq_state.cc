@@ -650,17 +650,4 @@ Status WriteBlocksState(const std::vector<const KvBlock*>& blocks, const KvLayou
   return Status::OK();
 }
 
-Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
-                                           const StateShape& shape, uint32_t n_tokens,
-                                           uint32_t n_stream) {
-  return BlocksToState(blocks, KvLayout::Same(shape), n_tokens, n_stream);
-}
-
-Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
-                                           uint32_t n_tokens, uint32_t n_stream) {
-  std::vector<uint8_t> out(StateBytesForBlocks(blocks, layout, n_tokens, n_stream));
-  AGENTKV_RETURN_IF_ERROR(WriteBlocksState(blocks, layout, n_tokens, n_stream, out));
-  return out;
-}
-
 }  // namespace agentkv::engine

@@ -227,13 +227,4 @@ class BlocksStateWriter {
   std::vector<RowCopy> copies_;
 };
 
-// Builds llama.cpp state bytes for positions [0, n_tokens) of `blocks`, for a
-// context with n_stream streams per section. REQUIRES n_tokens <=
-// RestorablePrefix(blocks, shape, n_tokens); otherwise InvalidArgument.
-Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks,
-                                           const StateShape& shape, uint32_t n_tokens,
-                                           uint32_t n_stream);
-Result<std::vector<uint8_t>> BlocksToState(const std::vector<const KvBlock*>& blocks, const KvLayout& layout,
-                                           uint32_t n_tokens, uint32_t n_stream);
-
 }  // namespace agentkv::engine

@@ -108,6 +108,7 @@ std::vector<uint8_t> F16State(const std::vector<Section>& sections, uint32_t n_s
 
 using testing::Ptrs;
 using testing::Shuffled;
+using testing::StateOfBlocks;
 
 const KvTensor* Find(const KvBlock& b, const std::string& name) {
   for (const auto& t : b.tensors) {
@@ -194,7 +195,7 @@ TEST(SeqStateHybridTest, F16SlotRowsBecomeQ4BlocksAndComeBackDequantized) {
   // Import: f16 rows, the dequantized q4_0 rows, in position order; the state
   // is as large as an f16 state of the same cells.
   EXPECT_EQ(StateBytesForBlocks(ptrs, layout, n, 3), state.size());
-  auto restored = BlocksToState(ptrs, layout, n, 3);
+  auto restored = StateOfBlocks(ptrs, layout, n, 3);
   ASSERT_TRUE(restored.ok()) << restored.status().ToString();
   ASSERT_EQ(restored->size(), state.size());
   ExpectStateIsDequantizedBlocks(*restored, *slot, *blocks, sections);
@@ -215,7 +216,7 @@ TEST(SeqStateHybridTest, F16SlotRowsBecomeQ4BlocksAndComeBackDequantized) {
   EXPECT_EQ(*again, *blocks);
 
   // A prefix (DIVERGE) and a tail export convert the same rows.
-  auto prefix = BlocksToState(ptrs, layout, 300, 1);
+  auto prefix = StateOfBlocks(ptrs, layout, 300, 1);
   ASSERT_TRUE(prefix.ok());
   auto pblocks = StateToBlocks(*prefix, layout, 300);
   ASSERT_TRUE(pblocks.ok());
@@ -253,11 +254,11 @@ TEST(SeqStateHybridTest, SlidingWindowAndMlaSectionsConvert) {
   EXPECT_EQ(RestorablePrefix(ptrs, *rest, n), n);
   EXPECT_EQ(RestorablePrefix(ptrs, *rest, n - 10), 0u);
   for (uint32_t m : {n, n - 1}) {  // EXTEND and EXACT restores
-    auto restored = BlocksToState(ptrs, layout, m, 2);
+    auto restored = StateOfBlocks(ptrs, layout, m, 2);
     ASSERT_TRUE(restored.ok()) << m << ": " << restored.status().ToString();
     ExpectStateIsDequantizedBlocks(*restored, *slot, *blocks, swa);
   }
-  auto restored = BlocksToState(ptrs, layout, n, 2);
+  auto restored = StateOfBlocks(ptrs, layout, n, 2);
   ASSERT_EQ(restored->size(), state.size());  // the extra window position included
   EXPECT_EQ(*StateToBlocks(*restored, layout, n, 0, 1), *blocks);
 
@@ -274,7 +275,7 @@ TEST(SeqStateHybridTest, SlidingWindowAndMlaSectionsConvert) {
   ASSERT_TRUE(mblocks.ok());
   EXPECT_EQ((*mblocks)[0].tensors.size(), 3u);
   ExpectBlocksAreQ4OfSlotRows(*mblocks, mla);
-  auto mrestored = BlocksToState(Ptrs(*mblocks), mlayout, 40, 1);
+  auto mrestored = StateOfBlocks(Ptrs(*mblocks), mlayout, 40, 1);
   ASSERT_TRUE(mrestored.ok());
   ExpectStateIsDequantizedBlocks(*mrestored, *mslot, *mblocks, mla);
 }
@@ -299,7 +300,7 @@ TEST(SeqStateHybridTest, BadLayoutsAreRefused) {
   EXPECT_EQ(StateToBlocks(state, KvLayout{*s, wrong}, 3).status().code(), StatusCode::kInvalidArgument);
   auto blocks = StateToBlocks(state, KvLayout{*s, *rest}, 3);
   ASSERT_TRUE(blocks.ok());
-  EXPECT_FALSE(BlocksToState(Ptrs(*blocks), KvLayout{*s, wrong}, 3, 1).ok());
+  EXPECT_FALSE(StateOfBlocks(Ptrs(*blocks), KvLayout{*s, wrong}, 3, 1).ok());
   // Truncated f16 states are Corruption whatever the layout.
   for (size_t len = 0; len < state.size(); len += 7) {
     EXPECT_FALSE(StateToBlocks(std::span(state.data(), len), KvLayout{*s, *rest}, 3).ok()) << len;

@@ -70,6 +70,7 @@ void WriteSection(std::vector<uint8_t>* out, uint32_t n_stream, uint32_t stream,
 
 using testing::Ptrs;
 using testing::Shuffled;
+using testing::StateOfBlocks;
 
 // A synthetic state of positions [0, n) (cells shuffled by `seed`) in stream
 // `stream` of n_stream, with its inferred shape and its blocks; nullopt if
@@ -118,14 +119,14 @@ TEST(SeqStateTest, DenseRoundTripIsBitExact) {
 
   auto ptrs = Ptrs(*blocks);
   EXPECT_EQ(RestorablePrefix(ptrs, *shape, n), n);
-  auto rebuilt = BlocksToState(ptrs, *shape, n, 3);
+  auto rebuilt = StateOfBlocks(ptrs, *shape, n, 3);
   ASSERT_TRUE(rebuilt.ok());
   auto again = StateToBlocks(*rebuilt, *shape, n);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *blocks);
 
   // A prefix restore (DIVERGE) of 300 positions.
-  auto prefix = BlocksToState(ptrs, *shape, 300, 3);
+  auto prefix = StateOfBlocks(ptrs, *shape, 300, 3);
   ASSERT_TRUE(prefix.ok());
   auto pblocks = StateToBlocks(*prefix, *shape, 300);
   ASSERT_TRUE(pblocks.ok());
@@ -154,7 +155,7 @@ TEST(RowCopyPipelineTest, EveryWaitedRangeHoldsItsFinalBytes) {
   ASSERT_TRUE(synthetic);
   const StateShape* shape = &synthetic->shape;
   const auto ptrs = Ptrs(synthetic->blocks);
-  auto expected = BlocksToState(ptrs, *shape, n, 2);
+  auto expected = StateOfBlocks(ptrs, *shape, n, 2);
   ASSERT_TRUE(expected.ok());
 
   const KvLayout layout = KvLayout::Same(*shape);
@@ -200,7 +201,7 @@ TEST(BlocksStateWriterTest, BlocksCopiedAsTheyComeGiveTheSameState) {
     ASSERT_TRUE(synthetic);
     const StateShape* shape = &synthetic->shape;
     const std::vector<KvBlock>* blocks = &synthetic->blocks;
-    auto expected = BlocksToState(Ptrs(*blocks), *shape, n, 3);
+    auto expected = StateOfBlocks(Ptrs(*blocks), *shape, n, 3);
     ASSERT_TRUE(expected.ok());
 
     const KvLayout layout = KvLayout::Same(*shape);
@@ -268,7 +269,7 @@ TEST(SeqStateTest, MlaWithoutVIsInferred) {
   auto blocks = StateToBlocks(state, *shape, 40);
   ASSERT_TRUE(blocks.ok());
   EXPECT_EQ((*blocks)[0].tensors.size(), 3u);
-  auto rebuilt = BlocksToState(Ptrs(*blocks), *shape, 40, 1);
+  auto rebuilt = StateOfBlocks(Ptrs(*blocks), *shape, 40, 1);
   ASSERT_TRUE(rebuilt.ok());
   EXPECT_EQ(rebuilt->size(), state.size());  // same cells, now in position order
   auto again = StateToBlocks(*rebuilt, *shape, 40);
@@ -297,7 +298,7 @@ TEST(SeqStateTest, SlidingWindowSectionKeepsOnlyTheWindow) {
   EXPECT_EQ(RestorablePrefix(ptrs, *shape, n), n);
   // Truncating would need window rows that were never exported.
   EXPECT_EQ(RestorablePrefix(ptrs, *shape, n - 10), 0u);
-  auto rebuilt = BlocksToState(ptrs, *shape, n, 2);
+  auto rebuilt = StateOfBlocks(ptrs, *shape, n, 2);
   ASSERT_TRUE(rebuilt.ok());
   auto again = StateToBlocks(*rebuilt, *shape, n);
   ASSERT_TRUE(again.ok());
@@ -335,7 +336,7 @@ TEST(SeqStateTest, MissingBlockLimitsRestorablePrefix) {
   EXPECT_EQ(RestorablePrefix(ptrs, *shape, n), kBlockTokens);
   (*blocks)[0].tensors[0].data.pop_back();  // malformed tensor
   EXPECT_EQ(RestorablePrefix(Ptrs(*blocks), *shape, n), 0u);
-  EXPECT_FALSE(BlocksToState(Ptrs(*blocks), *shape, n, 1).ok());
+  EXPECT_FALSE(StateOfBlocks(Ptrs(*blocks), *shape, n, 1).ok());
 }
 
 }  // namespace

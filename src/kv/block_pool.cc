@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <set>
 #include <string_view>
 
 namespace agentkv {
@@ -34,7 +35,6 @@ Status ValidatePut(const AgentKey& agent, const std::vector<PoolBlock>& blocks) 
 
 BlockPool::BlockPool(BlockPoolOptions options)
     : budget_bytes_(options.budget_bytes),
-      persist_(std::move(options.persist)),
       on_evict_(std::move(options.on_evict)),
       now_ms_(options.now_ms ? std::move(options.now_ms) : SystemNowMs) {}
 
@@ -55,14 +55,10 @@ Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<PoolBlock> bl
       return Status::ResourceExhausted("block pool put: " + Name(agent) + ": " + std::to_string(own_bytes) +
                                        " bytes exceed the budget of " + std::to_string(budget_bytes_));
     }
-    std::set<AgentKey> skip;
-    Status persist_error;
     while (BytesAfterPut(agent, blocks) > budget_bytes_) {
-      if (!EvictOne(lock, &agent, skip, events, &persist_error)) {
-        status = persist_error.ok()
-                     ? Status::ResourceExhausted("block pool put: " + Name(agent) +
-                                                 ": budget full and nothing evictable")
-                     : persist_error.WithContext("block pool put: " + Name(agent) + ": evict");
+      if (!EvictOne(agent, events)) {
+        status = Status::ResourceExhausted("block pool put: " + Name(agent) +
+                                           ": budget full and nothing evictable (pinned or not saved yet)");
         break;
       }
     }
@@ -152,52 +148,17 @@ Status BlockPool::Erase(const AgentKey& agent) {
 Status BlockPool::EvictToDisk(const AgentKey& agent) {
   const std::string op = "block pool evict " + Name(agent);
   std::vector<EvictionEvent> events;
-  Status status;
   {
     Lock lock(mu_);
     auto it = agents_.find(agent);
     if (it == agents_.end()) return Status::NotFound(op);
     if (it->second.pins > 0) return Status::FailedPrecondition(op + ": pinned");
-    if (it->second.dirty && !persist_) return Status::FailedPrecondition(op + ": dirty and no persistence");
-    bool persisted = false;
-    if (it->second.dirty) {
-      bool changed = false;
-      status = PersistUnlocked(lock, agent, &changed);
-      persisted = true;
-      it = agents_.find(agent);  // still there: it was pinned during the call
-      if (!status.ok()) {
-        events.push_back({agent, 0, false, status});
-      } else if (changed) {
-        status = Status::Unavailable("changed while saving; retry");
-      }
-    }
-    if (status.ok() && it->second.pins > 0) status = Status::FailedPrecondition("pinned while saving");
-    if (status.ok()) {
-      events.push_back({agent, Drop(it), persisted, Status::OK()});
-      ++evictions_;
-    }
+    if (it->second.dirty) return Status::FailedPrecondition(op + ": dirty (not saved yet)");
+    events.push_back({agent, Drop(it), Status::OK()});
+    ++evictions_;
   }
   Notify(events);
-  return status.ok() ? status : status.WithContext(op);
-}
-
-Status BlockPool::EvictDownTo(size_t target_bytes) {
-  std::vector<EvictionEvent> events;
-  Status status;
-  {
-    Lock lock(mu_);
-    std::set<AgentKey> skip;
-    Status persist_error;
-    while (used_bytes_ > target_bytes) {
-      if (!EvictOne(lock, nullptr, skip, events, &persist_error)) {
-        status = persist_error.ok() ? Status::ResourceExhausted("block pool evict down: nothing evictable")
-                                    : persist_error.WithContext("block pool evict down");
-        break;
-      }
-    }
-  }
-  Notify(events);
-  return status;
+  return Status::OK();
 }
 
 BlockPoolStats BlockPool::Stats() const {
@@ -212,7 +173,6 @@ BlockPoolStats BlockPool::Stats() const {
     s.n_dirty_agents += entry.dirty;
   }
   s.evictions = evictions_;
-  s.persist_failures = persist_failures_;
   return s;
 }
 
@@ -294,61 +254,18 @@ std::vector<PoolBlock> BlockPool::SnapshotLocked(const AgentKey& key, const Agen
   return out;
 }
 
-Status BlockPool::PersistUnlocked(Lock& lock, const AgentKey& agent, bool* changed) {
-  auto it = agents_.find(agent);
-  assert(it != agents_.end() && it->second.dirty && persist_);
-  ++it->second.pins;  // neither evicted nor erased while we are unlocked
-  const uint64_t version = it->second.version;
-  std::vector<PoolBlock> snapshot = SnapshotLocked(agent, it->second);
-  lock.unlock();
-  Status status = persist_(agent, snapshot);
-  snapshot.clear();
-  lock.lock();
-  it = agents_.find(agent);
-  assert(it != agents_.end());
-  --it->second.pins;
-  *changed = false;
-  if (!status.ok()) {
-    ++persist_failures_;
-    return status;
-  }
-  if (it->second.version != version) {
-    *changed = true;  // Put again meanwhile: what we saved is not the current state
-  } else {
-    it->second.dirty = false;
-  }
-  return Status::OK();
-}
-
-bool BlockPool::EvictOne(Lock& lock, const AgentKey* exclude, std::set<AgentKey>& skip,
-                         std::vector<EvictionEvent>& events, Status* error) {
+bool BlockPool::EvictOne(const AgentKey& exclude, std::vector<EvictionEvent>& events) {
   // Linear scan for the LRU candidate: O(agents) per eviction, fine for the
   // hundreds to low thousands of agents one machine serves.
   auto victim = agents_.end();
   for (auto it = agents_.begin(); it != agents_.end(); ++it) {
     const AgentEntry& e = it->second;
-    if (e.pins > 0 || (exclude && it->first == *exclude) || skip.count(it->first) || (e.dirty && !persist_)) {
-      continue;
-    }
+    if (e.pins > 0 || e.dirty || it->first == exclude) continue;
     if (victim == agents_.end() || e.last_use_tick < victim->second.last_use_tick) victim = it;
   }
   if (victim == agents_.end()) return false;
   const AgentKey key = victim->first;
-  bool persisted = false;
-  if (victim->second.dirty) {
-    bool changed = false;
-    Status status = PersistUnlocked(lock, key, &changed);
-    if (!status.ok()) {
-      skip.insert(key);
-      *error = status.WithContext(Name(key));
-      events.push_back({key, 0, false, status});
-      return true;
-    }
-    victim = agents_.find(key);
-    if (changed || victim->second.pins > 0) return true;  // used meanwhile: re-evaluate
-    persisted = true;
-  }
-  events.push_back({key, Drop(victim), persisted, Status::OK()});
+  events.push_back({key, Drop(victim), Status::OK()});
   ++evictions_;
   return true;
 }

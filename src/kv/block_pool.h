@@ -1,6 +1,6 @@
 #pragma once
 // BlockPool: the hot tier. Agents' KV blocks in RAM, within a byte budget,
-// with LRU eviction over agents and write-before-drop persistence.
+// with LRU eviction over the agents that are safe to drop.
 //
 // Model. A block is identified by (namespace, block id); ids are content
 // addresses chosen by the caller (issue #3: hash chain of parent id, token ids
@@ -17,25 +17,22 @@
 // by Get() stay alive while the caller holds them even after eviction; that
 // memory is not charged, so callers hold them only briefly.
 //
+// Durability is the caller's. The pool never writes to disk: the scheduler
+// saves an agent's turn on its I/O thread (write-behind) and then calls
+// MarkClean with the version it saved. Until then the agent is dirty, and a
+// dirty agent is never evicted, so dropping an agent never loses data.
+//
 // Eviction. When a Put would exceed the budget, the least recently used agent
-// that is not pinned (and not the one being Put) is evicted: if dirty, the
-// persist callback is called first and the agent is dropped only if it returns
-// OK; a clean agent is dropped at once. Dropping an agent releases its block
-// references; blocks still listed by other agents stay. This repeats until the
-// Put fits. Eviction never loses data and ResourceExhausted is returned only
-// when no candidate is left.
+// that is clean, not pinned and not the one being Put is dropped, releasing
+// its block references (blocks still listed by other agents stay). This
+// repeats until the Put fits; ResourceExhausted when no candidate is left
+// (everything else is pinned or not yet saved). A Put therefore never waits
+// for I/O.
 //
 // Thread safety. Internally synchronized by one mutex; every method may be
 // called from any thread (the inference thread and the I/O thread both do).
-// The persist callback and the eviction observer are always called WITHOUT the
-// mutex held, on the thread whose call triggered them, so they may call back
-// into the pool. During a persist call the agent is pinned (not evictable, not
-// erasable); other threads may still Put it: the pool compares versions after
-// the callback and marks the agent clean / drops it only if it did not change.
-// A Put that evicts a dirty agent therefore blocks its caller for the disk
-// write; the scheduler should keep agents clean through write-behind saves
-// (MarkClean) on the I/O thread, or call EvictDownTo there, so the inference
-// thread's Puts normally only drop clean agents.
+// The eviction observer is always called WITHOUT the mutex held, on the thread
+// whose call triggered it, so it may call back into the pool.
 //
 // Invariants (whenever the mutex is free):
 //   used_bytes() <= budget_bytes();
@@ -50,7 +47,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,11 +90,12 @@ struct AgentSnapshot {
   bool dirty = false;
 };
 
+// One agent dropped from RAM (its state was on disk, or nothing needs it).
 struct EvictionEvent {
   AgentKey agent;
   size_t freed_bytes = 0;  // bytes released (0 if all blocks were shared)
-  bool persisted = false;  // the persist callback ran (and succeeded) first
-  Status status;           // non-OK: persisting failed, the agent was kept
+  Status status;           // always OK: the pool drops only clean agents (kept
+                           // for the scheduler's observer, which still checks it)
 };
 
 struct BlockPoolStats {
@@ -108,20 +105,14 @@ struct BlockPoolStats {
   size_t n_agents = 0;
   size_t n_pinned_agents = 0;
   size_t n_dirty_agents = 0;
-  uint64_t evictions = 0;         // agents dropped to make room or by EvictToDisk
-  uint64_t persist_failures = 0;  // persist callback errors
+  uint64_t evictions = 0;  // agents dropped to make room or by EvictToDisk
 };
 
-// "Ensure these blocks are on disk as this agent's current state." Called
-// without the pool lock; must be safe to call from any thread that uses the
-// pool. OK means the agent can be dropped from RAM without losing data.
-using PersistFn = std::function<Status(const AgentKey&, const std::vector<PoolBlock>&)>;
 using EvictionObserver = std::function<void(const EvictionEvent&)>;
 
 struct BlockPoolOptions {
   size_t budget_bytes = 0;
-  PersistFn persist;            // null: dirty agents are never evicted
-  EvictionObserver on_evict;    // optional; also called for persist failures
+  EvictionObserver on_evict;        // optional
   std::function<int64_t()> now_ms;  // optional; default system_clock ms
 };
 
@@ -134,14 +125,13 @@ class BlockPool {
   // Replaces `agent`'s block list with `blocks` (in sequence order) and marks
   // it used now. Ids already stored in the namespace are reused (the passed
   // bytes are then ignored); new ones are stored. dirty=false means the blocks
-  // are known to be on disk (restore from the warm tier). Evicts other agents
-  // as described above if needed; the target agent itself is never evicted.
-  // Returns the agent's new version.
+  // are known to be on disk (restore from the warm tier). Evicts other clean
+  // agents as described above if needed; the target agent itself is never
+  // evicted. Returns the agent's new version.
   // Errors: InvalidArgument (empty agent id, empty/duplicate block id, null
   // block), ResourceExhausted (does not fit even after evicting every
-  // candidate; nothing changed), or the persist error of the last victim that
-  // failed when that left nothing else evictable. On error the agent keeps its
-  // previous blocks (other agents may have been evicted, with data on disk).
+  // candidate). On error the agent keeps its previous blocks (other, clean
+  // agents may have been evicted).
   Result<uint64_t> Put(const AgentKey& agent, std::vector<PoolBlock> blocks, bool dirty = true);
 
   // The agent's blocks, version and dirty flag; marks it used. NotFound if absent.
@@ -162,20 +152,14 @@ class BlockPool {
   // now clean, false if absent or changed (it stays dirty).
   bool MarkClean(const AgentKey& agent, uint64_t version);
 
-  // Drops the agent from RAM WITHOUT persisting (delete / erasure; the caller
+  // Drops the agent from RAM, dirty or not (delete / erasure; the caller
   // removes disk files). NotFound if absent, FailedPrecondition if pinned.
   Status Erase(const AgentKey& agent);
 
-  // Persists the agent if dirty, then drops it from RAM (admin evict_only).
-  // NotFound if absent; FailedPrecondition if pinned or no persist callback
-  // and dirty; the persist error (agent kept); Unavailable if it was Put
-  // again while being saved (kept, still dirty; retry).
+  // Drops a clean agent from RAM, leaving it on disk (admin evict_only; the
+  // caller first waits for its saves). NotFound if absent; FailedPrecondition
+  // (agent kept) if pinned or dirty (not saved yet).
   Status EvictToDisk(const AgentKey& agent);
-
-  // Evicts LRU candidates until used_bytes() <= target_bytes (for the I/O
-  // thread to make room ahead of the inference thread). ResourceExhausted or
-  // the last persist error if the target cannot be reached.
-  Status EvictDownTo(size_t target_bytes);
 
   BlockPoolStats Stats() const;
   // Agents of one namespace, most recently used first.
@@ -205,20 +189,12 @@ class BlockPool {
   size_t Drop(std::map<AgentKey, AgentEntry>::iterator it);  // returns freed bytes
   AgentInfo InfoLocked(const AgentKey& key, const AgentEntry& entry) const;
   std::vector<PoolBlock> SnapshotLocked(const AgentKey& key, const AgentEntry& entry) const;
-  // Evicts the LRU candidate (not `exclude`, not in `skip`). Returns false if
-  // there is none. May unlock `lock` to persist. Appends to `events`; on a
-  // persist failure inserts the victim into `skip` and sets `*error`.
-  bool EvictOne(Lock& lock, const AgentKey* exclude, std::set<AgentKey>& skip,
-                std::vector<EvictionEvent>& events, Status* error);
-  // REQUIRES: agent present and dirty, persist_ set. Pins it, unlocks, calls
-  // persist_, relocks, unpins. OK: saved and, if its version is unchanged,
-  // marked clean; otherwise *changed = true (still dirty). Returns persist_'s
-  // error as is (agent untouched, counted in persist_failures_).
-  Status PersistUnlocked(Lock& lock, const AgentKey& agent, bool* changed);
+  // Drops the LRU candidate (clean, unpinned, not `exclude`) and appends its
+  // event. Returns false if there is none.
+  bool EvictOne(const AgentKey& exclude, std::vector<EvictionEvent>& events);
   void Notify(const std::vector<EvictionEvent>& events) const;  // REQUIRES mu_ NOT held
 
   const size_t budget_bytes_;
-  const PersistFn persist_;
   const EvictionObserver on_evict_;
   const std::function<int64_t()> now_ms_;
 
@@ -229,7 +205,6 @@ class BlockPool {
   uint64_t tick_ = 0;                        // guarded by mu_
   uint64_t next_version_ = 1;                // guarded by mu_
   uint64_t evictions_ = 0;                   // guarded by mu_
-  uint64_t persist_failures_ = 0;            // guarded by mu_
 };
 
 }  // namespace agentkv

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -32,36 +30,17 @@ std::vector<PoolBlock> Blocks(const std::string& prefix, int n, uint8_t fill = 1
 
 AgentKey A(const std::string& id, const std::string& ns = "ns") { return {ns, id}; }
 
-// A fake disk tier: records what was persisted; can be told to fail.
-struct FakeDisk {
-  std::mutex mu;
-  std::map<AgentKey, std::vector<PoolBlock>> saved;
-  std::map<AgentKey, int> calls;
-  bool fail = false;
-  PersistFn Fn() {
-    return [this](const AgentKey& key, const std::vector<PoolBlock>& blocks) {
-      std::lock_guard<std::mutex> l(mu);
-      ++calls[key];
-      if (fail) return Status::IOError("write block: ENOSPC");
-      saved[key] = blocks;
-      return Status::OK();
-    };
-  }
-};
-
-BlockPoolOptions Options(size_t n_blocks_budget, FakeDisk* disk = nullptr) {
+BlockPoolOptions Options(size_t n_blocks_budget) {
   BlockPoolOptions o;
   o.budget_bytes = n_blocks_budget * kCharge;
-  if (disk) o.persist = disk->Fn();
   return o;
 }
 
 TEST(BlockPoolTest, BudgetRespectedAfterManyInserts) {
-  FakeDisk disk;
-  BlockPool pool(Options(10, &disk));
+  BlockPool pool(Options(10));
   for (int i = 0; i < 100; ++i) {
     const std::string id = "agent" + std::to_string(i);
-    ASSERT_TRUE(pool.Put(A(id), Blocks(id + "/", 2)).ok()) << i;
+    ASSERT_TRUE(pool.Put(A(id), Blocks(id + "/", 2), /*dirty=*/false).ok()) << i;
     BlockPoolStats s = pool.Stats();
     ASSERT_LE(s.used_bytes, s.budget_bytes);
     ASSERT_EQ(s.used_bytes, s.n_blocks * kCharge);
@@ -69,18 +48,20 @@ TEST(BlockPoolTest, BudgetRespectedAfterManyInserts) {
   BlockPoolStats s = pool.Stats();
   EXPECT_EQ(s.n_agents, 5u);
   EXPECT_EQ(s.evictions, 95u);
-  // Every evicted agent reached the disk first, exactly once, with its blocks.
-  EXPECT_EQ(disk.saved.size(), 95u);
-  for (const auto& [key, n] : disk.calls) EXPECT_EQ(n, 1) << key.agent_id;
-  EXPECT_EQ(disk.saved[A("agent0")].size(), 2u);
-  EXPECT_EQ(disk.saved[A("agent0")][1].id, "agent0/1");
+  EXPECT_TRUE(pool.Contains(A("agent99")));
+  EXPECT_FALSE(pool.Contains(A("agent94")));
 }
 
 TEST(BlockPoolTest, LruOrderAndObserver) {
   std::vector<std::string> evicted;
+  BlockPool* self = nullptr;
   BlockPoolOptions o = Options(3);
-  o.on_evict = [&](const EvictionEvent& e) { evicted.push_back(e.agent.agent_id); };
+  o.on_evict = [&](const EvictionEvent& e) {
+    EXPECT_FALSE(self->Contains(e.agent));  // called unlocked: may call back into the pool
+    evicted.push_back(e.agent.agent_id);
+  };
   BlockPool pool(o);
+  self = &pool;
   for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(pool.Put(A(id), Blocks(id, 1), /*dirty=*/false).ok());
   ASSERT_TRUE(pool.Get(A("a")).ok());  // a is now most recent
   EXPECT_TRUE(pool.Contains(A("b")));  // Contains does not touch
@@ -124,62 +105,29 @@ TEST(BlockPoolTest, TooLargeFailsWithoutEvicting) {
   EXPECT_EQ(pool.Stats().evictions, 0u);
 }
 
-TEST(BlockPoolTest, DirtyAgentPersistedOnceBeforeDrop) {
-  FakeDisk disk;
+// Dirty means "not on disk yet": never dropped, whatever the pressure, until
+// the saver marks the version it wrote clean.
+TEST(BlockPoolTest, DirtyAgentsAreNotEvictedUntilMarkedClean) {
   std::vector<EvictionEvent> events;
-  BlockPoolOptions o = Options(2, &disk);
+  BlockPoolOptions o = Options(2);
   o.on_evict = [&](const EvictionEvent& e) { events.push_back(e); };
   BlockPool pool(o);
-  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());  // dirty
+  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());  // dirty, and the LRU
   ASSERT_TRUE(pool.Put(A("b"), Blocks("b", 1), false).ok());
-  ASSERT_TRUE(pool.Put(A("c"), Blocks("c", 1), false).ok());  // evicts a (LRU)
-  EXPECT_FALSE(pool.Contains(A("a")));
-  EXPECT_EQ(disk.calls[A("a")], 1);
-  EXPECT_EQ(disk.calls.count(A("b")), 0u);  // clean agents are not rewritten
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_TRUE(events[0].persisted);
-  EXPECT_EQ(events[0].freed_bytes, kCharge);
-}
-
-TEST(BlockPoolTest, PersistFailureKeepsAgentAndSurfacesError) {
-  FakeDisk disk;
-  std::vector<EvictionEvent> events;
-  BlockPoolOptions o = Options(2, &disk);
-  o.on_evict = [&](const EvictionEvent& e) { events.push_back(e); };
-  BlockPool pool(o);
-  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());
-  ASSERT_TRUE(pool.Put(A("b"), Blocks("b", 1)).ok());
-  disk.fail = true;
-  Result<uint64_t> r = pool.Put(A("c"), Blocks("c", 1));
-  EXPECT_EQ(r.status().code(), StatusCode::kIOError);
-  EXPECT_NE(r.status().message().find("ENOSPC"), std::string::npos) << r.status().ToString();
-  EXPECT_TRUE(pool.Contains(A("a")));
-  EXPECT_TRUE(pool.Contains(A("b")));
-  EXPECT_FALSE(pool.Contains(A("c")));
-  EXPECT_EQ(disk.calls[A("a")], 1);  // each candidate tried once per Put
-  EXPECT_EQ(disk.calls[A("b")], 1);
-  EXPECT_EQ(pool.Stats().persist_failures, 2u);
-  ASSERT_EQ(events.size(), 2u);
-  EXPECT_FALSE(events[0].status.ok());
-  EXPECT_TRUE(pool.Info(A("a"))->dirty);
-
-  // A failing dirty agent does not block a clean one from being evicted.
-  ASSERT_TRUE(pool.MarkClean(A("b"), pool.Info(A("b"))->version));
-  EXPECT_TRUE(pool.Put(A("c"), Blocks("c", 1)).ok());
+  ASSERT_TRUE(pool.Put(A("c"), Blocks("c", 1)).ok());  // evicts b, not a
   EXPECT_TRUE(pool.Contains(A("a")));
   EXPECT_FALSE(pool.Contains(A("b")));
-
-  disk.fail = false;  // the disk recovers: a can go now
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].agent.agent_id, "b");
+  EXPECT_EQ(events[0].freed_bytes, kCharge);
+  Result<uint64_t> r = pool.Put(A("d"), Blocks("d", 1));  // a and c dirty: nothing to drop
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_FALSE(pool.Contains(A("d")));
+  EXPECT_EQ(pool.Stats().n_dirty_agents, 2u);
+  ASSERT_TRUE(pool.MarkClean(A("a"), pool.Info(A("a"))->version));  // its save landed
   EXPECT_TRUE(pool.Put(A("d"), Blocks("d", 1)).ok());
   EXPECT_FALSE(pool.Contains(A("a")));
-  EXPECT_EQ(disk.saved.count(A("a")), 1u);
-}
-
-TEST(BlockPoolTest, DirtyWithoutPersistenceIsNotEvictable) {
-  BlockPool pool(Options(1));
-  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());
-  EXPECT_EQ(pool.Put(A("b"), Blocks("b", 1)).status().code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(pool.Contains(A("c")));
 }
 
 TEST(BlockPoolTest, SharedBlocksCountedOnce) {
@@ -274,69 +222,26 @@ TEST(BlockPoolTest, MarkCleanChecksVersion) {
 }
 
 TEST(BlockPoolTest, EvictToDisk) {
-  FakeDisk disk;
-  BlockPool pool(Options(10, &disk));
+  BlockPool pool(Options(10));
   ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 2)).ok());
   ASSERT_TRUE(pool.Put(A("clean"), Blocks("c", 1), false).ok());
+  EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kFailedPrecondition);  // not saved yet
+  EXPECT_TRUE(pool.Contains(A("a")));
+  ASSERT_TRUE(pool.MarkClean(A("a"), pool.Info(A("a"))->version));
   ASSERT_TRUE(pool.Pin(A("a")).ok());
   EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kFailedPrecondition);
   pool.Unpin(A("a"));
-  disk.fail = true;
-  EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kIOError);
-  EXPECT_TRUE(pool.Contains(A("a")));
-  disk.fail = false;
   EXPECT_TRUE(pool.EvictToDisk(A("a")).ok());
   EXPECT_FALSE(pool.Contains(A("a")));
-  EXPECT_EQ(disk.calls[A("a")], 2);  // one failed, one succeeded
-  EXPECT_EQ(disk.saved[A("a")].size(), 2u);
   EXPECT_TRUE(pool.EvictToDisk(A("clean")).ok());
-  EXPECT_EQ(disk.calls.count(A("clean")), 0u);
   EXPECT_EQ(pool.EvictToDisk(A("clean")).code(), StatusCode::kNotFound);
   EXPECT_EQ(pool.Stats().used_bytes, 0u);
-}
-
-TEST(BlockPoolTest, EvictDownTo) {
-  FakeDisk disk;
-  BlockPool pool(Options(10, &disk));
-  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(pool.Put(A(id), Blocks(id, 2)).ok());
-  ASSERT_TRUE(pool.EvictDownTo(3 * kCharge).ok());
-  EXPECT_EQ(pool.Stats().used_bytes, 2 * kCharge);
-  EXPECT_TRUE(pool.Contains(A("c")));
-  ASSERT_TRUE(pool.Pin(A("c")).ok());
-  EXPECT_EQ(pool.EvictDownTo(0).code(), StatusCode::kResourceExhausted);
-  pool.Unpin(A("c"));
-}
-
-// The persist callback runs unlocked: it may call the pool, even Put the agent
-// being saved. A changed agent is neither marked clean nor dropped.
-TEST(BlockPoolTest, CallbackMayReenterAndAgentChangedWhileSaving) {
-  BlockPool* self = nullptr;
-  int calls = 0;
-  BlockPoolOptions o = Options(2);
-  o.persist = [&](const AgentKey& key, const std::vector<PoolBlock>& blocks) {
-    ++calls;
-    EXPECT_TRUE(self->Contains(key));
-    EXPECT_EQ(self->Info(key)->pins, 1u);  // pinned while being saved
-    if (calls == 1) EXPECT_TRUE(self->Put(key, Blocks("a2-", 1)).ok());  // a new turn lands
-    return Status::OK();
-  };
-  BlockPool pool(o);
-  self = &pool;
-  ASSERT_TRUE(pool.Put(A("a"), Blocks("a", 1)).ok());
-  ASSERT_TRUE(pool.Put(A("b"), Blocks("b", 1), false).ok());
-  ASSERT_TRUE(pool.Put(A("c"), Blocks("c", 1), false).ok());
-  EXPECT_EQ(calls, 1);
-  EXPECT_TRUE(pool.Contains(A("a")));  // changed meanwhile: kept, still dirty
-  EXPECT_TRUE(pool.Info(A("a"))->dirty);
-  EXPECT_FALSE(pool.Contains(A("b")));  // b became the LRU
-  EXPECT_EQ(pool.Info(A("a"))->pins, 0u);
-  EXPECT_LE(pool.Stats().used_bytes, pool.Stats().budget_bytes);
+  EXPECT_EQ(pool.Stats().evictions, 2u);
 }
 
 // Two threads (inference-like and I/O-like) hammer the pool; run under TSan too.
 TEST(BlockPoolTest, ConcurrencySmoke) {
-  FakeDisk disk;
-  BlockPool pool(Options(12, &disk));
+  BlockPool pool(Options(12));
   std::atomic<bool> over_budget{false};
   auto worker = [&](int seed) {
     std::mt19937 rng(seed);
@@ -353,7 +258,7 @@ TEST(BlockPoolTest, ConcurrencySmoke) {
         }
         case 2: {
           Result<AgentSnapshot> s = pool.Get(key);
-          if (s.ok() && s->dirty && rng() % 2 && disk.Fn()(key, s->blocks).ok()) pool.MarkClean(key, s->version);
+          if (s.ok() && s->dirty && rng() % 2) pool.MarkClean(key, s->version);  // "saved"
           break;
         }
         case 3:

@@ -88,7 +88,6 @@ PrefixMatch MatchPrefix(std::string_view cached_text, std::span<const TokenSpan>
     return m;
   }
   m.n_keep_tokens = n;
-  m.resume_offset = ResumeOffset(spans, n);
   return m;
 }
 

@@ -5,8 +5,8 @@
 // a match never ends inside a code point.
 //
 // Inputs: the agent's cached text C, the byte span of each cached token in C,
-// and a new prompt P. Output: what to keep of the cached KV and from which
-// byte of P the engine must tokenize and prefill.
+// and a new prompt P. Output: how many cached tokens to keep; the prefill
+// resumes in P at the end of the last kept token's span.
 //
 // Token spans. Token i covers C[begin, end). Spans are in order
 // (begin_i >= end_{i-1}); gaps are allowed. An empty span [x, x) is a token
@@ -54,10 +54,9 @@ struct PrefixMatch {
   MatchType type = MatchType::kMiss;
   size_t common_bytes = 0;   // L: common prefix of C and P, on a code point boundary
   size_t n_keep_tokens = 0;  // keep cached tokens [0, n_keep_tokens)
-  size_t resume_offset = 0;  // tokenize and prefill P[resume_offset:]
-  // True if no cached token is kept: tokenize P whole, with the model's usual
-  // leading specials (BOS). Otherwise tokenize P[resume_offset:] WITHOUT
-  // specials (never insert a BOS mid-context).
+  // True if no cached token is kept: prefill P whole, with the model's usual
+  // leading specials (BOS). Otherwise prefill P from the resume point (end of
+  // span n_keep_tokens - 1) WITHOUT specials (never a BOS mid-context).
   bool cold() const { return n_keep_tokens == 0; }
 };
 
@@ -73,15 +72,15 @@ size_t CommonPrefixBytes(std::string_view a, std::string_view b);
 //   P == C                            -> kExact.
 //   P starts with C                   -> kExtend.
 //   L >= ratio * len(C)               -> kDiverge, else kMiss.
-//   Keep tokens per the span rules above; resume_offset = end of the last
-//   kept token's span (0 if none).
-//   At least one token to feed: if P is non-empty and resume_offset ==
+//   Keep tokens per the span rules above; the resume point is the end of the
+//   last kept token's span (0 if none).
+//   At least one token to feed: if P is non-empty and the resume point is
 //   len(P) (EXACT, or DIVERGE where P is a prefix of C), drop kept tokens
-//   from the end (never the leading specials) until resume_offset < len(P):
-//   the last token is re-fed so the engine gets logits.
+//   from the end (never the leading specials) until it is < len(P): the
+//   last token is re-fed so the engine gets logits.
 //   kDiverge with no text token kept (only leading specials or nothing)
 //   becomes kMiss with n_keep_tokens = 0.
-//   kMiss always has n_keep_tokens = 0, resume_offset = 0.
+//   kMiss always has n_keep_tokens = 0.
 //
 // REQUIRES: spans in order up to the first one outside C (asserted in debug).
 // O(L + number of tokens).

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ std::vector<TokenSpan> SpansOf(const std::vector<std::string>& pieces, bool bos 
     pos += static_cast<uint32_t>(p.size());
   }
   return spans;
+}
+
+// Where the prefill resumes in P: the end of the last kept token's span.
+size_t Resume(const PrefixMatch& m, std::span<const TokenSpan> spans) {
+  return m.n_keep_tokens == 0 ? 0 : spans[m.n_keep_tokens - 1].end;
 }
 
 // A toy BPE-like tokenizer: greedy longest match over a vocabulary. Like real
@@ -55,7 +61,7 @@ TEST(PrefixMatchTest, ExactRefeedsLastToken) {
   EXPECT_EQ(m.type, MatchType::kExact);
   EXPECT_EQ(m.common_bytes, 11u);
   EXPECT_EQ(m.n_keep_tokens, 2u);  // BOS + "Hello"; " world" is re-fed for logits
-  EXPECT_EQ(m.resume_offset, 5u);
+  EXPECT_EQ(Resume(m, spans), 5u);
   EXPECT_FALSE(m.cold());
 }
 
@@ -64,7 +70,7 @@ TEST(PrefixMatchTest, ExactSingleTokenKeepsBos) {
   PrefixMatch m = MatchPrefix("a", spans, "a");
   EXPECT_EQ(m.type, MatchType::kExact);
   EXPECT_EQ(m.n_keep_tokens, 1u);  // BOS is never dropped
-  EXPECT_EQ(m.resume_offset, 0u);
+  EXPECT_EQ(Resume(m, spans), 0u);
 
   auto no_bos = SpansOf({"a"});
   m = MatchPrefix("a", no_bos, "a");
@@ -79,7 +85,7 @@ TEST(PrefixMatchTest, ExtendKeepsEverything) {
   EXPECT_EQ(m.type, MatchType::kExtend);
   EXPECT_EQ(m.common_bytes, c.size());
   EXPECT_EQ(m.n_keep_tokens, 3u);
-  EXPECT_EQ(m.resume_offset, c.size());
+  EXPECT_EQ(Resume(m, spans), c.size());
 }
 
 TEST(PrefixMatchTest, DivergeDropsStraddlingToken) {
@@ -89,13 +95,13 @@ TEST(PrefixMatchTest, DivergeDropsStraddlingToken) {
   EXPECT_EQ(m.type, MatchType::kDiverge);
   EXPECT_EQ(m.common_bytes, 6u);
   EXPECT_EQ(m.n_keep_tokens, 3u);
-  EXPECT_EQ(m.resume_offset, 6u);
+  EXPECT_EQ(Resume(m, spans), 6u);
 
   m = MatchPrefix(c, spans, "abcdeXYZ");  // L = 5; "ef" = [4,6) straddles
   EXPECT_EQ(m.type, MatchType::kDiverge);
   EXPECT_EQ(m.common_bytes, 5u);
   EXPECT_EQ(m.n_keep_tokens, 2u);
-  EXPECT_EQ(m.resume_offset, 4u);  // prefill "eXYZ"
+  EXPECT_EQ(Resume(m, spans), 4u);  // prefill "eXYZ"
 }
 
 TEST(PrefixMatchTest, FiftyPercentBoundary) {
@@ -108,7 +114,7 @@ TEST(PrefixMatchTest, FiftyPercentBoundary) {
   EXPECT_EQ(m.type, MatchType::kMiss);
   EXPECT_EQ(m.common_bytes, 4u);
   EXPECT_EQ(m.n_keep_tokens, 0u);
-  EXPECT_EQ(m.resume_offset, 0u);
+  EXPECT_EQ(Resume(m, spans), 0u);
 
   MatchOptions lax;
   lax.min_diverge_ratio = 0.3;
@@ -131,7 +137,7 @@ TEST(PrefixMatchTest, PromptIsPrefixOfCachedTextRefeedsOne) {
   PrefixMatch m = MatchPrefix(c, spans, "abcdefgh");  // L = len(P) = 8
   EXPECT_EQ(m.type, MatchType::kDiverge);
   EXPECT_EQ(m.n_keep_tokens, 3u);  // "gh" ends at len(P): re-fed
-  EXPECT_EQ(m.resume_offset, 6u);
+  EXPECT_EQ(Resume(m, spans), 6u);
 }
 
 TEST(PrefixMatchTest, MissAndEmptyInputs) {
@@ -160,19 +166,19 @@ TEST(PrefixMatchTest, EmptySpanTokens) {
   PrefixMatch m = MatchPrefix(c, spans, c + " more");
   EXPECT_EQ(m.type, MatchType::kExtend);
   EXPECT_EQ(m.n_keep_tokens, 3u);
-  EXPECT_EQ(m.resume_offset, 8u);
+  EXPECT_EQ(Resume(m, spans), 8u);
 
   m = MatchPrefix(c, spans, c);
   EXPECT_EQ(m.type, MatchType::kExact);
   EXPECT_EQ(m.n_keep_tokens, 2u);  // BOS, "Hi"; " there" re-fed; EOS gone
-  EXPECT_EQ(m.resume_offset, 2u);
+  EXPECT_EQ(Resume(m, spans), 2u);
 
   // A mid-context empty span followed by shared text is kept.
   std::vector<TokenSpan> mid = {{0, 2}, {2, 2}, {2, 4}, {4, 6}};
   m = MatchPrefix("abcdef", mid, "abcdXY");
   EXPECT_EQ(m.type, MatchType::kDiverge);
   EXPECT_EQ(m.n_keep_tokens, 3u);
-  EXPECT_EQ(m.resume_offset, 4u);
+  EXPECT_EQ(Resume(m, mid), 4u);
   // ... but not when it sits exactly at L (P's continuation may differ).
   m = MatchPrefix("abcdef", mid, "abXYZW");
   EXPECT_EQ(m.type, MatchType::kMiss);  // L = 2 of 6 < 50%
@@ -180,7 +186,7 @@ TEST(PrefixMatchTest, EmptySpanTokens) {
   lax.min_diverge_ratio = 0.2;
   m = MatchPrefix("abcdef", mid, "abXYZW", lax);
   EXPECT_EQ(m.n_keep_tokens, 1u);
-  EXPECT_EQ(m.resume_offset, 2u);
+  EXPECT_EQ(Resume(m, mid), 2u);
 }
 
 TEST(PrefixMatchTest, SpansWithGaps) {
@@ -189,7 +195,7 @@ TEST(PrefixMatchTest, SpansWithGaps) {
   PrefixMatch m = MatchPrefix("ab cdef", spans, "ab cdXY");
   EXPECT_EQ(m.type, MatchType::kDiverge);
   EXPECT_EQ(m.n_keep_tokens, 2u);
-  EXPECT_EQ(m.resume_offset, 5u);
+  EXPECT_EQ(Resume(m, spans), 5u);
 }
 
 TEST(PrefixMatchTest, UnalignedSpansAreNeverKept) {
@@ -199,7 +205,7 @@ TEST(PrefixMatchTest, UnalignedSpansAreNeverKept) {
   PrefixMatch m = MatchPrefix("abcdef", spans, "abcdefgh");
   EXPECT_EQ(m.type, MatchType::kExtend);
   EXPECT_EQ(m.n_keep_tokens, 3u);
-  EXPECT_EQ(m.resume_offset, 4u);  // prefill "efgh"
+  EXPECT_EQ(Resume(m, spans), 4u);  // prefill "efgh"
 }
 
 TEST(PrefixMatchTest, Utf8NeverCutsCodePoint) {
@@ -210,7 +216,7 @@ TEST(PrefixMatchTest, Utf8NeverCutsCodePoint) {
   EXPECT_EQ(m.type, MatchType::kDiverge);
   EXPECT_EQ(m.common_bytes, 3u);
   EXPECT_EQ(m.n_keep_tokens, 1u);
-  EXPECT_EQ(m.resume_offset, 3u);
+  EXPECT_EQ(Resume(m, SpansOf({"caf", "\xC3\xA9"})), 3u);
 
   // 4-byte code points split into byte-fallback tokens: 😀 F0 9F 98 80 vs 😁 ..81.
   const std::string e = "abcd\xF0\x9F\x98\x80";
@@ -219,7 +225,7 @@ TEST(PrefixMatchTest, Utf8NeverCutsCodePoint) {
   EXPECT_EQ(m.type, MatchType::kDiverge);  // L = 4 of 8
   EXPECT_EQ(m.common_bytes, 4u);
   EXPECT_EQ(m.n_keep_tokens, 1u);  // never keeps the half-code-point token
-  EXPECT_EQ(m.resume_offset, 4u);
+  EXPECT_EQ(Resume(m, byte_spans), 4u);
 
   // Cached text ending inside a code point, prompt completes it: L backs off.
   m = MatchPrefix("ab\xF0\x9F", SpansOf({"ab", "\xF0\x9F"}), "ab\xF0\x9F\x98\x80");
@@ -245,7 +251,7 @@ TEST(PrefixMatchTest, CharLevelReusesMoreThanTokenIds) {
   EXPECT_EQ(m.type, MatchType::kExtend);
   EXPECT_EQ(m.n_keep_tokens, 2u);
   EXPECT_GT(m.n_keep_tokens, by_ids);
-  EXPECT_EQ(p.substr(m.resume_offset), "ld!");
+  EXPECT_EQ(p.substr(Resume(m, c_spans)), "ld!");
 }
 
 TEST(PrefixMatchTest, CommonTokenPrefix) {
@@ -275,7 +281,7 @@ TEST(PrefixMatchTest, RandomInvariants) {
     PrefixMatch m = MatchPrefix(c, spans, p);
     ASSERT_LE(m.common_bytes, std::min(c.size(), p.size()));
     ASSERT_EQ(c.substr(0, m.common_bytes), p.substr(0, m.common_bytes));
-    ASSERT_LE(m.resume_offset, m.common_bytes);
+    ASSERT_LE(Resume(m, spans), m.common_bytes);
     auto is_cont = [](const std::string& s, size_t i) {
       return i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
     };
@@ -285,10 +291,10 @@ TEST(PrefixMatchTest, RandomInvariants) {
     if (m.type == MatchType::kMiss) {
       ASSERT_TRUE(m.cold());
     } else if (!p.empty()) {
-      ASSERT_LT(m.resume_offset, p.size()) << "nothing left to feed";
+      ASSERT_LT(Resume(m, spans), p.size()) << "nothing left to feed";
     }
     // Kept tokens + tokenized remainder spell exactly P.
-    std::string rebuilt = c.substr(0, m.resume_offset) + p.substr(m.resume_offset);
+    std::string rebuilt = c.substr(0, Resume(m, spans)) + p.substr(Resume(m, spans));
     ASSERT_EQ(rebuilt, p);
   }
 }

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/seq_state_test_support.h"
+
 namespace agentkv::sched {
 namespace {
 
@@ -60,9 +62,7 @@ Agent MakeAgent(std::vector<uint32_t> sizes) {
 // What a restore from a's blocks imports: the state every landing must equal.
 Result<std::vector<uint8_t>> StateOf(const Agent& a, const engine::KvLayout& layout, uint32_t n_tokens,
                                      uint32_t n_stream) {
-  std::vector<const KvBlock*> ptrs;
-  for (const auto& b : a.blocks) ptrs.push_back(&b);
-  return engine::BlocksToState(ptrs, layout, n_tokens, n_stream);
+  return engine::testing::StateOfBlocks(engine::testing::Ptrs(a.blocks), layout, n_tokens, n_stream);
 }
 
 // A landing of two streams and an agent of 552 positions (blocks of 256,

@@ -4,11 +4,11 @@
 #include <tuple>
 
 #include "util/hash.h"
+#include "util/names.h"
 
 namespace agentkv::sched {
 namespace {
 
-constexpr size_t kMaxAgentIdBytes = 128;  // api/identity.h
 
 size_t CommonPrefix(std::string_view a, std::string_view b) {
   const size_t n = std::min(a.size(), b.size());
@@ -58,7 +58,7 @@ SideDecision ClassifyRequest(const SideInputs& in) {
 std::string SideAgentId(std::string_view main_id, std::string_view head) {
   const std::string head_hash = Hex64(Xxh3_64(head));
   std::string id = std::string(main_id) + "-side-" + head_hash;
-  if (id.size() <= kMaxAgentIdBytes) return id;
+  if (id.size() <= kMaxNameBytes) return id;
   return "side-" + Hex64(Xxh3_64(main_id)) + "-" + head_hash;
 }
 

@@ -89,7 +89,7 @@ SideDecision ClassifyRequest(const SideInputs& in);
 // `head` (the request's rendered system text and tools), so one head is one
 // side agent of that conversation; when that is longer than an agent id may
 // be, "side-" + the hash of main_id + "-" + the head's hash. A valid agent id
-// (api/identity.h) for a valid main_id.
+// (util/names.h) for a valid main_id.
 std::string SideAgentId(std::string_view main_id, std::string_view head);
 
 // The bytes of `rendered` (the rendering of `request` by `format`) that come

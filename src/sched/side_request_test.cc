@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <string>
 
 #include "engine/test_support.h"
+#include "util/names.h"
 
 namespace agentkv::sched {
 namespace {
@@ -15,14 +15,7 @@ namespace {
 const std::string kHead = "<s>system\nYou are a coding agent. " + std::string(2000, 'x') + "\n";
 const std::string kConversation = kHead + "user\nFix the bug.\nassistant\nDone.\n";
 
-// api/identity.h's rule (sched/ does not link api/): 1-128 of [A-Za-z0-9._-], no leading '.'.
-bool ValidId(const std::string& id) {
-  if (id.empty() || id.size() > 128 || id[0] == '.') return false;
-  for (char c : id) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
-  }
-  return true;
-}
+bool ValidId(const std::string& id) { return ValidateName("agent id", id).ok(); }
 
 SideDecision Classify(std::string_view prompt, size_t prompt_head, int64_t max_tokens = 256,
                       size_t cached_head = 0, std::string_view cached = kConversation) {

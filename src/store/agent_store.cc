@@ -485,9 +485,7 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
   if (!in.fingerprint.empty() && in.fingerprint != options_.fingerprint) {
     return Status::InvalidArgument(where + ": record is of another model fingerprint");
   }
-  bool types_ok = !in.kv_types.empty() && std::all_of(in.kv_types.begin(), in.kv_types.end(), [](char c) {
-    return c > 0x20 && c <= 0x7e && c != '"' && c != '\\';
-  });
+  const bool types_ok = !in.kv_types.empty() && IsHeaderText(in.kv_types);
   if (!types_ok || (!options_.kv_types.empty() && in.kv_types != options_.kv_types)) {
     return Status::InvalidArgument(where + ": bad or mismatching kv types \"" + in.kv_types.substr(0, 64) + "\"");
   }

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "store/agent_store.h"
+#include "store/block_file.h"
 #include "store/durable_io.h"
 #include "store/manifest.h"
 #include "store/store_ids.h"
@@ -60,9 +61,7 @@ AgentStore::~AgentStore() = default;
 Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("fingerprint", options.fingerprint).WithContext("open store"));
   if (options.cache_dir.empty()) return Status::InvalidArgument("open store: empty cache_dir");
-  for (char c : options.kv_types) {
-    if (c < 0x21 || c > 0x7e || c == '"' || c == '\\') return Status::InvalidArgument("open store: bad kv_types");
-  }
+  if (!IsHeaderText(options.kv_types)) return Status::InvalidArgument("open store: bad kv_types");
   std::unique_ptr<AgentStore> store(new AgentStore(std::move(options)));
   std::lock_guard<std::mutex> l(store->mu_);
   const std::string lock_path = CacheLockPath(store->options_.cache_dir);

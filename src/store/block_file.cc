@@ -18,10 +18,6 @@ using json = nlohmann::json;
 constexpr std::string_view kZeroChecksum = "0000000000000000";
 constexpr size_t kMaxTensorName = 256;
 
-bool IsPrintable(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; });
-}
-
 Status Bad(const std::string& why) { return Status::Corruption("block file: " + why); }
 
 std::string ChecksumNeedle(std::string_view hex) { return "\"checksum\":\"" + std::string(hex) + "\""; }
@@ -47,7 +43,7 @@ Status CheckBlock(const KvBlock& block) {
   uint64_t lo = uint64_t{block.index} * kBlockTokens, hi = lo + block.n_tokens;
   std::set<std::string_view> names;
   for (const KvTensor& t : block.tensors) {
-    if (t.name.empty() || t.name.size() > kMaxTensorName || !IsPrintable(t.name) || t.name == "__metadata__") {
+    if (t.name.empty() || t.name.size() > kMaxTensorName || !IsHeaderText(t.name) || t.name == "__metadata__") {
       return Status::InvalidArgument("tensor name \"" + t.name.substr(0, 64) + "\" not allowed");
     }
     if (!names.insert(t.name).second) return Status::InvalidArgument("duplicate tensor " + t.name);
@@ -63,6 +59,10 @@ Status CheckBlock(const KvBlock& block) {
 
 }  // namespace
 
+bool IsHeaderText(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; });
+}
+
 std::vector<std::string_view> EncodedBlockHeader::Pieces(const KvBlock& block) const {
   std::vector<std::string_view> out{header};
   for (const KvTensor& t : block.tensors) {
@@ -77,8 +77,8 @@ Result<EncodedBlockHeader> EncodeBlockHeader(const KvBlock& block, const BlockMe
       (!meta.parent_id.empty() && !IsBlockId(meta.parent_id))) {
     return Status::InvalidArgument("encode block: bad block or parent id");
   }
-  if (meta.fingerprint.empty() || !IsPrintable(meta.fingerprint) || meta.kv_types.empty() ||
-      !IsPrintable(meta.kv_types)) {
+  if (meta.fingerprint.empty() || !IsHeaderText(meta.fingerprint) || meta.kv_types.empty() ||
+      !IsHeaderText(meta.kv_types)) {
     return Status::InvalidArgument("encode block: bad fingerprint or kv types");
   }
   json order = json::array();
@@ -255,7 +255,7 @@ Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_s
   for (KvTensor& t : out.block.tensors) t.data.resize(uint64_t{t.n_rows} * t.row_bytes);
   // Accept nothing the writer would refuse (found by block_file_fuzz): names,
   // fingerprint and kv types as EncodeBlockHeader checks them.
-  if (!IsPrintable(out.meta.fingerprint) || !IsPrintable(out.meta.kv_types)) {
+  if (!IsHeaderText(out.meta.fingerprint) || !IsHeaderText(out.meta.kv_types)) {
     return Bad("fingerprint or kv types not printable");
   }
   if (Status st = CheckBlock(out.block); !st.ok()) return Bad(st.message());

@@ -45,10 +45,15 @@ struct EncodedBlockHeader {
   std::vector<std::string_view> Pieces(const KvBlock& block) const;
 };
 
-// Validates `block` (KvBlock invariants, tensor names: 1..256 printable ASCII
-// chars without '"' or '\\', unique, not "__metadata__"; data size =
+// The one "printable" rule for the text a block header carries (tensor names,
+// fingerprint, kv types; the manifest's kv types too): ASCII 0x20..0x7e
+// without '"' or '\\', so it sits in the header's JSON unescaped.
+bool IsHeaderText(std::string_view s);
+
+// Validates `block` (KvBlock invariants, tensor names: 1..256 chars of
+// IsHeaderText, unique, not "__metadata__"; data size =
 // n_rows * row_bytes) and `meta` (ids well formed, parent "" iff index 0,
-// non-empty printable fingerprint and kv types). InvalidArgument on failure.
+// non-empty IsHeaderText fingerprint and kv types). InvalidArgument on failure.
 Result<EncodedBlockHeader> EncodeBlockHeader(const KvBlock& block, const BlockMeta& meta);
 
 // The whole file as one string (tests and small blocks).

@@ -7,28 +7,6 @@
 
 namespace agentkv {
 
-Status ValidateName(std::string_view what, std::string_view name) {
-  auto bad = [&](const char* why) {
-    // The name itself is not echoed when huge (it may be 10 KB of junk).
-    std::string msg(what);
-    if (name.size() <= kMaxNameBytes) {
-      msg.append(" \"").append(name).append("\"");
-    } else {
-      msg.append(" (too long)");
-    }
-    return Status::InvalidArgument(msg.append(": ").append(why));
-  };
-  if (name.empty()) return bad("empty");
-  if (name.size() > kMaxNameBytes) return bad("longer than 128 bytes");
-  if (name.front() == '.') return bad("starts with '.'");
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == '-';
-    if (!ok) return bad("only [A-Za-z0-9._-] allowed");
-  }
-  return Status::OK();
-}
-
 std::string NameHash(std::string_view name) { return Sha256Hex(name).substr(0, kBlockIdChars); }
 
 bool IsBlockId(std::string_view s) {

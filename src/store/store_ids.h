@@ -1,6 +1,6 @@
 #pragma once
-// Names and ids of the disk tier: validation of user-chosen names, file names
-// derived from them, and content-addressed block ids.
+// Names and ids of the disk tier: file names derived from user-chosen names
+// (validated by util/names.h) and content-addressed block ids.
 
 #include <cstdint>
 #include <span>
@@ -8,17 +8,12 @@
 #include <string_view>
 #include <vector>
 
+#include "util/names.h"  // ValidateName: namespaces, agent ids, fingerprints
 #include "util/status.h"
 
 namespace agentkv {
 
-inline constexpr size_t kMaxNameBytes = 128;
 inline constexpr size_t kBlockIdChars = 32;  // hex digits
-
-// Namespaces, agent ids and model fingerprints: 1..128 bytes of
-// [A-Za-z0-9._-], not starting with '.' (so never "." or ".."). Pure: touches
-// no file. Returns InvalidArgument "<what>: ..." otherwise.
-Status ValidateName(std::string_view what, std::string_view name);
 
 // 32 lowercase hex digits of SHA-256(name): the on-disk name for a namespace
 // directory or an agent's manifest. Hex keeps names unique on
