@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "util/names.h"
 #include "api/openai_json.h"
 #include "util/json_depth.h"
+#include "util/names.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ void CheckResult(const std::optional<ApiError>& error, const GenerationRequest& 
   Check(s.top_k >= 0, "top_k >= 0");
   Check(s.stop.size() <= 4, "<= 4 stop strings");
   for (const auto& stop : s.stop) Check(!stop.empty(), "stop strings non-empty");
-  Check(r.agent_id.empty() || ValidateName("agent id", r.agent_id).ok(), "agent id valid");
+  Check(r.agent_id.empty() || agentkv::ValidateName("agent id", r.agent_id).ok(), "agent id valid");
   Check(!r.include_usage || r.stream, "include_usage only with stream");
   // Issue 29: nothing accepted nests deeper than the chat layer may walk.
   for (const ToolDefinition& t : r.tools) Check(agentkv::JsonDepthWithin(t.parameters), "tool schema depth bounded");
