@@ -154,7 +154,7 @@ Status BlockPool::EvictToDisk(const AgentKey& agent) {
     if (it == agents_.end()) return Status::NotFound(op);
     if (it->second.pins > 0) return Status::FailedPrecondition(op + ": pinned");
     if (it->second.dirty) return Status::FailedPrecondition(op + ": dirty (not saved yet)");
-    events.push_back({agent, Drop(it), Status::OK()});
+    events.push_back({agent, Drop(it)});
     ++evictions_;
   }
   Notify(events);
@@ -265,7 +265,7 @@ bool BlockPool::EvictOne(const AgentKey& exclude, std::vector<EvictionEvent>& ev
   }
   if (victim == agents_.end()) return false;
   const AgentKey key = victim->first;
-  events.push_back({key, Drop(victim), Status::OK()});
+  events.push_back({key, Drop(victim)});
   ++evictions_;
   return true;
 }

@@ -94,8 +94,6 @@ struct AgentSnapshot {
 struct EvictionEvent {
   AgentKey agent;
   size_t freed_bytes = 0;  // bytes released (0 if all blocks were shared)
-  Status status;           // always OK: the pool drops only clean agents (kept
-                           // for the scheduler's observer, which still checks it)
 };
 
 struct BlockPoolStats {

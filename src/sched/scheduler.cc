@@ -322,14 +322,7 @@ Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id
   return tiers_.EraseStored(key, erase_disk, only_on_disk);
 }
 
-void Scheduler::OnPoolEviction(const EvictionEvent& event) {
-  if (event.status.ok()) {
-    metrics_.CountEviction("pool");
-  } else {
-    AKV_LOG_WARN("could not persist agent %s before eviction: %s", event.agent.agent_id.c_str(),
-                 event.status.ToString().c_str());
-  }
-}
+void Scheduler::OnPoolEviction(const EvictionEvent&) { metrics_.CountEviction("pool"); }
 
 std::string Scheduler::MetricsText() const {
   SchedulerMetrics::Gauges g;
