@@ -28,42 +28,6 @@ AgentRecord ToRecord(const AgentKey& key, const CachedSequence& seq, const engin
   return r;
 }
 
-// The new turn's prompt as the first tokens of the agent's sequence, when
-// they are exactly its fresh tokenization: the cached tokens kept by the
-// plan equal the fresh ones (they may not: the plan keeps cached tokens by
-// characters, and sampled tokens need not be the text's tokenization), and
-// the plan's new tokens are the rest of them. Else unknown ({}).
-PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view prompt,
-                            const std::vector<engine::TextRange>& plain, const CachedSequence& cached,
-                            const TurnPlan& plan) {
-  const size_t n_keep = plan.n_keep;
-  if (!fresh.aligned || fresh.tokens.empty() || n_keep + plan.new_tokens.size() != fresh.tokens.size() ||
-      n_keep > cached.tokens.size() || fresh.spans.back().end > prompt.size()) {
-    return {};
-  }
-  for (size_t i = 0; i < n_keep; ++i) {
-    if (cached.tokens[i] != fresh.tokens[i] || cached.spans[i].begin != fresh.spans[i].begin ||
-        cached.spans[i].end != fresh.spans[i].end) {
-      return {};
-    }
-  }
-  PromptPrefix p;
-  p.n_tokens = static_cast<uint32_t>(fresh.tokens.size());
-  p.text_bytes = static_cast<uint32_t>(prompt.size());
-  for (const engine::TextRange& r : plain) {
-    p.plain.push_back({static_cast<uint32_t>(r.begin), static_cast<uint32_t>(r.end)});
-  }
-  return p;
-}
-
-// Number of leading blocks whose ids match the ids the tokens imply: the
-// blocks that really belong to this token sequence.
-size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<std::string>& expected) {
-  size_t n = 0;
-  while (n < blocks.size() && n < expected.size() && blocks[n].id == expected[n]) ++n;
-  return n;
-}
-
 }  // namespace
 
 void Scheduler::SetSlotOwner(int slot, Agent* agent) {
@@ -426,9 +390,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   a->pending = std::move(plan.new_tokens);
   a->pending_spans = std::move(plan.new_spans);
   a->sampler = std::move(sampler);
-  if (w.reply_format) a->parser = std::make_unique<engine::ReplyParser>(w.reply_format, NewToolCallId);
+  a->reply = std::make_unique<ReplyEmitter>(*w.sink, sp.stop, w.reply_format);
   a->max_tokens = sp.max_tokens.value_or(options_.default_max_tokens);
-  for (const auto& stop : sp.stop) a->max_stop_len = std::max(a->max_stop_len, stop.size());
   a->usage.agent_id = agent.key.agent_id;
   if (w.side_of) a->usage.side_of = w.side_of->agent_id;
   a->usage.cache_state = state;
