@@ -11,7 +11,7 @@ class AgentAdminTest : public ::testing::Test {
  protected:
   AgentAdminTest()
       : pool_(BlockPoolOptions{.budget_bytes = 1 << 20}),
-        tiers_(pool_, nullptr, nullptr, metrics_, 1 << 20, 1 << 20, nullptr, false, [] {}),
+        tiers_(pool_, nullptr, nullptr, metrics_, 1 << 20, 1 << 20, nullptr, false, nullptr, [] {}),
         admin_(
             tiers_, /*slot_bytes_per_token=*/100,
             [this](std::function<void()> task) {

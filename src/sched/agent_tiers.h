@@ -51,6 +51,8 @@
 
 namespace agentkv::sched {
 
+class SlotOwners;
+
 // An agent read from the store (or from an unsaved turn) by the read executor.
 struct AgentRead {
   uint64_t id = 0;                      // which read: a dropped one's result is discarded
@@ -89,10 +91,11 @@ class AgentTiers {
   // into their landing and call `on_read_done` once the manifest is in too
   // (pipelined restores). `on_read_done` runs on the read executor (or the
   // calling thread) whenever a read or namespace read completed, without mu_.
-  // `agent_table_bytes`: the table's bound (AgentTable::Trim).
+  // `agent_table_bytes`: the table's bound (AgentTable::Trim). `slots`
+  // (may be null: none): who is resident, asked by BeginReadForSubmit.
   AgentTiers(BlockPool& pool, AgentStore* store, RemoteTier* remote, SchedulerMetrics& metrics,
              size_t prompt_token_cache_bytes, uint64_t agent_table_bytes, std::unique_ptr<ReadLanding> landing,
-             bool stream_reads, std::function<void()> on_read_done);
+             bool stream_reads, const SlotOwners* slots, std::function<void()> on_read_done);
   ~AgentTiers();  // Flush()
 
   AgentTiers(const AgentTiers&) = delete;
@@ -181,8 +184,6 @@ class AgentTiers {
   bool NamespaceMerged(const std::string& ns) const;
 
   // --- Residency, commits and erasure ---
-  // Inference thread: `key` entered (true) or left a slot.
-  void SetResident(const AgentKey& key, bool resident);
   // Inference thread: a committed turn: into the pool (dirty while a store
   // must save it) and, with a store, its save queued; until the save lands
   // the turn stays in RAM (unsaved) and reads of the agent are served from
@@ -258,6 +259,7 @@ class AgentTiers {
   AgentTable table_;
   const std::unique_ptr<ReadLanding> landing_;
   const bool stream_reads_;
+  const SlotOwners* const slots_;
   const std::function<void()> on_read_done_;
   std::atomic<bool> remote_down_{false};            // the last remote call failed (for the log)
   std::atomic<bool> reserve_refill_posted_{false};  // a RefillReadReserveWhenIdle job is queued
@@ -271,7 +273,6 @@ class AgentTiers {
   std::set<std::string> ns_reading_;                          // GUARDED_BY(mu_)
   std::set<std::string> ns_merged_;                           // GUARDED_BY(mu_): merged into the table
   std::map<AgentKey, UnsavedTurn> unsaved_;                   // GUARDED_BY(mu_)
-  std::set<AgentKey> resident_;                               // GUARDED_BY(mu_): agents in a slot
   std::set<AgentKey> erasing_;                                // GUARDED_BY(mu_)
   uint64_t next_save_seq_ = 0;                                // GUARDED_BY(mu_)
   std::map<AgentKey, int> saves_pending_;                     // GUARDED_BY(mu_): posted, not yet run

@@ -48,16 +48,16 @@ Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool
     : ctx_(ctx), tokenizer_(model), pool_(pool), options_(std::move(options)),
       prompter_(model, tokenizer_, options_.chat_template, options_.reasoning_format, std::clamp(ctx.n_threads(), 1, 8),
                 tiers_, metrics_),
-      slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr),
+      slots_(ctx.options().n_slots),
       pipelined_(PipelinedPossible(ctx, store, options_)),
       tiers_(pool, store, options_.remote, metrics_, options_.prompt_token_cache_bytes,
-             options_.agent_table_bytes, MakeLanding(ctx, store, options_, pipelined_), pipelined_,
+             options_.agent_table_bytes, MakeLanding(ctx, store, options_, pipelined_), pipelined_, &slots_,
              [this] { WakeLoopForRead(); }),
       table_(tiers_.table()),
       admin_(tiers_, ctx_.spec().SlotBytesPerToken(), [this](std::function<void()> task) { RunOnLoop(std::move(task)); },
              [this](Agent& a) {
                ctx_.ClearSlot(a.slot);
-               SetSlotOwner(a.slot, nullptr);
+               slots_.Set(a.slot, nullptr);
              }) {}
 
 Scheduler::~Scheduler() { Stop(); }
@@ -192,8 +192,8 @@ std::string Scheduler::MetricsText() const {
   g.agent_table_agents = table_.agents_gauge();
   g.agent_table_bytes = table_.bytes_gauge();
   g.agent_table_budget_bytes = options_.agent_table_bytes;
-  g.resident_agents = resident_agents_.load();
-  g.resident_bytes = resident_tokens_.load() * ctx_.spec().SlotBytesPerToken();  // slot types (f16 in hybrid slots)
+  g.resident_agents = slots_.agents_gauge();
+  g.resident_bytes = slots_.tokens_gauge() * ctx_.spec().SlotBytesPerToken();  // slot types (f16 in hybrid slots)
   std::string text = metrics_.Render(g);
   return text + tiers_.RemoteMetricsText();
 }

@@ -55,6 +55,7 @@
 #include "sched/metrics.h"
 #include "sched/prefix_donor.h"
 #include "sched/scheduler_options.h"
+#include "sched/slot_owners.h"
 #include "sched/tenant_round_robin.h"
 #include "sched/turn_plan.h"
 #include "sched/turn_prompter.h"
@@ -196,7 +197,6 @@ class Scheduler : public api::Backend {
   // `shared_from`: the agent whose cache the turn started from (a fork, a
   // leader's slot); its pool blocks stand in for `restored` when that is empty.
   void CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored, const std::optional<AgentKey>& shared_from);
-  void SetSlotOwner(int slot, Agent* agent);
   void WakeLoopForRead();  // a read completed: admission may proceed (any thread)
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
@@ -215,7 +215,6 @@ class Scheduler : public api::Backend {
   bool stopping_ = false;                             // GUARDED_BY(mu_)
   std::atomic<bool> running_{false};
   std::atomic<size_t> n_waiting_{0}, n_active_{0};
-  std::atomic<uint64_t> resident_agents_{0}, resident_tokens_{0};  // written by the inference thread
   bool read_completed_ = false;                        // GUARDED_BY(mu_): wakes the loop
   std::thread thread_;
 
@@ -223,7 +222,7 @@ class Scheduler : public api::Backend {
   std::deque<std::unique_ptr<Waiting>> waiting_;
   TenantRoundRobin admission_order_;                  // which waiting request Admit tries first
   std::vector<std::unique_ptr<Active>> active_;
-  std::vector<Agent*> slot_owner_;                    // per slot, null if free
+  SlotOwners slots_;                                  // who holds each slot (IsResident: any thread)
   struct AbandonedImport;
   std::vector<AbandonedImport> abandoned_imports_;     // AbandonPipelined: imports still copying into their slot
 

@@ -59,15 +59,7 @@ void Scheduler::Loop() {
       for (const auto& w : waiting_) waiting.insert({w->req.namespace_id, w->req.agent_id});
       tiers_.TrimTable(waiting);
     }
-    uint64_t agents = 0, tokens = 0;
-    for (const Agent* owner : slot_owner_) {
-      if (owner != nullptr) {
-        ++agents;
-        tokens += owner->seq.tokens.size();
-      }
-    }
-    resident_agents_ = agents;
-    resident_tokens_ = tokens;
+    slots_.UpdateGauges();
   }
   // Shutdown: queued requests are refused, active ones end with what they
   // computed (committed and saved).
@@ -251,7 +243,7 @@ void Scheduler::FailActive(Active& a, const Status& s) {
   // The slot's contents are unknown after a failed decode: drop it; the
   // agent's last committed cache (pool/disk) is still intact.
   if (!SlotDraining(a.slot)) ctx_.ClearSlot(a.slot);
-  SetSlotOwner(a.slot, nullptr);
+  slots_.Set(a.slot, nullptr);
   agent.seq = std::move(a.committed_seq);
   table_.Reindex(agent);
   a.w->sink->OnError(s);

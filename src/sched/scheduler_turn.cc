@@ -30,41 +30,16 @@ AgentRecord ToRecord(const AgentKey& key, const CachedSequence& seq, const engin
 
 }  // namespace
 
-void Scheduler::SetSlotOwner(int slot, Agent* agent) {
-  Agent*& owner = slot_owner_[static_cast<size_t>(slot)];
-  if (owner != nullptr) {
-    owner->slot = -1;
-    tiers_.SetResident(owner->key, false);
-  }
-  owner = agent;
-  if (agent != nullptr) {
-    agent->slot = slot;
-    tiers_.SetResident(agent->key, true);
-  }
-}
-
 int Scheduler::AcquireSlot(const Agent& for_agent) {
   if (for_agent.slot >= 0) return for_agent.slot;
-  for (size_t s = 0; s < slot_owner_.size(); ++s) {
-    if (slot_owner_[s] == nullptr && !SlotDraining(static_cast<int>(s))) return static_cast<int>(s);
-  }
-  // Evict an idle resident agent (side agents first, least recently used
-  // first: PickSlotVictim); its cache was committed to the pool (and queued
-  // for disk) when its turn ended.
-  std::vector<VictimCandidate> candidates;
-  candidates.reserve(slot_owner_.size());
-  for (const Agent* a : slot_owner_) {  // every slot has an owner here, or drains an abandoned import
-    candidates.push_back(a == nullptr ? VictimCandidate{.busy = true}
-                                      : VictimCandidate{a->busy, a->side_of.has_value(), a->key == for_agent.side_of,
-                                                        a->last_use_ms});
-  }
-  const size_t pick = PickSlotVictim(candidates);
-  if (pick == std::string::npos) return -1;
-  Agent* victim = slot_owner_[pick];
-  // No wait for its save: until that lands, its blocks stay in RAM (AgentTiers).
-  const int slot = victim->slot;
+  if (int free = slots_.Free([this](int s) { return !SlotDraining(s); }); free >= 0) return free;
+  // Evict an idle resident agent; its cache was committed to the pool (and
+  // queued for disk) when its turn ended. No wait for its save: until that
+  // lands, its blocks stay in RAM (AgentTiers).
+  const int slot = slots_.Victim(for_agent);
+  if (slot < 0) return -1;
   ctx_.ClearSlot(slot);
-  SetSlotOwner(slot, nullptr);
+  slots_.Set(slot, nullptr);
   metrics_.CountEviction("slot");
   return slot;
 }
@@ -211,7 +186,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
     w.takes_over = false;
     if (agent.slot >= 0) {
       ctx_.ClearSlot(agent.slot);
-      SetSlotOwner(agent.slot, nullptr);
+      slots_.Set(agent.slot, nullptr);
     }
     agent.seq = {};
     agent.fork_source.reset();
@@ -251,7 +226,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   agent.last_use_ms = NowMs();
   agent.head_bytes = a->w->head_bytes;
   if (a->w->prompt_entry) tiers_.RememberPrompt(agent.key, std::move(a->w->prompt_entry));
-  SetSlotOwner(slot, &agent);
+  slots_.Set(slot, &agent);
   a->w->sink->OnPromptUsage(a->usage);
   a->w->sink->OnStart();
   active_.push_back(std::move(a));
