@@ -49,6 +49,10 @@
 #include "sched/read_landing.h"
 #include "store/agent_store.h"
 
+namespace agentkv::engine {
+class Context;
+}  // namespace agentkv::engine
+
 namespace agentkv::sched {
 
 class SlotOwners;
@@ -120,6 +124,23 @@ class AgentTiers {
   // while its read is in flight (posted now if none; with `early`, an
   // in-flight read's manifest once read counts); nullptr alone: not on disk.
   Agent* LoadFromDisk(const AgentKey& key, bool early, bool* pending);
+  // The agent a turn for `key` runs as: the table's, else (with a store,
+  // when it may be on disk: MayBeOnDisk(key, named)) its manifest's
+  // (LoadFromDisk with `early`). nullptr and *pending: its read is in flight
+  // or it is being erased (keep waiting); nullptr alone: a new agent.
+  // (agent_tiers_turn.cc)
+  Agent* FindForTurn(const AgentKey& key, bool named, bool early, bool* pending);
+  // A subagent's parent `key`: the table's, after its namespace's index is
+  // merged, else (the table dropped some of the namespace) its manifest's.
+  // nullptr and *pending: keep waiting; nullptr alone: unknown.
+  Agent* FindParent(const AgentKey& key, bool* pending);
+  // After a turn ended: `agent`'s slot (in `ctx`) committed (Commit): its
+  // text cut to where its last token ends, its version advanced, its blocks
+  // exported, except the leading ones the pool, `restored` (the blocks the
+  // turn started from) or `shared_from`'s pool copy (a fork, a leader's
+  // slot) already hold under the same ids. Sets agent.on_disk with a store.
+  void CommitTurn(Agent& agent, const engine::Context& ctx, const std::vector<PoolBlock>& restored,
+                  const std::optional<AgentKey>& shared_from);
   // After a loop iteration: trims the table (AgentTable::Trim) of agents
   // whose cache the disk holds whole (not busy, in a slot or the pool, not
   // a pending fork, no unsaved turn) and that no request in `waiting` is for.

@@ -140,10 +140,6 @@ class Scheduler : public api::Backend {
   // kWaitForLeader: keep waiting; kNone: nothing to share.
   DonorChoice::Kind SeedFromDonor(Waiting& w, Agent& agent, RestoreSource* source);
   Status Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source);
-  // Restores positions [0, n_keep) of `blocks` into `slot` (cleared first):
-  // from `landing`'s state when the blocks all landed there, else from the blocks.
-  Status ImportRestored(int slot, const std::vector<PoolBlock>& blocks, uint32_t n_keep,
-                        const ReadLanding::Ticket* landing);
   // Pipelined restores (scheduler_pipelined.cc), inference thread. A source
   // for `agent` from its read still in flight into `landing` (may be null);
   // false if that read cannot be restored while it runs.
@@ -192,11 +188,6 @@ class Scheduler : public api::Backend {
   void OnTokenSampled(Active& a, int32_t token);
   void Finish(Active& a, api::FinishReason reason);
   void FailActive(Active& a, const Status& s);
-  // Pool + async save. `restored`: the blocks the turn started from (already
-  // exported; those still matching are not copied out of the slot again).
-  // `shared_from`: the agent whose cache the turn started from (a fork, a
-  // leader's slot); its pool blocks stand in for `restored` when that is empty.
-  void CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored, const std::optional<AgentKey>& shared_from);
   void WakeLoopForRead();  // a read completed: admission may proceed (any thread)
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 

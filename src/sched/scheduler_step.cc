@@ -227,7 +227,7 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
   // The reply goes out first: the commit (export, pool, queued save) is the
   // server's business and must not hold up the client.
   a.w->sink->OnFinish(reason, a.usage);
-  CommitTurn(agent, a.restored_blocks, a.shared_from);
+  tiers_.CommitTurn(agent, ctx_, a.restored_blocks, a.shared_from);
   table_.Reindex(agent);
 }
 

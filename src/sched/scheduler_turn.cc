@@ -7,26 +7,13 @@
 #include "sched/scheduler.h"
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
+#include "sched/restore_slot.h"
 #include "sched/side_request.h"
 #include "store/store_ids.h"
 #include "util/log.h"
 
 namespace agentkv::sched {
 namespace {
-
-AgentRecord ToRecord(const AgentKey& key, const CachedSequence& seq, const engine::ModelCacheSpec& spec) {
-  AgentRecord r;
-  r.ns = key.ns;
-  r.agent_id = key.agent_id;
-  r.text = seq.text;
-  r.tokens = seq.tokens;
-  r.spans.reserve(seq.spans.size());
-  for (const auto& s : seq.spans) r.spans.push_back({s.begin, s.end});
-  r.kv_types = spec.KvTypesString();
-  r.layout_version = engine::kEngineLayoutVersion;
-  r.prompt = seq.prompt;
-  return r;
-}
 
 }  // namespace
 
@@ -114,16 +101,9 @@ bool Scheduler::TryAdmit(Waiting& w) {
                                             options_.diverge_ratio);
   }
   const AgentKey key{w.req.namespace_id, w.req.agent_id};
-  Agent* known = table_.Find(key);
-  if (known == nullptr && tiers_.has_store()) {
-    // Unknown here: it may be on disk (a restart), unless the table knows
-    // every agent on disk there. Its read says (a pipelined restore starts
-    // from the manifest, read before the blocks).
-    if (tiers_.Erasing(key)) return false;
-    bool pending = false;
-    if (tiers_.MayBeOnDisk(key, explicit_id)) known = tiers_.LoadFromDisk(key, /*early=*/pipelined_, &pending);
-    if (pending) return false;
-  }
+  bool pending = false;  // its read is in flight (or it is being erased): keep waiting
+  Agent* known = tiers_.FindForTurn(key, explicit_id, /*early=*/pipelined_, &pending);
+  if (pending) return false;
   // A side request (sched/side_request.h) runs as a side agent of the one it
   // names, decided once: the rest of admission is the side agent's (its own
   // disk read, a fork of the named agent when they share enough). Chat only:
@@ -149,19 +129,8 @@ bool Scheduler::TryAdmit(Waiting& w) {
   // namespace's index merged) and idle, else the child simply starts cold.
   Agent* parent = nullptr;
   if (known == nullptr && !w.req.parent_agent_id.empty() && w.req.parent_agent_id != w.req.agent_id) {
-    const AgentKey parent_key{w.req.namespace_id, w.req.parent_agent_id};
-    parent = table_.Find(parent_key);
-    if (parent == nullptr) {
-      if (!tiers_.MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
-      parent = table_.Find(parent_key);
-    }
-    if (parent == nullptr && tiers_.has_store() && table_.Trimmed(parent_key.ns)) {
-      // The table may have dropped it: its manifest says (the read's blocks
-      // then serve the fork's restore).
-      bool pending = false;
-      parent = tiers_.LoadFromDisk(parent_key, /*early=*/false, &pending);
-      if (pending) return false;
-    }
+    parent = tiers_.FindParent({w.req.namespace_id, w.req.parent_agent_id}, &pending);
+    if (pending) return false;
   }
   Agent& agent = known != nullptr ? *known : table_.GetOrAdd(key);
   // An isolated request's new agent is never a candidate of another request's
@@ -275,7 +244,6 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
                                 sp.seed ? static_cast<uint64_t>(*sp.seed) : std::random_device{}()};
   auto sampler = std::make_unique<engine::Sampler>(params, w.grammar);
   const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - w.received).count();
-  const engine::ModelCacheSpec& spec = ctx_.spec();
   // The cache the turn starts from is another agent's (a fork or a leader's slot).
   std::optional<AgentKey> shared_from = agent.fork_source;
   if (source.leader != nullptr) {
@@ -293,10 +261,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   } else if (source.pipelined) {
     available = source.landing->n_tokens();  // PipelinedSource checked its blocks' ids
   } else if (!blocks.empty()) {
-    blocks.resize(MatchingBlocks(blocks, ComputeBlockIds(spec.fingerprint, agent.seq.tokens)));
-    std::vector<const KvBlock*> ptrs;
-    for (const auto& b : blocks) ptrs.push_back(b.block.get());
-    available = engine::RestorablePrefix(ptrs, spec.shape, cached_tokens);
+    available = RestorableTokens(&blocks, agent.seq.tokens, ctx_.spec());
   }
 
   // A seeded agent reuses any common prefix: the donor was chosen for it (sched/prefix_donor.h).
@@ -316,7 +281,9 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
     } else {
       const auto t_restore = Clock::now();
-      restored = ImportRestored(slot, blocks, plan.n_keep, source.landing.get());
+      bool landed = false;
+      restored = RestoreSlot(ctx_, slot, blocks, plan.n_keep, source.landing.get(), &landed);
+      if (landed) metrics_.CountLandedRestore();
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
       if (restored.ok()) a->restored_blocks = blocks;
       if (restored.ok() && (state == api::CacheState::kWarm || state == api::CacheState::kRemote) &&
@@ -384,72 +351,6 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   metrics_.CountMatch(api::MatchTypeName(a->usage.match));
   metrics_.AddTokens(a->pending.size(), plan.n_keep, 0);
   return Status::OK();
-}
-
-Status Scheduler::ImportRestored(int slot, const std::vector<PoolBlock>& blocks, uint32_t n_keep,
-                                 const ReadLanding::Ticket* landing) {
-  if (landing != nullptr && n_keep <= landing->n_tokens()) {
-    if (std::span<const uint8_t> state = landing->StateFor(blocks); !state.empty()) {
-      Status s = ctx_.ImportSlotState(slot, state);
-      // The landing holds every position of the blocks; the turn keeps n_keep.
-      if (s.ok() && n_keep < landing->n_tokens()) s = ctx_.TruncateSlot(slot, static_cast<int32_t>(n_keep));
-      if (s.ok()) {
-        metrics_.CountLandedRestore();
-        return s;
-      }
-      AKV_LOG_WARN("restore from the read landing failed (%s); restoring from the blocks", s.ToString().c_str());
-    }
-  }
-  std::vector<const KvBlock*> ptrs;
-  for (const auto& b : blocks) ptrs.push_back(b.block.get());
-  return ctx_.ImportSlotBlocks(slot, ptrs, n_keep);
-}
-
-void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored,
-                           const std::optional<AgentKey>& shared_from) {
-  agent.last_use_ms = NowMs();
-  // The text the KV was computed from ends where its last token ends.
-  if (!agent.seq.spans.empty() && agent.seq.spans.back().end != engine::kUnalignedSpan &&
-      agent.seq.spans.back().end <= agent.seq.text.size()) {
-    agent.seq.text.resize(agent.seq.spans.back().end);
-  } else if (agent.seq.tokens.empty()) {
-    agent.seq.text.clear();
-  }
-  if (agent.seq.prompt.text_bytes > agent.seq.text.size() || agent.seq.prompt.n_tokens > agent.seq.tokens.size()) {
-    agent.seq.prompt = {};
-  }
-  if (agent.seq.tokens.empty()) return;
-  const auto ids = ComputeBlockIds(ctx_.spec().fingerprint, agent.seq.tokens);
-  // Blocks the pool already holds under the same ids are the same KV (ids
-  // chain the model fingerprint and every token up to the block's end), so
-  // only the blocks after them are copied out of the slot: a turn costs
-  // O(new tokens) in copies, not O(context).
-  // Not on sliding-window models: their blocks' window rows depend on where
-  // the sequence ended when they were exported.
-  std::vector<PoolBlock> refs;
-  if (!ctx_.spec().HasSlidingWindow()) {
-    if (auto held = pool_.Get(agent.key); held.ok()) refs = std::move(held->blocks);
-    if (refs.empty()) refs = restored;  // not in the pool (full): what the turn was restored from
-    if (refs.empty() && shared_from) {  // from a leader's slot: the leader's committed blocks, if any
-      if (auto held = pool_.Get(*shared_from); held.ok()) refs = std::move(held->blocks);
-    }
-    refs.resize(MatchingBlocks(refs, ids));
-  }
-  auto exported = ctx_.ExportSlotBlocks(agent.slot, static_cast<uint32_t>(refs.size()));
-  if (!exported.ok()) {
-    AKV_LOG_ERROR("export of agent %s failed: %s", agent.key.agent_id.c_str(), exported.status().ToString().c_str());
-    return;
-  }
-  for (size_t i = 0; i < exported->size() && refs.size() < ids.size(); ++i) {
-    refs.push_back({ids[refs.size()], std::make_shared<KvBlock>(std::move((*exported)[i]))});
-  }
-  AgentRecord record = ToRecord(agent.key, agent.seq, ctx_.spec());
-  // (A record's text fits uint32 offsets, as its spans do.)
-  record.head_bytes = agent.head_bytes <= record.text.size() ? static_cast<uint32_t>(agent.head_bytes) : 0;
-  agent.version = std::max(agent.version + 1, static_cast<uint64_t>(std::max<int64_t>(agent.last_use_ms, 0)));
-  record.version = agent.version;
-  // With a store: on disk once the save lands; until then reads find the turn in RAM.
-  if (tiers_.Commit(agent.key, std::move(record), std::move(refs))) agent.on_disk = true;
 }
 
 }  // namespace agentkv::sched
