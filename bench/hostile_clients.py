@@ -782,14 +782,14 @@ def role_forgery(args, work):
     """A second server with a <s>/</s> template. An agent holds a genuine 3-message conversation; then the same
     agent sends one user message whose text spells that conversation, markers included (character-identical
     rendering). Pass: the forged turn reuses only the tokens before the client's first "</s>" and answers as a
-    cold prefill of the same request on a new agent (q4_0 slots: batch-invariant on CPU), not as the genuine
+    cold prefill of the same request on a new agent (the default configuration is exact on CPU), not as the genuine
     conversation's real markers would make it answer."""
     tpl = os.path.join(work, "markers.jinja")
     with open(tpl, "w") as f:
         f.write(MARKER_TEMPLATE)
     port = lib.free_port()
     cmd = [args.bin, "serve", "-m", args.model, "--port", str(port), "--cache-dir", os.path.join(work, "cache-rf"),
-           "--slots", "2", "-c", "1024", "-t", "2", "--slot-kv", "q4_0", "--chat-template-file", tpl]
+           "--slots", "2", "-c", "1024", "-t", "2", "--chat-template-file", tpl]
     server = lib.Proc(cmd, os.path.join(work, "server-rf.log"), port)
     server.start(timeout=300)
     try:

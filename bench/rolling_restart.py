@@ -363,9 +363,6 @@ def main():
     ap.add_argument("--nginx", default=None, help="path (default: nginx on PATH, /usr/sbin/nginx)")
     ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
     args = ap.parse_args()
-    # The oracle compares answers after restarts with an oracle server's bit for bit: q4_0 slots (the
-    # at-rest type), as f16 slots (--slot-kv auto on CPU) restore through a q4_0 round trip (docs/engine.md).
-    args.slot_kv = "q4_0"
     if args.quick:
         args.agents, args.system_tokens, args.reps = 6, 100, 1
     modes = [m for m in args.modes.split(",") if m]

@@ -262,12 +262,13 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   stack->backend_->Set(stack->scheduler_.get());
   if (!config.quiet) {
     const auto st = stack->store_->stats();
-    AKV_LOG_INFO("ready: model %s (%s), %d slots x %d tokens, kv %s (%llu B/token) at rest, %s in slots (%llu B/token), "
+    AKV_LOG_INFO("ready: model %s (%s), %d slots x %d tokens, kv %s (%llu B/token) at rest, %s in slots (%llu B/token%s), "
                  "cache %s (%llu warm agents), RAM pool %.0f MiB",
                  stack->model_->info().name.c_str(), stack->model_->info().architecture.c_str(), co.n_slots,
                  co.slot_ctx, engine::KvTypeName(config.kv_type),
                  static_cast<unsigned long long>(spec.RestBytesPerToken()), engine::KvTypeName(spec.slot_type_k),
                  static_cast<unsigned long long>(spec.SlotBytesPerToken()),
+                 stack->context_->RoundsSlotRowsToRest() ? ", rows rounded to q4_0 as written: restores exact" : "",
                  stack->store_->root_dir().c_str(), static_cast<unsigned long long>(st.agents),
                  double(po.budget_bytes) / (1 << 20));
   }

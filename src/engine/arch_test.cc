@@ -49,9 +49,11 @@ class ArchTest : public ::testing::TestWithParam<const char*> {
   }
 
   // A context on the model (null, with a failure, if it cannot be created);
-  // slot_kv unset: q4_0 slots.
-  std::unique_ptr<Context> NewContext(int n_slots, int slot_ctx, std::optional<KvType> slot_kv = std::nullopt) {
+  // slot_kv unset: q4_0 slots; round: ContextOptions::round_slot_rows.
+  std::unique_ptr<Context> NewContext(int n_slots, int slot_ctx, std::optional<KvType> slot_kv = std::nullopt,
+                                      std::optional<bool> round = std::nullopt) {
     ContextOptions o;
+    o.round_slot_rows = round;
     o.n_slots = n_slots;
     o.slot_ctx = slot_ctx;
     o.n_threads = 2;
@@ -193,15 +195,17 @@ TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
   }
 }
 
-// Hybrid slots (f16 slots, q4_0 blocks) on every architecture: the oracle of
-// engine/hybrid_oracle.h (a restore is bit-identical to a cold slot whose
-// cache went through the same q4_0 round trip; 32 equal greedy tokens), the
-// at-rest layout and fingerprint equal to q4_0 slots', and a quality bound
-// against the cold f16 slot relative to pure q4_0 slots (below).
+// Hybrid slots (f16 slots, q4_0 blocks) whose rows are not rounded as they
+// are written, on every architecture: the oracle of engine/hybrid_oracle.h
+// (a restore is bit-identical to a cold slot whose cache went through the
+// same q4_0 round trip; 32 equal greedy tokens), the at-rest layout and
+// fingerprint equal to q4_0 slots', and a quality bound against the cold f16
+// slot relative to pure q4_0 slots (below). The default rounds the rows:
+// HybridRoundedRestoreEqualsTheResidentSlot.
 TEST_P(ArchTest, HybridRestoreEqualsRoundTrippedColdSlot) {
   const std::string& preset = preset_;
   auto q4 = NewContext(3, 1024);
-  auto ctx = NewContext(3, 1024, KvType::kF16);
+  auto ctx = NewContext(3, 1024, KvType::kF16, false);
   ASSERT_TRUE(q4 != nullptr && ctx != nullptr);
   const ModelCacheSpec& spec = ctx->spec();
   EXPECT_TRUE(spec.HybridSlots());
@@ -235,6 +239,27 @@ TEST_P(ArchTest, HybridRestoreEqualsRoundTrippedColdSlot) {
               preset.c_str(), diff, q4_diff);
   EXPECT_LT(diff, 1.5f * q4_diff + 0.1f);
   EXPECT_GT(diff, 0.0f);
+}
+
+// The default hybrid slots (rows rounded through q4_0 as they are written,
+// patch 0006) on every architecture, sliding-window and MLA caches
+// included: the slot restored from its q4_0 blocks, the slot after its own
+// export and import and the resident slot give the same logits and 32
+// greedy tokens, bit for bit.
+TEST_P(ArchTest, HybridRoundedRestoreEqualsTheResidentSlot) {
+  auto ctx = NewContext(3, 1024, KvType::kF16);
+  ASSERT_NE(ctx, nullptr);
+  ASSERT_TRUE(ctx->RoundsSlotRowsToRest());
+  const std::vector<int32_t> tokens = SampleTokens(8000, 2 * kBlockTokens + 80);
+  ASSERT_EQ(tokens.size(), 2 * kBlockTokens + 80);
+  const std::vector<int32_t> head(tokens.begin(), tokens.end() - 1);
+  auto r = testing::RunHybridOracle(*ctx, head, tokens.back(), 32);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->reexport, r->blocks);
+  EXPECT_EQ(r->restored_logits, r->cold_logits);
+  EXPECT_EQ(r->roundtrip_logits, r->cold_logits);
+  EXPECT_EQ(r->restored_run.tokens, r->cold_run.tokens);
+  EXPECT_EQ(r->roundtrip_tokens, r->cold_run.tokens);
 }
 
 // The pipelined restore's gated import (engine/layer_gated_import.h) on

@@ -29,7 +29,8 @@ uint64_t ModelCacheSpec::BytesPerToken(KvType k, KvType v, bool exclude_swa) con
 
 std::string ModelCacheSpec::OutputFingerprint() const {
   if (!HybridSlots()) return fingerprint;
-  return Sha256Hex(fingerprint + "\nslots k=" + KvTypeName(slot_type_k) + ",v=" + KvTypeName(slot_type_v) + "\n");
+  return Sha256Hex(fingerprint + "\nslots k=" + KvTypeName(slot_type_k) + ",v=" + KvTypeName(slot_type_v) +
+                   (slot_rows_rounded ? ",rounded" : "") + "\n");
 }
 
 std::string ModelCacheSpec::KvTypesString() const {

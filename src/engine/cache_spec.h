@@ -32,6 +32,10 @@ struct ModelCacheSpec {
   KvType slot_type_v = KvType::kQ4_0;
   bool flash_attn = true;
   bool swa_full = false;
+  // Hybrid slots whose rows are rounded through the at-rest type as they are
+  // written (Context::RoundsSlotRowsToRest): not part of `fingerprint` (the
+  // bytes at rest are the same), part of OutputFingerprint (the logits differ).
+  bool slot_rows_rounded = false;
   // sha256 over everything that makes the bytes AT REST meaningful: model
   // identity (metadata incl. tokenizer + all weights), at-rest KV types,
   // flash attention, swa_full, the at-rest layout shape,
@@ -41,8 +45,9 @@ struct ModelCacheSpec {
   // vice versa, through every tier (docs/engine.md, "KV type in slots").
   std::string fingerprint;
   // What decides a request's output: `fingerprint` when the slots hold the
-  // at-rest types; with hybrid slots a hash of it and the slot types (f16
-  // slots compute other logits than q4_0 slots). For the API's
+  // at-rest types; with hybrid slots a hash of it, the slot types (f16
+  // slots compute other logits than q4_0 slots) and whether slot rows are
+  // rounded. For the API's
   // system_fingerprint, never for naming caches.
   std::string OutputFingerprint() const;
 

@@ -40,6 +40,14 @@ int ComputeThreads(int wanted) {
 #endif
 }
 
+bool CanRoundSlotRows(const ContextOptions& o) {
+  return SlotRowsCanRoundToRest(o.slot_type_k.value_or(o.type_k), o.slot_type_v.value_or(o.type_v), o.type_k,
+                                o.type_v);
+}
+
+// ContextOptions::round_slot_rows resolved (REQUIRES: validated by Create).
+bool RoundsSlotRows(const ContextOptions& o) { return o.round_slot_rows.value_or(CanRoundSlotRows(o)); }
+
 }  // namespace
 
 int Context::n_threads() const {
@@ -61,6 +69,10 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   if (quantized_v && !options.flash_attn) {
     return Status::InvalidArgument(op + ": a quantized V cache needs flash attention");
   }
+  if (options.round_slot_rows.value_or(false) && !CanRoundSlotRows(options)) {
+    return Status::InvalidArgument(op + ": rounding slot rows to rest needs f16 slots over q4_0 blocks");
+  }
+  const bool round_rows = RoundsSlotRows(options);
   auto ctx = std::unique_ptr<Context>(new Context(model, options));
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = static_cast<uint32_t>(options.slot_ctx) * static_cast<uint32_t>(options.n_slots);
@@ -72,6 +84,9 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   cp.type_k = static_cast<ggml_type>(KvTypeToGgml(options.slot_type_k.value_or(options.type_k)));
   cp.type_v = static_cast<ggml_type>(KvTypeToGgml(options.slot_type_v.value_or(options.type_v)));
   cp.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  // Rows rounded as they are written: a restore (q4_0 -> f16) then writes
+  // exactly the f16 values the resident slot held (patch 0006).
+  cp.type_kv_round = round_rows ? GGML_TYPE_Q4_0 : GGML_TYPE_COUNT;
   cp.kv_unified = false;  // one stream per slot: agents never attend to each other's cells
   cp.swa_full = kSwaFull;
   cp.no_perf = true;
@@ -115,6 +130,7 @@ Status Context::Probe() {
                                                       options_.slot_type_v.value_or(options_.type_v), options_.type_k,
                                                       options_.type_v, options_.flash_attn, kSwaFull,
                                                       model_.info().identity_hash));
+  spec_.slot_rows_rounded = RoundsSlotRows(options_);
   return Status::OK();
 }
 

@@ -41,6 +41,14 @@ struct ContextOptions {
   // ResolveSlotKvType picks them for --slot-kv auto.
   std::optional<KvType> slot_type_k;
   std::optional<KvType> slot_type_v;
+  // Whether K/V rows are rounded through the at-rest type as they are
+  // written into the slots (patch 0006), so that a slot restored from any
+  // tier is bit-identical to the resident slot it replaces (docs/engine.md,
+  // "Exactness"). Unset: on whenever SlotRowsCanRoundToRest (f16 slots over
+  // q4_0 blocks, the CPU default). true elsewhere: Create() fails with
+  // InvalidArgument. false: f16 slots hold unrounded rows (a restore is then
+  // only tolerance-equal; for measuring what the rounding costs).
+  std::optional<bool> round_slot_rows;
   bool flash_attn = true;  // required for quantized V
   int n_threads = 0;       // 0: all hardware threads
   int n_batch = 512;       // max tokens per Decode()
@@ -82,6 +90,10 @@ class Context {
   // many: the compute threads are idle while a restore or export runs.
   int n_threads() const;
   const ModelCacheSpec& spec() const { return spec_; }
+  // Whether rows written into the slots are rounded through the at-rest type
+  // (ContextOptions::round_slot_rows resolved): a restore is then a
+  // bit-identical copy of what the slot held.
+  bool RoundsSlotRowsToRest() const { return spec_.slot_rows_rounded; }
   const Model& model() const { return model_; }
   int n_vocab() const { return model_.info().n_vocab; }
 

@@ -1,8 +1,9 @@
 // Hybrid slots on the bundled model: f16 slots over q4_0 blocks (the CPU
-// default of --slot-kv auto). The oracle (engine/hybrid_oracle.h): a restored
-// slot is bit-identical to a cold slot whose cache went through the same
-// q4_0 round trip; the quality check bounds the distance to the cold slot
-// that never went through it.
+// default of --slot-kv auto). Here with unrounded slot rows: the oracle
+// (engine/hybrid_oracle.h) is that a restored slot is bit-identical to a cold
+// slot whose cache went through the same q4_0 round trip; the quality check
+// bounds the distance to the cold slot that never went through it. The
+// default (rows rounded as written) is slot_exactness_test.cc's.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -42,8 +43,10 @@ TEST(SlotKvTypeTest, ParseAndResolvePerBackend) {
 
 class HybridSlotsTest : public testing::BundledModelTest {
  protected:
-  std::unique_ptr<Context> MakeContext(KvType rest, std::optional<KvType> slot, int slots = 3) {
+  std::unique_ptr<Context> MakeContext(KvType rest, std::optional<KvType> slot, int slots = 3,
+                                       std::optional<bool> round = std::nullopt) {
     ContextOptions o;
+    o.round_slot_rows = round;
     o.n_slots = slots;
     o.slot_ctx = 2048;
     o.type_k = o.type_v = rest;
@@ -84,8 +87,11 @@ TEST_F(HybridSlotsTest, SpecSizesAndFingerprintFollowTheAtRestType) {
   EXPECT_EQ(same->spec().slot_shape, q4->spec().shape);
 }
 
+// Slot rows NOT rounded as they are written (round_slot_rows = false; the
+// default rounds them, and a restore then equals the cold slot itself:
+// slot_exactness_test.cc).
 TEST_F(HybridSlotsTest, RestoreEqualsRoundTrippedColdSlot) {
-  auto ctx = MakeContext(KvType::kQ4_0, KvType::kF16);
+  auto ctx = MakeContext(KvType::kQ4_0, KvType::kF16, 3, false);
   ASSERT_TRUE(ctx);
   Tokenizer tok(*model_);
   auto t = tok.Tokenize(SampleText(6000), true);

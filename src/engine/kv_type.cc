@@ -47,4 +47,8 @@ KvType ResolveSlotKvType(std::optional<KvType> choice, KvType at_rest, int n_gpu
   return n_gpu_layers == 0 ? KvType::kF16 : at_rest;
 }
 
+bool SlotRowsCanRoundToRest(KvType slot_k, KvType slot_v, KvType rest_k, KvType rest_v) {
+  return slot_k == KvType::kF16 && slot_v == KvType::kF16 && rest_k == KvType::kQ4_0 && rest_v == KvType::kQ4_0;
+}
+
 }  // namespace agentkv::engine

@@ -25,5 +25,10 @@ Result<std::optional<KvType>> ParseSlotKvType(std::string_view name);
 // at-rest type on a GPU (its quantized kernels are within 4% of f16 there,
 // and VRAM is capacity).
 KvType ResolveSlotKvType(std::optional<KvType> choice, KvType at_rest, int n_gpu_layers);
+// Whether slot rows can be rounded through the at-rest type as they are
+// written (llama.cpp's type_kv_round, patch 0006) so that a restored slot is
+// bit-identical to the resident one: f16 slots over q4_0 blocks, K and V
+// alike (q4_0 -> f16 -> q4_0 is exact; q8_0 through f16 is not).
+bool SlotRowsCanRoundToRest(KvType slot_k, KvType slot_v, KvType rest_k, KvType rest_v);
 
 }  // namespace agentkv::engine

@@ -492,8 +492,8 @@ TEST_F(ReadLandingSchedulerTest, ACancelledPipelinedRestoreNeverHoldsUpAnotherAg
 // Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0
 // (at-rest bytes), the slot f16 (resident bytes); hot and warm restores
 // dequantize; a restart with q4_0 slots (a GPU server) restores the same
-// cache warm. Text is not compared with a cold agent's: the restore went
-// through q4_0 (the bit-exact oracle is engine's HybridRestoreEqualsRoundTrippedColdSlot).
+// cache warm. The slot rows are rounded through q4_0 as they are written
+// (the default), so a restored agent answers as a cold one does.
 TEST_F(SchedulerTest, HybridSlotsRestoreHotAndWarmFromQ4Blocks) {
   slot_kv_ = engine::KvType::kF16;
   Boot(1);
@@ -516,6 +516,8 @@ TEST_F(SchedulerTest, HybridSlotsRestoreHotAndWarmFromQ4Blocks) {
   EXPECT_EQ(a2->usage().match, api::MatchType::kExtend);
   EXPECT_GT(a2->usage().cached_tokens, 50);
   EXPECT_LT(a2->usage().tokens_prefilled, 8);
+  auto a2_cold = Run("a2-cold", a_next, 10);
+  EXPECT_EQ(a2->text(), a2_cold->text());
 
   sched_->FlushSaves();
   Boot(1);  // restart, f16 slots again: only the disk remains
@@ -525,6 +527,7 @@ TEST_F(SchedulerTest, HybridSlotsRestoreHotAndWarmFromQ4Blocks) {
   EXPECT_GT(a3->usage().cached_tokens, a2->usage().prompt_tokens - 1);
   EXPECT_LT(a3->usage().tokens_prefilled, 8);
   EXPECT_FALSE(a3->text().empty());
+  EXPECT_EQ(a3->text(), Run("a3-cold", a_last, 10)->text());
 
   sched_->FlushSaves();
   slot_kv_.reset();

@@ -102,12 +102,11 @@ test('kill -9 after a saved turn, restart: next turn is warm, same output as col
   await restartScenario('restart-kill', 'SIGKILL');
 });
 
-// Also the server's default slot type (--slot-kv auto: f16 slots on CPU, q4_0
-// at rest): the turn's f16 rows are quantized to q4_0 blocks on export and
-// dequantized into the slot on restore. Text is not compared with a cold
-// agent's here: with f16 slots a restore differs from a cold prefill by the
-// q4_0 round trip (the bit-exact oracle for that is engine_test's and
-// engine_arch_test's HybridRestoreEqualsRoundTrippedColdSlot).
+// Named explicitly, the server's default slot type (--slot-kv auto: f16 slots
+// on CPU, q4_0 at rest): the turn's f16 rows are quantized to q4_0 blocks on
+// export and dequantized into the slot on restore; rounded through q4_0 as
+// they were written, they restore bit for bit, so the warm turn answers as a
+// cold agent does.
 test('SIGTERM right after a response (no waiting), default f16 slots: the save is flushed, next turn warm', async () => {
   // Graceful shutdown must flush the pending write-behind save.
   const msgs = [{ role: 'system', content: LONG_SYSTEM }, { role: 'user', content: 'Who rang the bell?' }];
@@ -133,5 +132,8 @@ test('SIGTERM right after a response (no waiting), default f16 slots: the save i
   // Well-formed: a non-empty reply, counted tokens.
   assert.equal(typeof t2.reply, 'string');
   assert.ok(t2.reply.length > 0 && u.completion_tokens > 0 && u.completion_tokens <= 12, JSON.stringify(t2));
+  const cold = await turn(s2, 'restart-flush-cold', msgs, 12, COLD);
+  assert.equal(cold.usage.agentkv.cache_state, 'cold');
+  assert.equal(t2.reply, cold.reply, 'after a restart with f16 slots: warm reply differs from a cold prefill');
   await s2.stop();
 });

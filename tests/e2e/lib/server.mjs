@@ -81,10 +81,10 @@ export class Server {
       '--slots', String(o.slots ?? 2),
       '-c', String(o.ctx ?? 1024),
       '-t', String(o.threads ?? 2),
-      // Most files compare a warm/extended agent's text with a cold one's exactly: that holds when the
-      // slots hold the at-rest type (q4_0). The server's default (auto: f16 slots on CPU) makes a restore
-      // differ from a cold prefill by the q4_0 round trip (docs/engine.md); pass slotKv: 'auto' to test it.
-      '--slot-kv', o.slotKv ?? 'q4_0'];
+      // The server's default slot type unless slotKv is given: most files compare a warm/extended
+      // agent's text with a cold one's exactly, which the default configuration guarantees
+      // (docs/engine.md, "Exactness").
+      ...(o.slotKv ? ['--slot-kv', o.slotKv] : [])];
     if (o.apiKey) a.push('--api-key', o.apiKey);
     if (o.adminKey) a.push('--admin-key', o.adminKey);
     if (o.cacheRam) a.push('--cache-ram', String(o.cacheRam));
