@@ -8,6 +8,7 @@
 #include <chrono>
 #include <future>
 
+#include "sched/slot_owners.h"
 #include "store/manifest.h"
 #include "util/log.h"
 #include "util/warm_memory.h"
@@ -18,10 +19,11 @@ using Clock = std::chrono::steady_clock;
 
 AgentTiers::AgentTiers(BlockPool& pool, AgentStore* store, RemoteTier* remote, SchedulerMetrics& metrics,
                        size_t prompt_token_cache_bytes, uint64_t agent_table_bytes,
-                       std::unique_ptr<ReadLanding> landing, bool stream_reads, std::function<void()> on_read_done)
+                       std::unique_ptr<ReadLanding> landing, bool stream_reads, const SlotOwners* slots,
+                       std::function<void()> on_read_done)
     : pool_(pool), store_(store), remote_(store != nullptr ? remote : nullptr), metrics_(metrics),
       prompt_tokens_(prompt_token_cache_bytes), table_(agent_table_bytes), landing_(std::move(landing)),
-      stream_reads_(stream_reads), on_read_done_(std::move(on_read_done)) {}
+      stream_reads_(stream_reads), slots_(slots), on_read_done_(std::move(on_read_done)) {}
 
 AgentTiers::~AgentTiers() { Flush(); }
 
@@ -102,11 +104,11 @@ void AgentTiers::PostRead(const AgentKey& key) {
 }
 
 bool AgentTiers::BeginReadForSubmit(const AgentKey& key) {
-  if (store_ == nullptr) return false;
+  if (store_ == nullptr || (slots_ != nullptr && slots_->IsResident(key))) return false;
   std::optional<uint64_t> index_read;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (resident_.count(key) || reads_by_key_.count(key) || pool_.Contains(key)) return false;
+    if (reads_by_key_.count(key) || pool_.Contains(key)) return false;
     if (remote_ == nullptr && !unsaved_.count(key)) {
       index_read = BeginRead(key, nullptr);
     } else {

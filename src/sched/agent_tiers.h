@@ -49,7 +49,13 @@
 #include "sched/read_landing.h"
 #include "store/agent_store.h"
 
+namespace agentkv::engine {
+class Context;
+}  // namespace agentkv::engine
+
 namespace agentkv::sched {
+
+class SlotOwners;
 
 // An agent read from the store (or from an unsaved turn) by the read executor.
 struct AgentRead {
@@ -89,10 +95,11 @@ class AgentTiers {
   // into their landing and call `on_read_done` once the manifest is in too
   // (pipelined restores). `on_read_done` runs on the read executor (or the
   // calling thread) whenever a read or namespace read completed, without mu_.
-  // `agent_table_bytes`: the table's bound (AgentTable::Trim).
+  // `agent_table_bytes`: the table's bound (AgentTable::Trim). `slots`
+  // (may be null: none): who is resident, asked by BeginReadForSubmit.
   AgentTiers(BlockPool& pool, AgentStore* store, RemoteTier* remote, SchedulerMetrics& metrics,
              size_t prompt_token_cache_bytes, uint64_t agent_table_bytes, std::unique_ptr<ReadLanding> landing,
-             bool stream_reads, std::function<void()> on_read_done);
+             bool stream_reads, const SlotOwners* slots, std::function<void()> on_read_done);
   ~AgentTiers();  // Flush()
 
   AgentTiers(const AgentTiers&) = delete;
@@ -117,6 +124,23 @@ class AgentTiers {
   // while its read is in flight (posted now if none; with `early`, an
   // in-flight read's manifest once read counts); nullptr alone: not on disk.
   Agent* LoadFromDisk(const AgentKey& key, bool early, bool* pending);
+  // The agent a turn for `key` runs as: the table's, else (with a store,
+  // when it may be on disk: MayBeOnDisk(key, named)) its manifest's
+  // (LoadFromDisk with `early`). nullptr and *pending: its read is in flight
+  // or it is being erased (keep waiting); nullptr alone: a new agent.
+  // (agent_tiers_turn.cc)
+  Agent* FindForTurn(const AgentKey& key, bool named, bool early, bool* pending);
+  // A subagent's parent `key`: the table's, after its namespace's index is
+  // merged, else (the table dropped some of the namespace) its manifest's.
+  // nullptr and *pending: keep waiting; nullptr alone: unknown.
+  Agent* FindParent(const AgentKey& key, bool* pending);
+  // After a turn ended: `agent`'s slot (in `ctx`) committed (Commit): its
+  // text cut to where its last token ends, its version advanced, its blocks
+  // exported, except the leading ones the pool, `restored` (the blocks the
+  // turn started from) or `shared_from`'s pool copy (a fork, a leader's
+  // slot) already hold under the same ids. Sets agent.on_disk with a store.
+  void CommitTurn(Agent& agent, const engine::Context& ctx, const std::vector<PoolBlock>& restored,
+                  const std::optional<AgentKey>& shared_from);
   // After a loop iteration: trims the table (AgentTable::Trim) of agents
   // whose cache the disk holds whole (not busy, in a slot or the pool, not
   // a pending fork, no unsaved turn) and that no request in `waiting` is for.
@@ -181,8 +205,6 @@ class AgentTiers {
   bool NamespaceMerged(const std::string& ns) const;
 
   // --- Residency, commits and erasure ---
-  // Inference thread: `key` entered (true) or left a slot.
-  void SetResident(const AgentKey& key, bool resident);
   // Inference thread: a committed turn: into the pool (dirty while a store
   // must save it) and, with a store, its save queued; until the save lands
   // the turn stays in RAM (unsaved) and reads of the agent are served from
@@ -258,6 +280,7 @@ class AgentTiers {
   AgentTable table_;
   const std::unique_ptr<ReadLanding> landing_;
   const bool stream_reads_;
+  const SlotOwners* const slots_;
   const std::function<void()> on_read_done_;
   std::atomic<bool> remote_down_{false};            // the last remote call failed (for the log)
   std::atomic<bool> reserve_refill_posted_{false};  // a RefillReadReserveWhenIdle job is queued
@@ -271,7 +294,6 @@ class AgentTiers {
   std::set<std::string> ns_reading_;                          // GUARDED_BY(mu_)
   std::set<std::string> ns_merged_;                           // GUARDED_BY(mu_): merged into the table
   std::map<AgentKey, UnsavedTurn> unsaved_;                   // GUARDED_BY(mu_)
-  std::set<AgentKey> resident_;                               // GUARDED_BY(mu_): agents in a slot
   std::set<AgentKey> erasing_;                                // GUARDED_BY(mu_)
   uint64_t next_save_seq_ = 0;                                // GUARDED_BY(mu_)
   std::map<AgentKey, int> saves_pending_;                     // GUARDED_BY(mu_): posted, not yet run

@@ -17,15 +17,6 @@ BlockProvider ProviderOfBlocks(const std::vector<PoolBlock>& blocks, const char*
   };
 }
 
-void AgentTiers::SetResident(const AgentKey& key, bool resident) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (resident) {
-    resident_.insert(key);
-  } else {
-    resident_.erase(key);
-  }
-}
-
 bool AgentTiers::Commit(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks) {
   auto pool_version = pool_.Put(key, blocks, /*dirty=*/store_ != nullptr);
   if (store_ == nullptr) return false;

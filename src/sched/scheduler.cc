@@ -45,14 +45,20 @@ std::unique_ptr<ReadLanding> MakeLanding(const engine::Context& ctx, AgentStore*
 
 Scheduler::Scheduler(engine::Model& model, engine::Context& ctx, BlockPool& pool, AgentStore* store,
                      SchedulerOptions options)
-    : model_(model), ctx_(ctx), tokenizer_(model), chat_format_(engine::ChatFormat::Create(model, tokenizer_, options.chat_template)),
-      pool_(pool), options_(std::move(options)), tokenize_pieces_(std::clamp(ctx.n_threads(), 1, 8)),
-      slot_owner_(static_cast<size_t>(ctx.options().n_slots), nullptr),
+    : ctx_(ctx), tokenizer_(model), pool_(pool), options_(std::move(options)),
+      prompter_(model, tokenizer_, options_.chat_template, options_.reasoning_format, std::clamp(ctx.n_threads(), 1, 8),
+                tiers_, metrics_),
+      slots_(ctx.options().n_slots),
       pipelined_(PipelinedPossible(ctx, store, options_)),
       tiers_(pool, store, options_.remote, metrics_, options_.prompt_token_cache_bytes,
-             options_.agent_table_bytes, MakeLanding(ctx, store, options_, pipelined_), pipelined_,
+             options_.agent_table_bytes, MakeLanding(ctx, store, options_, pipelined_), pipelined_, &slots_,
              [this] { WakeLoopForRead(); }),
-      table_(tiers_.table()) {}
+      table_(tiers_.table()),
+      admin_(tiers_, ctx_.spec().SlotBytesPerToken(), [this](std::function<void()> task) { RunOnLoop(std::move(task)); },
+             [this](Agent& a) {
+               ctx_.ClearSlot(a.slot);
+               slots_.Set(a.slot, nullptr);
+             }) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -91,45 +97,8 @@ void Scheduler::Stop() {
   tiers_.Flush();
 }
 
-// Client text (message contents, a completion prompt) is marked plain: a
-// "<|im_start|>" or "</s>" in it is text, never a special token.
-Result<engine::ChatPrompt> Scheduler::RenderPrompt(const api::GenerationRequest& r) const {
-  if (r.kind == api::RequestKind::kCompletion) {
-    engine::ChatPrompt p;
-    p.rendered = engine::Tokenizer::RenderPlain(r.prompt);
-    return p;
-  }
-  engine::ChatRequest chat = ToChatRequest(r, options_.reasoning_format);
-  AGENTKV_RETURN_IF_ERROR(engine::CheckSchemaBytes(chat));  // before their conversion to a grammar
-  return chat_format_->Render(chat);
-}
-
 int64_t Scheduler::MaxPromptBytes() const {
   return ContextTokens() * static_cast<int64_t>(tokenizer_.MaxTokenBytes());
-}
-
-int64_t Scheduler::CountPromptTokens(const api::GenerationRequest& request) const {
-  Result<engine::ChatPrompt> prompt = RenderPrompt(request);
-  if (!prompt.ok()) return 0;
-  const engine::RenderedPrompt& rendered = prompt.value().rendered;
-  return static_cast<int64_t>(tokenizer_.Tokenize(rendered.text, true, rendered.plain).tokens.size());
-}
-
-engine::TokenizedText Scheduler::TokenizeFull(const engine::RenderedPrompt& prompt) const {
-  return tokenizer_.TokenizeInPieces(prompt.text, prompt.plain, tokenize_pieces_);
-}
-
-engine::TokenizedText Scheduler::TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt,
-                                                std::shared_ptr<const engine::PromptTokens>* entry) {
-  if (key.agent_id.empty()) return TokenizeFull(prompt);
-  size_t reused = 0;
-  auto prev = tiers_.PreviousPrompt(key, std::chrono::milliseconds(kPromptReadWaitMs));
-  engine::TokenizedText tokens = prev != nullptr
-                                     ? tokenizer_.TokenizeExtending(*prev, prompt.text, prompt.plain, &reused)
-                                     : TokenizeFull(prompt);
-  metrics_.AddTokenized(tokens.tokens.size(), reused);
-  *entry = std::make_shared<const engine::PromptTokens>(engine::PromptTokens{prompt.text, prompt.plain, tokens});
-  return tokens;
 }
 
 Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) {
@@ -165,29 +134,7 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   w->received = request.received != Clock::time_point{} ? request.received : Clock::now();
   // Rendered and tokenized here, on the caller's thread, not on the
   // inference thread; the tokens live in the request and die with it.
-  Result<engine::ChatPrompt> rendered = RenderPrompt(request);
-  if (!rendered.ok()) return refuse(rendered.status());
-  engine::ChatPrompt& prompt = rendered.value();
-  if (request.kind == api::RequestKind::kChat && !key.agent_id.empty()) {
-    w->head_bytes = HeadBytes(*chat_format_, ToChatRequest(request, options_.reasoning_format), prompt.rendered.text);
-  }
-  w->fresh = TokenizePrompt(key, prompt.rendered, &w->prompt_entry);
-  w->plain = prompt.rendered.plain;
-  w->prompt = std::move(prompt.rendered.text);
-  if (!prompt.grammar.gbnf.empty()) {  // its cost is decided here, before the inference thread sees it
-    Result<std::shared_ptr<const engine::Grammar>> grammar = engine::Grammar::Compile(model_, prompt.grammar);
-    if (!grammar.ok()) return refuse(grammar.status());
-    w->grammar = std::move(grammar).value();
-  }
-  w->reply_format = std::move(prompt.reply_format);
-  for (std::string& stop : prompt.extra_stops) request.sampling.stop.push_back(std::move(stop));
-  const int64_t n_prompt = static_cast<int64_t>(w->fresh.tokens.size());
-  if (n_prompt >= ContextTokens()) {
-    // The numbers travel as data: each API words them as its clients parse them.
-    return refuse(Status::OutOfRange("The prompt is " + std::to_string(n_prompt) + " tokens; the context holds " +
-                                     std::to_string(ContextTokens()) + " tokens including the reply.")
-                      .WithQuantity({n_prompt, ContextTokens()}));
-  }
+  if (Status s = prompter_.Prepare(request, ContextTokens(), w.get()); !s.ok()) return refuse(s);
   w->req = std::move(request);
   w->sink = std::move(sink);
   Status full;
@@ -231,97 +178,6 @@ void Scheduler::RunTasks() {
   for (auto& t : tasks) t();
 }
 
-// Admin calls: the store work (reading a namespace's index, disk sizes,
-// erasure) runs on the calling thread; only table and slot work runs on the
-// inference thread.
-
-namespace {
-
-// An agent the table dropped (AgentTable::Trim): known from its manifest only.
-api::AgentInfo InfoFromSummary(const AgentSummary& s) {
-  api::AgentInfo info;
-  info.id = s.agent_id;
-  info.tokens = s.n_tokens;
-  info.last_used_unix_ms = s.last_used_ms;
-  info.tier = api::CacheState::kWarm;
-  return info;
-}
-
-}  // namespace
-
-Result<std::vector<api::AgentInfo>> Scheduler::ListAgents(const std::string& ns) {
-  tiers_.ReadNamespaceIndex(ns);
-  std::vector<api::AgentInfo> out;
-  bool trimmed = false;
-  RunOnLoop([&] {
-    tiers_.MergeNamespaceIndex(ns);
-    trimmed = table_.Trimmed(ns);
-    table_.ForEachIn(ns, [&](const Agent& a) { out.push_back(tiers_.InfoOf(a, ctx_.spec().SlotBytesPerToken())); });
-  });
-  if (trimmed) {  // the agents the table dropped are on disk
-    std::set<std::string> listed;
-    for (const auto& info : out) listed.insert(info.id);
-    for (const auto& s : tiers_.DiskAgents(ns)) {
-      if (!listed.count(s.agent_id)) out.push_back(InfoFromSummary(s));
-    }
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-  }
-  for (auto& info : out) tiers_.FillDiskBytes(ns, &info);
-  return out;
-}
-
-Result<api::AgentInfo> Scheduler::GetAgent(const std::string& ns, const std::string& agent_id) {
-  tiers_.ReadNamespaceIndex(ns);
-  Result<api::AgentInfo> out = Status::NotFound("agent '" + agent_id + "' not found");
-  bool trimmed = false;
-  RunOnLoop([&] {
-    tiers_.MergeNamespaceIndex(ns);
-    trimmed = table_.Trimmed(ns);
-    if (Agent* a = table_.Find({ns, agent_id})) out = tiers_.InfoOf(*a, ctx_.spec().SlotBytesPerToken());
-  });
-  if (!out.ok() && trimmed) {
-    if (auto s = tiers_.DiskAgent({ns, agent_id}); s && s->usable) out = InfoFromSummary(*s);
-  }
-  if (out.ok()) tiers_.FillDiskBytes(ns, &*out);
-  return out;
-}
-
-Status Scheduler::DeleteAgent(const std::string& ns, const std::string& agent_id, bool evict_only) {
-  AGENTKV_RETURN_IF_ERROR(ValidateName("agent id", agent_id));
-  tiers_.ReadNamespaceIndex(ns);
-  const AgentKey key{ns, agent_id};
-  Status result;
-  bool erase_disk = false;
-  bool only_on_disk = false;  // dropped from the table: its manifest decides whether it exists
-  RunOnLoop([&] {
-    tiers_.MergeNamespaceIndex(ns);
-    Agent* a = table_.Find(key);
-    if (a == nullptr && table_.Trimmed(ns) && tiers_.has_store()) {
-      only_on_disk = true;
-      if (evict_only) return;  // nothing of it is in a slot or RAM
-    } else if (a == nullptr) {
-      result = Status::NotFound("agent '" + agent_id + "' not found");
-      return;
-    } else if (a->busy) {
-      result = Status::FailedPrecondition("agent '" + agent_id + "' has a request in flight");
-      return;
-    } else if (a->slot >= 0) {
-      ctx_.ClearSlot(a->slot);
-      SetSlotOwner(a->slot, nullptr);
-    }
-    if (evict_only) return;
-    erase_disk = only_on_disk || a->on_disk;
-    tiers_.BeginErase(key);
-    table_.Erase(key);
-  });
-  if (!result.ok()) return result;
-  if (only_on_disk && evict_only) {  // nothing to evict; does it exist?
-    return tiers_.DiskAgent(key) ? Status::OK() : Status::NotFound("agent '" + agent_id + "' not found");
-  }
-  if (evict_only) return tiers_.EvictToDisk(key);
-  return tiers_.EraseStored(key, erase_disk, only_on_disk);
-}
-
 void Scheduler::OnPoolEviction(const EvictionEvent&) { metrics_.CountEviction("pool"); }
 
 std::string Scheduler::MetricsText() const {
@@ -336,8 +192,8 @@ std::string Scheduler::MetricsText() const {
   g.agent_table_agents = table_.agents_gauge();
   g.agent_table_bytes = table_.bytes_gauge();
   g.agent_table_budget_bytes = options_.agent_table_bytes;
-  g.resident_agents = resident_agents_.load();
-  g.resident_bytes = resident_tokens_.load() * ctx_.spec().SlotBytesPerToken();  // slot types (f16 in hybrid slots)
+  g.resident_agents = slots_.agents_gauge();
+  g.resident_bytes = slots_.tokens_gauge() * ctx_.spec().SlotBytesPerToken();  // slot types (f16 in hybrid slots)
   std::string text = metrics_.Render(g);
   return text + tiers_.RemoteMetricsText();
 }

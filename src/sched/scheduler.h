@@ -50,68 +50,19 @@
 #include "engine/tokenizer.h"
 #include "kv/block_pool.h"
 #include "prefix/prefix_index.h"
+#include "sched/agent_admin.h"
 #include "sched/agent_tiers.h"
 #include "sched/metrics.h"
 #include "sched/prefix_donor.h"
+#include "sched/scheduler_options.h"
+#include "sched/slot_owners.h"
 #include "sched/tenant_round_robin.h"
 #include "sched/turn_plan.h"
+#include "sched/turn_prompter.h"
 #include "remote/remote_tier.h"
 #include "store/agent_store.h"
 
 namespace agentkv::sched {
-
-struct SchedulerOptions {
-  std::string model_id;             // name clients send as "model"
-  int prefill_chunk = 512;          // max prefill tokens per iteration
-  size_t max_queue = 64;            // waiting requests beyond this -> 429
-  int64_t queue_timeout_ms = 120000;  // a request waiting longer -> error
-  int default_max_tokens = 256;     // when the request sets none
-  double diverge_ratio = 0.5;
-  // The remote tier below the disk (docs/remote.md); not owned, must outlive
-  // the scheduler; null: none. Used only with a store.
-  RemoteTier* remote = nullptr;
-  // Agents' last prompts kept for incremental tokenization (PromptTokenCache).
-  size_t prompt_token_cache_bytes = size_t{64} << 20;
-  // The agent table (texts, tokens and spans of every agent known here, plus
-  // the implicit-lookup index): above this many bytes, the least recently used
-  // agents whose cache lives only on disk (not in a slot, the RAM pool or an
-  // unsaved turn) are dropped from it; their next turn reads them back from
-  // their manifest. Agents in a slot or in RAM are never dropped, so the table
-  // may exceed this by their metadata (bounded by the slots and --cache-ram).
-  size_t agent_table_bytes = size_t{256} << 20;
-  // Requests that set no reasoning_format get this one (--reasoning-format).
-  api::ReasoningFormat reasoning_format = api::ReasoningFormat::kAuto;
-  // Jinja chat template used instead of the model's (--chat-template-file);
-  // empty: the model's. Check it with engine::ChatFormat::CheckTemplate.
-  std::string chat_template;
-  // A disk read of an agent lands its blocks' rows in llama.cpp's state
-  // layout while it reads (sched/read_landing.h), at the cost of a second
-  // slot-sized state buffer (page-locked on a GPU: e.g. 1.2 GB for an
-  // 8B-shape slot of 32K tokens). Unset: on when the context's staging
-  // buffer is page-locked (a model on a GPU), where the restore's host-side
-  // copy is what the inference thread would otherwise add after the read.
-  std::optional<bool> read_landing;
-  // Start() faults in one slot's worth of block tensors (the sizes of
-  // engine::BlockTensorSizes at slot_ctx positions) on the read threads, held
-  // in the process's WarmMemory reserve (util/warm_memory.h) and refilled by
-  // freed blocks and when the server is idle (RefillReadReserveWhenIdle): a
-  // disk read's tensors then do not fault page by page inside the read. Costs that memory while idle (8B shape: 302 MB at an 8K slot,
-  // 1.2 GB at 32K) and the start-up time to fault it in. Unset: on.
-  std::optional<bool> read_reserve;
-  // A returning agent's restore and first decode run while its blocks are
-  // still being read (sched/scheduler_pipelined.cc): once its read is planned
-  // (an agent the table knows) or its manifest is in (one it does not, e.g.
-  // after a restart), the agent is admitted, llama.cpp imports the read landing's state as
-  // it fills (engine/layer_gated_import.h) and the first decode computes each
-  // layer as soon as that layer's rows are in; the turn uses the result only
-  // if the read then verified every block, else it prefills cold. Only while
-  // that agent is the only one running (others are never held up by its
-  // read; a request that arrives meanwhile makes it yield and restore the
-  // usual way). Turns the read landing on. Unset: on where the context
-  // stages through pinned memory (a GPU), off on CPU, where the read is not
-  // the restore's bottleneck (bench/RESULTS.md, stops 14 and 15).
-  std::optional<bool> pipelined_restore;
-};
 
 class Scheduler : public api::Backend {
  public:
@@ -139,14 +90,19 @@ class Scheduler : public api::Backend {
   // ContextTokens() tokens or more with OutOfRange carrying the quantity
   // {prompt tokens, ContextTokens()} (-> 400 context_length_exceeded).
   Status Submit(api::GenerationRequest request, std::shared_ptr<api::GenerationSink> sink) override;
-  Result<std::vector<api::AgentInfo>> ListAgents(const std::string& namespace_id) override;
-  Result<api::AgentInfo> GetAgent(const std::string& namespace_id, const std::string& agent_id) override;
-  Status DeleteAgent(const std::string& namespace_id, const std::string& agent_id, bool evict_only) override;
+  // The admin calls (AgentAdmin): any thread but the inference thread.
+  Result<std::vector<api::AgentInfo>> ListAgents(const std::string& ns) override { return admin_.List(ns); }
+  Result<api::AgentInfo> GetAgent(const std::string& ns, const std::string& agent_id) override {
+    return admin_.Get(ns, agent_id);
+  }
+  Status DeleteAgent(const std::string& ns, const std::string& agent_id, bool evict_only) override {
+    return admin_.Delete(ns, agent_id, evict_only);
+  }
   std::string MetricsText() const override;
 
   // Tokens of the request's prompt after the template, as Submit counts them
   // (tests); 0 when the request cannot be rendered (Submit refuses it). Any thread.
-  int64_t CountPromptTokens(const api::GenerationRequest& request) const;
+  int64_t CountPromptTokens(const api::GenerationRequest& request) const { return prompter_.CountTokens(request); }
 
   // The RAM pool's eviction observer: counts evictions.
   void OnPoolEviction(const EvictionEvent& event);
@@ -184,10 +140,6 @@ class Scheduler : public api::Backend {
   // kWaitForLeader: keep waiting; kNone: nothing to share.
   DonorChoice::Kind SeedFromDonor(Waiting& w, Agent& agent, RestoreSource* source);
   Status Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source);
-  // Restores positions [0, n_keep) of `blocks` into `slot` (cleared first):
-  // from `landing`'s state when the blocks all landed there, else from the blocks.
-  Status ImportRestored(int slot, const std::vector<PoolBlock>& blocks, uint32_t n_keep,
-                        const ReadLanding::Ticket* landing);
   // Pipelined restores (scheduler_pipelined.cc), inference thread. A source
   // for `agent` from its read still in flight into `landing` (may be null);
   // false if that read cannot be restored while it runs.
@@ -238,51 +190,15 @@ class Scheduler : public api::Backend {
   void OnTokenSampled(Active& a, int32_t token);
   void Finish(Active& a, api::FinishReason reason);
   void FailActive(Active& a, const Status& s);
-  // Pool + async save. `restored`: the blocks the turn started from (already
-  // exported; those still matching are not copied out of the slot again).
-  // `shared_from`: the agent whose cache the turn started from (a fork, a
-  // leader's slot); its pool blocks stand in for `restored` when that is empty.
-  void CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored, const std::optional<AgentKey>& shared_from);
-  void SetSlotOwner(int slot, Agent* agent);
   void WakeLoopForRead();  // a read completed: admission may proceed (any thread)
-  // The prompt, grammar and reply parser of a request (chat: ChatFormat;
-  // completion: the raw prompt). InvalidArgument: see ChatFormat::Render.
-  Result<engine::ChatPrompt> RenderPrompt(const api::GenerationRequest& r) const;
-  // Sends generated reply text to the sink: as is, or through the reply
-  // parser (content and tool-call deltas) when the request has one.
-  void EmitText(Active& a, std::string_view text);
-  // The prompt's tokens (with BOS), from the agent's previous prompt where
-  // it can (AgentTiers::PreviousPrompt: the prompt cache, else the prompt
-  // prefix of the manifest its in-flight read brings). `*entry`: this prompt
-  // as a prompt-cache entry (null for an implicit agent), which admission
-  // remembers under the agent that runs it (a side request's side agent,
-  // not the agent it named: else the main agent's next prompt would be
-  // tokenized from the side request's). Any thread.
-  engine::TokenizedText TokenizePrompt(const AgentKey& key, const engine::RenderedPrompt& prompt,
-                                       std::shared_ptr<const engine::PromptTokens>* entry);
-  // The full tokenization, a long prompt in pieces on up to tokenize_pieces_
-  // threads: it is on the path to a new agent's first token, and to a
-  // returning agent's whose manifest records no prompt prefix.
-  engine::TokenizedText TokenizeFull(const engine::RenderedPrompt& prompt) const;
-  // A returning agent being read (after a restart, or gone from the prompt
-  // cache): Submit waits this long for its read's manifest, which admission
-  // waits for anyway, so that only what the new prompt adds is tokenized
-  // instead of a full tokenization competing with the read for the cores (a
-  // slow or stuck disk then costs the submitting thread that much).
-  // Long enough for a short agent's read from a local disk (a 4K-token
-  // agent: ~7 ms on the 2-core VM), short next to a long prompt's full
-  // tokenization, which would otherwise compete with the read.
-  static constexpr int kPromptReadWaitMs = 20;
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
-  engine::Model& model_;
   engine::Context& ctx_;
   engine::Tokenizer tokenizer_;
-  std::unique_ptr<engine::ChatFormat> chat_format_;
   BlockPool& pool_;
   const SchedulerOptions options_;
   SchedulerMetrics metrics_;
-  const int tokenize_pieces_;  // the compute threads' count, at most 8
+  TurnPrompter prompter_;  // on the submitting threads (uses tiers_, constructed after it)
 
   // Shared with other threads.
   mutable std::mutex mu_;
@@ -292,7 +208,6 @@ class Scheduler : public api::Backend {
   bool stopping_ = false;                             // GUARDED_BY(mu_)
   std::atomic<bool> running_{false};
   std::atomic<size_t> n_waiting_{0}, n_active_{0};
-  std::atomic<uint64_t> resident_agents_{0}, resident_tokens_{0};  // written by the inference thread
   bool read_completed_ = false;                        // GUARDED_BY(mu_): wakes the loop
   std::thread thread_;
 
@@ -300,7 +215,7 @@ class Scheduler : public api::Backend {
   std::deque<std::unique_ptr<Waiting>> waiting_;
   TenantRoundRobin admission_order_;                  // which waiting request Admit tries first
   std::vector<std::unique_ptr<Active>> active_;
-  std::vector<Agent*> slot_owner_;                    // per slot, null if free
+  SlotOwners slots_;                                  // who holds each slot (IsResident: any thread)
   struct AbandonedImport;
   std::vector<AbandonedImport> abandoned_imports_;     // AbandonPipelined: imports still copying into their slot
 
@@ -309,6 +224,7 @@ class Scheduler : public api::Backend {
   // Last: destroyed first (its executors' jobs use the state above).
   AgentTiers tiers_;
   AgentTable& table_;  // tiers_'s (inference thread)
+  AgentAdmin admin_;
 };
 
 }  // namespace agentkv::sched

@@ -3,25 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <map>
 
 #include "engine/token_logprobs.h"
 #include "sched/scheduler.h"
+#include "sched/prefill_grant.h"
+#include "sched/reply_emitter.h"
 #include "sched/scheduler_types.h"
 #include "util/log.h"
 #include "util/parallel.h"
 
 namespace agentkv::sched {
-namespace {
-
-void SendReplyDelta(api::GenerationSink& sink, const engine::ReplyDelta& d) {
-  if (!d.reasoning_content.empty()) sink.OnReasoningDelta(d.reasoning_content);
-  if (!d.content.empty()) sink.OnDelta(d.content);
-  if (d.tool_call) sink.OnToolCallDelta({d.tool_call->index, d.tool_call->id, d.tool_call->name, d.tool_call->arguments});
-}
-
-}  // namespace
-
 void Scheduler::Loop() {
   ForbidFileAccessOnThisThread(true);  // this thread never waits on the disk
   // This thread decodes: its compute team gets a CPU per thread before the
@@ -69,15 +60,7 @@ void Scheduler::Loop() {
       for (const auto& w : waiting_) waiting.insert({w->req.namespace_id, w->req.agent_id});
       tiers_.TrimTable(waiting);
     }
-    uint64_t agents = 0, tokens = 0;
-    for (const Agent* owner : slot_owner_) {
-      if (owner != nullptr) {
-        ++agents;
-        tokens += owner->seq.tokens.size();
-      }
-    }
-    resident_agents_ = agents;
-    resident_tokens_ = tokens;
+    slots_.UpdateGauges();
   }
   // Shutdown: queued requests are refused, active ones end with what they
   // computed (committed and saved).
@@ -130,35 +113,20 @@ Status Scheduler::Step() {
     items.push_back({a.slot, a.next_token, static_cast<int32_t>(a.agent->seq.tokens.size()), true});
     decoders.push_back(&a);
   }
-  // Prefill budget: shortest remaining prompt first, so a short prompt that
-  // arrives during a long prefill gets its first token after one iteration
-  // instead of after the whole long prefill. The oldest prefill is first
-  // guaranteed a share (a quarter of the chunk), so it cannot starve.
-  int budget = std::min(options_.prefill_chunk, n_batch - static_cast<int>(items.size()));
+  // The prefill budget, shortest remaining prompt first (GrantPrefill); batch rows in admission order.
   std::vector<Active*> order;
+  std::vector<size_t> remaining;
   for (auto& up : active_) {
-    if (!up->done && !up->decoding && !up->gated_import) order.push_back(up.get());
+    if (up->done || up->decoding || up->gated_import) continue;
+    order.push_back(up.get());
+    remaining.push_back(up->pending.size() - up->n_fed);
   }
-  std::map<Active*, size_t> grant;
-  auto remaining = [](const Active* a) { return a->pending.size() - a->n_fed; };
-  if (!order.empty() && budget > 0) {
-    const size_t reserve = std::min<size_t>(remaining(order.front()), std::max(1, budget / 4));
-    grant[order.front()] = reserve;
-    budget -= static_cast<int>(reserve);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](const Active* x, const Active* y) { return remaining(x) < remaining(y); });
-  for (Active* a : order) {
-    if (budget <= 0) break;
-    const size_t extra = std::min<size_t>(static_cast<size_t>(budget), remaining(a) - grant[a]);
-    grant[a] += extra;
-    budget -= static_cast<int>(extra);
-  }
-  for (auto& up : active_) {  // batch rows in admission order
-    Active& a = *up;
-    auto it = grant.find(&a);
-    if (it == grant.end() || it->second == 0) continue;
-    AppendPrefill(a, it->second, &items);
-    prefillers.push_back(&a);
+  const std::vector<size_t> grant =
+      GrantPrefill(remaining, std::min(options_.prefill_chunk, n_batch - static_cast<int>(items.size())));
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (grant[i] == 0) continue;
+    AppendPrefill(*order[i], grant[i], &items);
+    prefillers.push_back(order[i]);
   }
   if (items.empty()) return Status::OK();
   metrics_.ObserveBatch(static_cast<uint32_t>(decoders.size()), static_cast<uint32_t>(items.size() - decoders.size()));
@@ -237,30 +205,10 @@ void Scheduler::OnTokenSampled(Active& a, int32_t token) {
     return;
   }
   ++a.n_generated;
-  const size_t scan_from = a.out.size() > a.max_stop_len ? a.out.size() - a.max_stop_len : 0;
-  a.out += tokenizer_.Piece(token);
-  // Earliest stop string occurrence, if any: output ends right before it.
-  size_t stop_at = std::string::npos;
-  const std::string* matched = nullptr;
-  for (const auto& stop : a.w->req.sampling.stop) {
-    const size_t at = a.out.find(stop, scan_from);
-    if (at != std::string::npos && at < stop_at) {
-      stop_at = at;
-      matched = &stop;
-    }
-  }
-  if (stop_at != std::string::npos) {
-    a.out.resize(stop_at);
-    a.usage.stop_sequence = *matched;
+  if (a.reply->Append(tokenizer_.Piece(token))) {  // a stop string ends the reply
+    a.usage.stop_sequence = a.reply->stop_sequence();
     Finish(a, api::FinishReason::kStop);
     return;
-  }
-  // Hold back what could still become the start of a stop string.
-  const size_t hold = a.max_stop_len > 0 ? a.max_stop_len - 1 : 0;
-  const size_t safe = a.out.size() > hold ? a.out.size() - hold : 0;
-  if (safe > a.emitted) {
-    EmitText(a, std::string_view(a.out).substr(a.emitted, safe - a.emitted));
-    a.emitted = safe;
   }
   if (a.n_generated >= a.max_tokens ||
       static_cast<int64_t>(a.agent->seq.tokens.size()) + 1 >= ctx_.options().slot_ctx) {
@@ -268,14 +216,6 @@ void Scheduler::OnTokenSampled(Active& a, int32_t token) {
     return;
   }
   a.next_token = token;
-}
-
-void Scheduler::EmitText(Active& a, std::string_view text) {
-  if (!a.parser) {
-    a.w->sink->OnDelta(text);
-    return;
-  }
-  for (const engine::ReplyDelta& d : a.parser->Append(text)) SendReplyDelta(*a.w->sink, d);
 }
 
 void Scheduler::Finish(Active& a, api::FinishReason reason) {
@@ -290,12 +230,7 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
     return;
   }
   a.done = true;
-  if (a.out.size() > a.emitted) EmitText(a, std::string_view(a.out).substr(a.emitted));
-  a.emitted = a.out.size();
-  if (a.parser) {
-    for (const engine::ReplyDelta& d : a.parser->Finish()) SendReplyDelta(*a.w->sink, d);
-    if (a.parser->tool_calls() > 0 && reason == api::FinishReason::kStop) reason = api::FinishReason::kToolCalls;
-  }
+  reason = a.reply->Finish(reason);
   a.usage.completion_tokens = a.n_generated;
   metrics_.AddTokens(0, 0, static_cast<uint64_t>(a.n_generated));
   metrics_.CountRequest(reason == api::FinishReason::kCancelled ? "cancelled" : "ok");
@@ -304,7 +239,7 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
   // The reply goes out first: the commit (export, pool, queued save) is the
   // server's business and must not hold up the client.
   a.w->sink->OnFinish(reason, a.usage);
-  CommitTurn(agent, a.restored_blocks, a.shared_from);
+  tiers_.CommitTurn(agent, ctx_, a.restored_blocks, a.shared_from);
   table_.Reindex(agent);
 }
 
@@ -320,7 +255,7 @@ void Scheduler::FailActive(Active& a, const Status& s) {
   // The slot's contents are unknown after a failed decode: drop it; the
   // agent's last committed cache (pool/disk) is still intact.
   if (!SlotDraining(a.slot)) ctx_.ClearSlot(a.slot);
-  SetSlotOwner(a.slot, nullptr);
+  slots_.Set(a.slot, nullptr);
   agent.seq = std::move(a.committed_seq);
   table_.Reindex(agent);
   a.w->sink->OnError(s);

@@ -7,6 +7,7 @@
 #include "sched/scheduler.h"
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
+#include "sched/restore_slot.h"
 #include "sched/side_request.h"
 #include "store/store_ids.h"
 #include "util/log.h"
@@ -14,93 +15,18 @@
 namespace agentkv::sched {
 namespace {
 
-AgentRecord ToRecord(const AgentKey& key, const CachedSequence& seq, const engine::ModelCacheSpec& spec) {
-  AgentRecord r;
-  r.ns = key.ns;
-  r.agent_id = key.agent_id;
-  r.text = seq.text;
-  r.tokens = seq.tokens;
-  r.spans.reserve(seq.spans.size());
-  for (const auto& s : seq.spans) r.spans.push_back({s.begin, s.end});
-  r.kv_types = spec.KvTypesString();
-  r.layout_version = engine::kEngineLayoutVersion;
-  r.prompt = seq.prompt;
-  return r;
-}
-
-// The new turn's prompt as the first tokens of the agent's sequence, when
-// they are exactly its fresh tokenization: the cached tokens kept by the
-// plan equal the fresh ones (they may not: the plan keeps cached tokens by
-// characters, and sampled tokens need not be the text's tokenization), and
-// the plan's new tokens are the rest of them. Else unknown ({}).
-PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view prompt,
-                            const std::vector<engine::TextRange>& plain, const CachedSequence& cached,
-                            const TurnPlan& plan) {
-  const size_t n_keep = plan.n_keep;
-  if (!fresh.aligned || fresh.tokens.empty() || n_keep + plan.new_tokens.size() != fresh.tokens.size() ||
-      n_keep > cached.tokens.size() || fresh.spans.back().end > prompt.size()) {
-    return {};
-  }
-  for (size_t i = 0; i < n_keep; ++i) {
-    if (cached.tokens[i] != fresh.tokens[i] || cached.spans[i].begin != fresh.spans[i].begin ||
-        cached.spans[i].end != fresh.spans[i].end) {
-      return {};
-    }
-  }
-  PromptPrefix p;
-  p.n_tokens = static_cast<uint32_t>(fresh.tokens.size());
-  p.text_bytes = static_cast<uint32_t>(prompt.size());
-  for (const engine::TextRange& r : plain) {
-    p.plain.push_back({static_cast<uint32_t>(r.begin), static_cast<uint32_t>(r.end)});
-  }
-  return p;
-}
-
-// Number of leading blocks whose ids match the ids the tokens imply: the
-// blocks that really belong to this token sequence.
-size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<std::string>& expected) {
-  size_t n = 0;
-  while (n < blocks.size() && n < expected.size() && blocks[n].id == expected[n]) ++n;
-  return n;
-}
-
 }  // namespace
-
-void Scheduler::SetSlotOwner(int slot, Agent* agent) {
-  Agent*& owner = slot_owner_[static_cast<size_t>(slot)];
-  if (owner != nullptr) {
-    owner->slot = -1;
-    tiers_.SetResident(owner->key, false);
-  }
-  owner = agent;
-  if (agent != nullptr) {
-    agent->slot = slot;
-    tiers_.SetResident(agent->key, true);
-  }
-}
 
 int Scheduler::AcquireSlot(const Agent& for_agent) {
   if (for_agent.slot >= 0) return for_agent.slot;
-  for (size_t s = 0; s < slot_owner_.size(); ++s) {
-    if (slot_owner_[s] == nullptr && !SlotDraining(static_cast<int>(s))) return static_cast<int>(s);
-  }
-  // Evict an idle resident agent (side agents first, least recently used
-  // first: PickSlotVictim); its cache was committed to the pool (and queued
-  // for disk) when its turn ended.
-  std::vector<VictimCandidate> candidates;
-  candidates.reserve(slot_owner_.size());
-  for (const Agent* a : slot_owner_) {  // every slot has an owner here, or drains an abandoned import
-    candidates.push_back(a == nullptr ? VictimCandidate{.busy = true}
-                                      : VictimCandidate{a->busy, a->side_of.has_value(), a->key == for_agent.side_of,
-                                                        a->last_use_ms});
-  }
-  const size_t pick = PickSlotVictim(candidates);
-  if (pick == std::string::npos) return -1;
-  Agent* victim = slot_owner_[pick];
-  // No wait for its save: until that lands, its blocks stay in RAM (AgentTiers).
-  const int slot = victim->slot;
+  if (int free = slots_.Free([this](int s) { return !SlotDraining(s); }); free >= 0) return free;
+  // Evict an idle resident agent; its cache was committed to the pool (and
+  // queued for disk) when its turn ended. No wait for its save: until that
+  // lands, its blocks stay in RAM (AgentTiers).
+  const int slot = slots_.Victim(for_agent);
+  if (slot < 0) return -1;
   ctx_.ClearSlot(slot);
-  SetSlotOwner(slot, nullptr);
+  slots_.Set(slot, nullptr);
   metrics_.CountEviction("slot");
   return slot;
 }
@@ -175,16 +101,9 @@ bool Scheduler::TryAdmit(Waiting& w) {
                                             options_.diverge_ratio);
   }
   const AgentKey key{w.req.namespace_id, w.req.agent_id};
-  Agent* known = table_.Find(key);
-  if (known == nullptr && tiers_.has_store()) {
-    // Unknown here: it may be on disk (a restart), unless the table knows
-    // every agent on disk there. Its read says (a pipelined restore starts
-    // from the manifest, read before the blocks).
-    if (tiers_.Erasing(key)) return false;
-    bool pending = false;
-    if (tiers_.MayBeOnDisk(key, explicit_id)) known = tiers_.LoadFromDisk(key, /*early=*/pipelined_, &pending);
-    if (pending) return false;
-  }
+  bool pending = false;  // its read is in flight (or it is being erased): keep waiting
+  Agent* known = tiers_.FindForTurn(key, explicit_id, /*early=*/pipelined_, &pending);
+  if (pending) return false;
   // A side request (sched/side_request.h) runs as a side agent of the one it
   // names, decided once: the rest of admission is the side agent's (its own
   // disk read, a fork of the named agent when they share enough). Chat only:
@@ -210,19 +129,8 @@ bool Scheduler::TryAdmit(Waiting& w) {
   // namespace's index merged) and idle, else the child simply starts cold.
   Agent* parent = nullptr;
   if (known == nullptr && !w.req.parent_agent_id.empty() && w.req.parent_agent_id != w.req.agent_id) {
-    const AgentKey parent_key{w.req.namespace_id, w.req.parent_agent_id};
-    parent = table_.Find(parent_key);
-    if (parent == nullptr) {
-      if (!tiers_.MergeNamespaceIndex(w.req.namespace_id)) return false;  // the disk's agents are on their way
-      parent = table_.Find(parent_key);
-    }
-    if (parent == nullptr && tiers_.has_store() && table_.Trimmed(parent_key.ns)) {
-      // The table may have dropped it: its manifest says (the read's blocks
-      // then serve the fork's restore).
-      bool pending = false;
-      parent = tiers_.LoadFromDisk(parent_key, /*early=*/false, &pending);
-      if (pending) return false;
-    }
+    parent = tiers_.FindParent({w.req.namespace_id, w.req.parent_agent_id}, &pending);
+    if (pending) return false;
   }
   Agent& agent = known != nullptr ? *known : table_.GetOrAdd(key);
   // An isolated request's new agent is never a candidate of another request's
@@ -247,7 +155,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
     w.takes_over = false;
     if (agent.slot >= 0) {
       ctx_.ClearSlot(agent.slot);
-      SetSlotOwner(agent.slot, nullptr);
+      slots_.Set(agent.slot, nullptr);
     }
     agent.seq = {};
     agent.fork_source.reset();
@@ -287,7 +195,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   agent.last_use_ms = NowMs();
   agent.head_bytes = a->w->head_bytes;
   if (a->w->prompt_entry) tiers_.RememberPrompt(agent.key, std::move(a->w->prompt_entry));
-  SetSlotOwner(slot, &agent);
+  slots_.Set(slot, &agent);
   a->w->sink->OnPromptUsage(a->usage);
   a->w->sink->OnStart();
   active_.push_back(std::move(a));
@@ -336,7 +244,6 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
                                 sp.seed ? static_cast<uint64_t>(*sp.seed) : std::random_device{}()};
   auto sampler = std::make_unique<engine::Sampler>(params, w.grammar);
   const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - w.received).count();
-  const engine::ModelCacheSpec& spec = ctx_.spec();
   // The cache the turn starts from is another agent's (a fork or a leader's slot).
   std::optional<AgentKey> shared_from = agent.fork_source;
   if (source.leader != nullptr) {
@@ -354,10 +261,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   } else if (source.pipelined) {
     available = source.landing->n_tokens();  // PipelinedSource checked its blocks' ids
   } else if (!blocks.empty()) {
-    blocks.resize(MatchingBlocks(blocks, ComputeBlockIds(spec.fingerprint, agent.seq.tokens)));
-    std::vector<const KvBlock*> ptrs;
-    for (const auto& b : blocks) ptrs.push_back(b.block.get());
-    available = engine::RestorablePrefix(ptrs, spec.shape, cached_tokens);
+    available = RestorableTokens(&blocks, agent.seq.tokens, ctx_.spec());
   }
 
   // A seeded agent reuses any common prefix: the donor was chosen for it (sched/prefix_donor.h).
@@ -377,7 +281,9 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
     } else {
       const auto t_restore = Clock::now();
-      restored = ImportRestored(slot, blocks, plan.n_keep, source.landing.get());
+      bool landed = false;
+      restored = RestoreSlot(ctx_, slot, blocks, plan.n_keep, source.landing.get(), &landed);
+      if (landed) metrics_.CountLandedRestore();
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
       if (restored.ok()) a->restored_blocks = blocks;
       if (restored.ok() && (state == api::CacheState::kWarm || state == api::CacheState::kRemote) &&
@@ -426,9 +332,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   a->pending = std::move(plan.new_tokens);
   a->pending_spans = std::move(plan.new_spans);
   a->sampler = std::move(sampler);
-  if (w.reply_format) a->parser = std::make_unique<engine::ReplyParser>(w.reply_format, NewToolCallId);
+  a->reply = std::make_unique<ReplyEmitter>(*w.sink, sp.stop, w.reply_format);
   a->max_tokens = sp.max_tokens.value_or(options_.default_max_tokens);
-  for (const auto& stop : sp.stop) a->max_stop_len = std::max(a->max_stop_len, stop.size());
   a->usage.agent_id = agent.key.agent_id;
   if (w.side_of) a->usage.side_of = w.side_of->agent_id;
   a->usage.cache_state = state;
@@ -446,72 +351,6 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   metrics_.CountMatch(api::MatchTypeName(a->usage.match));
   metrics_.AddTokens(a->pending.size(), plan.n_keep, 0);
   return Status::OK();
-}
-
-Status Scheduler::ImportRestored(int slot, const std::vector<PoolBlock>& blocks, uint32_t n_keep,
-                                 const ReadLanding::Ticket* landing) {
-  if (landing != nullptr && n_keep <= landing->n_tokens()) {
-    if (std::span<const uint8_t> state = landing->StateFor(blocks); !state.empty()) {
-      Status s = ctx_.ImportSlotState(slot, state);
-      // The landing holds every position of the blocks; the turn keeps n_keep.
-      if (s.ok() && n_keep < landing->n_tokens()) s = ctx_.TruncateSlot(slot, static_cast<int32_t>(n_keep));
-      if (s.ok()) {
-        metrics_.CountLandedRestore();
-        return s;
-      }
-      AKV_LOG_WARN("restore from the read landing failed (%s); restoring from the blocks", s.ToString().c_str());
-    }
-  }
-  std::vector<const KvBlock*> ptrs;
-  for (const auto& b : blocks) ptrs.push_back(b.block.get());
-  return ctx_.ImportSlotBlocks(slot, ptrs, n_keep);
-}
-
-void Scheduler::CommitTurn(Agent& agent, const std::vector<PoolBlock>& restored,
-                           const std::optional<AgentKey>& shared_from) {
-  agent.last_use_ms = NowMs();
-  // The text the KV was computed from ends where its last token ends.
-  if (!agent.seq.spans.empty() && agent.seq.spans.back().end != engine::kUnalignedSpan &&
-      agent.seq.spans.back().end <= agent.seq.text.size()) {
-    agent.seq.text.resize(agent.seq.spans.back().end);
-  } else if (agent.seq.tokens.empty()) {
-    agent.seq.text.clear();
-  }
-  if (agent.seq.prompt.text_bytes > agent.seq.text.size() || agent.seq.prompt.n_tokens > agent.seq.tokens.size()) {
-    agent.seq.prompt = {};
-  }
-  if (agent.seq.tokens.empty()) return;
-  const auto ids = ComputeBlockIds(ctx_.spec().fingerprint, agent.seq.tokens);
-  // Blocks the pool already holds under the same ids are the same KV (ids
-  // chain the model fingerprint and every token up to the block's end), so
-  // only the blocks after them are copied out of the slot: a turn costs
-  // O(new tokens) in copies, not O(context).
-  // Not on sliding-window models: their blocks' window rows depend on where
-  // the sequence ended when they were exported.
-  std::vector<PoolBlock> refs;
-  if (!ctx_.spec().HasSlidingWindow()) {
-    if (auto held = pool_.Get(agent.key); held.ok()) refs = std::move(held->blocks);
-    if (refs.empty()) refs = restored;  // not in the pool (full): what the turn was restored from
-    if (refs.empty() && shared_from) {  // from a leader's slot: the leader's committed blocks, if any
-      if (auto held = pool_.Get(*shared_from); held.ok()) refs = std::move(held->blocks);
-    }
-    refs.resize(MatchingBlocks(refs, ids));
-  }
-  auto exported = ctx_.ExportSlotBlocks(agent.slot, static_cast<uint32_t>(refs.size()));
-  if (!exported.ok()) {
-    AKV_LOG_ERROR("export of agent %s failed: %s", agent.key.agent_id.c_str(), exported.status().ToString().c_str());
-    return;
-  }
-  for (size_t i = 0; i < exported->size() && refs.size() < ids.size(); ++i) {
-    refs.push_back({ids[refs.size()], std::make_shared<KvBlock>(std::move((*exported)[i]))});
-  }
-  AgentRecord record = ToRecord(agent.key, agent.seq, ctx_.spec());
-  // (A record's text fits uint32 offsets, as its spans do.)
-  record.head_bytes = agent.head_bytes <= record.text.size() ? static_cast<uint32_t>(agent.head_bytes) : 0;
-  agent.version = std::max(agent.version + 1, static_cast<uint64_t>(std::max<int64_t>(agent.last_use_ms, 0)));
-  record.version = agent.version;
-  // With a store: on disk once the save lands; until then reads find the turn in RAM.
-  if (tiers_.Commit(agent.key, std::move(record), std::move(refs))) agent.on_disk = true;
 }
 
 }  // namespace agentkv::sched

@@ -10,6 +10,7 @@
 
 #include "engine/grammar.h"
 #include "engine/layer_gated_import.h"
+#include "sched/reply_emitter.h"
 #include "sched/scheduler.h"
 #include "store/agent_record.h"
 
@@ -31,21 +32,11 @@ struct Scheduler::RestoreSource {
   const Agent* leader = nullptr;
 };
 
-struct Scheduler::Waiting {
+// A request queued for admission, with its prompt prepared (TurnPrompter).
+struct Scheduler::Waiting : PreparedPrompt {
   api::GenerationRequest req;
   std::shared_ptr<api::GenerationSink> sink;
   Clock::time_point received;
-  std::string prompt;  // rendered (chat template applied)
-  engine::TokenizedText fresh;  // prompt tokenized with BOS (on the submitting thread)
-  std::vector<engine::TextRange> plain;  // the prompt's ranges tokenized without special parsing
-  // tools / response_format: constrains sampling (null: none). Compiled and
-  // bounded on the submitting thread (engine/grammar.h), shared read-only.
-  std::shared_ptr<const engine::Grammar> grammar;
-  std::shared_ptr<const engine::ReplyFormat> reply_format;  // null: the reply is plain text
-  size_t head_bytes = 0;  // of `prompt`: its system text and tools (HeadBytes); 0: unknown
-  // Its PromptTokenCache entry (TokenizePrompt), put under the agent that
-  // runs it once admitted; null: none.
-  std::shared_ptr<const engine::PromptTokens> prompt_entry;
   // Side requests (TryAdmit): decided once, at the first admission attempt;
   // side_of is then the agent named by the client, req.agent_id the side agent.
   bool side_checked = false;
@@ -71,12 +62,9 @@ struct Scheduler::Active {
   bool decoding = false;                     // prompt done; next_token to feed
   int32_t next_token = -1;
   std::unique_ptr<engine::Sampler> sampler;
-  std::unique_ptr<engine::ReplyParser> parser;  // when w->reply_format is set
-  std::string out;                           // generated text (EOG excluded)
-  size_t emitted = 0;                        // bytes of `out` sent
+  std::unique_ptr<ReplyEmitter> reply;       // the reply's text to the sink (stop strings, reply parser)
   int64_t n_generated = 0;
   int64_t max_tokens = 0;
-  size_t max_stop_len = 0;
   api::Usage usage;
   bool done = false;
   int batch_row = -1;                        // this iteration: item index with logits

@@ -107,4 +107,33 @@ TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const engine::TokenizedTex
   return plan;
 }
 
+PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view prompt,
+                            const std::vector<engine::TextRange>& plain, const CachedSequence& cached,
+                            const TurnPlan& plan) {
+  const size_t n_keep = plan.n_keep;
+  if (!fresh.aligned || fresh.tokens.empty() || n_keep + plan.new_tokens.size() != fresh.tokens.size() ||
+      n_keep > cached.tokens.size() || fresh.spans.back().end > prompt.size()) {
+    return {};
+  }
+  for (size_t i = 0; i < n_keep; ++i) {
+    if (cached.tokens[i] != fresh.tokens[i] || cached.spans[i].begin != fresh.spans[i].begin ||
+        cached.spans[i].end != fresh.spans[i].end) {
+      return {};
+    }
+  }
+  PromptPrefix p;
+  p.n_tokens = static_cast<uint32_t>(fresh.tokens.size());
+  p.text_bytes = static_cast<uint32_t>(prompt.size());
+  for (const engine::TextRange& r : plain) {
+    p.plain.push_back({static_cast<uint32_t>(r.begin), static_cast<uint32_t>(r.end)});
+  }
+  return p;
+}
+
+size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<std::string>& expected) {
+  size_t n = 0;
+  while (n < blocks.size() && n < expected.size() && blocks[n].id == expected[n]) ++n;
+  return n;
+}
+
 }  // namespace agentkv::sched

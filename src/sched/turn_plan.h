@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/tokenizer.h"
+#include "kv/block_pool.h"
 #include "prefix/prefix_match.h"
 #include "store/agent_record.h"
 
@@ -71,5 +72,19 @@ std::vector<TokenSpan> MatchableSpans(const std::vector<engine::TokenSpan>& span
 // before cached[n - 1]'s end (same ids, same spans, same order).
 uint32_t TokensAgreeingOnSpecials(const engine::Tokenizer& tokenizer, const engine::TokenizedText& fresh,
                                   const CachedSequence& cached, size_t n_matchable);
+
+// The new turn's prompt as the first tokens of the agent's sequence, when
+// they are exactly its fresh tokenization: the cached tokens kept by `plan`
+// equal the fresh ones (they may not: the plan keeps cached tokens by
+// characters, and sampled tokens need not be the text's tokenization), and
+// the plan's new tokens are the rest of them. Else unknown ({}). Pure.
+PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view prompt,
+                            const std::vector<engine::TextRange>& plain, const CachedSequence& cached,
+                            const TurnPlan& plan);
+
+// How many leading `blocks` have the ids `expected` (the ids the tokens
+// imply, ComputeBlockIds): the blocks that really belong to this token
+// sequence. Pure.
+size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<std::string>& expected);
 
 }  // namespace agentkv::sched

@@ -212,5 +212,58 @@ TEST_F(TurnPlanSpecialsTest, AgreeingTemplateTokensAreAllKept) {
   EXPECT_GE(SpecialsAmongKept(tok, cached, plan.n_keep), 3u);
 }
 
+// PromptPrefixOf: the prompt is recorded as the sequence's first tokens
+// only when the kept tokens are exactly the fresh tokenization's.
+engine::TokenizedText Fresh(std::vector<int32_t> tokens, std::vector<engine::TokenSpan> spans) {
+  engine::TokenizedText t;
+  t.tokens = std::move(tokens);
+  t.spans = std::move(spans);
+  return t;
+}
+
+TEST(PromptPrefixOfTest, KeptTokensEqualToTheFreshOnesGiveThePrefix) {
+  const std::string prompt = "abcdef";
+  const engine::TokenizedText fresh = Fresh({1, 2, 3}, {{0, 2}, {2, 4}, {4, 6}});
+  const CachedSequence cached{"abcdXY", {1, 2, 9}, {{0, 2}, {2, 4}, {4, 6}}, {}};
+  TurnPlan plan;
+  plan.n_keep = 2;
+  plan.new_tokens = {3};
+  const PromptPrefix p = PromptPrefixOf(fresh, prompt, {{1, 3}}, cached, plan);
+  EXPECT_EQ(p.n_tokens, 3u);
+  EXPECT_EQ(p.text_bytes, 6u);
+  ASSERT_EQ(p.plain.size(), 1u);
+  EXPECT_EQ(p.plain[0], (CharSpan{1, 3}));
+}
+
+TEST(PromptPrefixOfTest, AnyDisagreementGivesNone) {
+  const std::string prompt = "abcdef";
+  const engine::TokenizedText fresh = Fresh({1, 2, 3}, {{0, 2}, {2, 4}, {4, 6}});
+  TurnPlan plan;
+  plan.n_keep = 2;
+  plan.new_tokens = {3};
+  // A kept token differs by id, then by span.
+  EXPECT_EQ(PromptPrefixOf(fresh, prompt, {}, {"abcd", {1, 7}, {{0, 2}, {2, 4}}, {}}, plan), PromptPrefix{});
+  EXPECT_EQ(PromptPrefixOf(fresh, prompt, {}, {"abcd", {1, 2}, {{0, 2}, {2, 3}}, {}}, plan), PromptPrefix{});
+  const CachedSequence cached{"abcd", {1, 2}, {{0, 2}, {2, 4}}, {}};
+  EXPECT_NE(PromptPrefixOf(fresh, prompt, {}, cached, plan), PromptPrefix{});
+  // The plan's tokens are not the fresh tokenization's count.
+  TurnPlan longer = plan;
+  longer.new_tokens = {3, 4};
+  EXPECT_EQ(PromptPrefixOf(fresh, prompt, {}, cached, longer), PromptPrefix{});
+  // An unaligned tokenization, or spans past the prompt.
+  engine::TokenizedText unaligned = fresh;
+  unaligned.aligned = false;
+  EXPECT_EQ(PromptPrefixOf(unaligned, prompt, {}, cached, plan), PromptPrefix{});
+  EXPECT_EQ(PromptPrefixOf(fresh, "abcde", {}, cached, plan), PromptPrefix{});
+}
+
+TEST(MatchingBlocksTest, CountsTheLeadingBlocksWithTheExpectedIds) {
+  const std::vector<PoolBlock> blocks{{"a", nullptr}, {"b", nullptr}, {"x", nullptr}, {"d", nullptr}};
+  EXPECT_EQ(MatchingBlocks(blocks, {"a", "b", "c", "d"}), 2u);
+  EXPECT_EQ(MatchingBlocks(blocks, {"a"}), 1u);  // fewer ids than blocks
+  EXPECT_EQ(MatchingBlocks(blocks, {"z", "b"}), 0u);
+  EXPECT_EQ(MatchingBlocks({}, {"a"}), 0u);
+}
+
 }  // namespace
 }  // namespace agentkv::sched

@@ -1,0 +1,57 @@
+#include "sched/slot_owners.h"
+
+#include <algorithm>
+
+#include "sched/side_request.h"
+
+namespace agentkv::sched {
+
+SlotOwners::SlotOwners(int n_slots)
+    : owners_(static_cast<size_t>(std::max(n_slots, 0)), nullptr), keys_(owners_.size()) {}
+
+void SlotOwners::Set(int slot, Agent* agent) {
+  Agent*& owner = owners_[static_cast<size_t>(slot)];
+  if (owner != nullptr) owner->slot = -1;
+  owner = agent;
+  if (agent != nullptr) agent->slot = slot;
+  std::lock_guard<std::mutex> lock(mu_);
+  keys_[static_cast<size_t>(slot)] = agent != nullptr ? agent->key : AgentKey{};
+}
+
+int SlotOwners::Free(const std::function<bool(int)>& usable) const {
+  for (int s = 0; s < size(); ++s) {
+    if (owner(s) == nullptr && usable(s)) return s;
+  }
+  return -1;
+}
+
+int SlotOwners::Victim(const Agent& for_agent) const {
+  std::vector<VictimCandidate> candidates;
+  candidates.reserve(owners_.size());
+  for (const Agent* a : owners_) {
+    candidates.push_back(a == nullptr ? VictimCandidate{.busy = true}
+                                      : VictimCandidate{a->busy, a->side_of.has_value(), a->key == for_agent.side_of,
+                                                        a->last_use_ms});
+  }
+  const size_t pick = PickSlotVictim(candidates);
+  return pick == std::string::npos ? -1 : static_cast<int>(pick);
+}
+
+void SlotOwners::UpdateGauges() {
+  uint64_t agents = 0, tokens = 0;
+  for (const Agent* a : owners_) {
+    if (a == nullptr) continue;
+    ++agents;
+    tokens += a->seq.tokens.size();
+  }
+  agents_gauge_ = agents;
+  tokens_gauge_ = tokens;
+}
+
+bool SlotOwners::IsResident(const AgentKey& key) const {
+  if (key.agent_id.empty()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
+}
+
+}  // namespace agentkv::sched
