@@ -31,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
+import oracle as oracle_lib  # noqa: E402
 from lib import pct  # noqa: E402
 from crash_loop import Server  # noqa: E402
 
@@ -50,9 +51,12 @@ def proc_sample(pid):
     return out
 
 
-def request(port, agent_id, messages, max_tokens, stream, timeout=300):
-    """Returns dict(status, text, usage, client_ttft_ms, error)."""
+def request(port, agent_id, messages, max_tokens, stream, timeout=300, logprobs=False):
+    """Returns dict(status, text, usage, client_ttft_ms, error, logprobs); logprobs (not streamed): the choice's
+    logprobs.content with 2 alternatives per token (the near-tie oracle, bench/oracle.py)."""
     body = {"model": "agentkv", "messages": messages, "max_tokens": max_tokens, "temperature": 0, "seed": 3}
+    if logprobs:
+        body.update(logprobs=True, top_logprobs=2)
     h = {"X-Agent-Id": agent_id}
     if stream:
         body["stream"] = True
@@ -66,7 +70,7 @@ def request(port, agent_id, messages, max_tokens, stream, timeout=300):
     if st != 200:
         return {"status": st, "text": None, "usage": None, "client_ttft_ms": None, "error": json.dumps(j)[:300]}
     return {"status": st, "text": j["choices"][0]["message"]["content"], "usage": j["usage"], "client_ttft_ms": None,
-            "error": None}
+            "error": None, "logprobs": (j["choices"][0].get("logprobs") or {}).get("content")}
 
 
 class Agent:
@@ -97,6 +101,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="20 s of load (CI)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--oracle", choices=["exact", "near-tie"], default="exact",
+                    help="exact: serial answers equal the answers under load byte for byte (CPU); near-tie: equal up "
+                         "to the serial run's first near-tie, later differences counted (GPU; bench/oracle.py)")
     args = ap.parse_args()
     if args.quick:
         args.seconds = 20
@@ -195,13 +202,17 @@ def run(args, srv, serial):
     by_agent = {}
     for aid, msgs, text, stream in log:
         by_agent.setdefault(aid, []).append((msgs, text))
-    mismatches, checked = [], 0
+    mismatches, checked, after_near_tie = [], 0, 0
     t_replay = time.time()
     for aid in sorted(by_agent):
         for msgs, text in sorted(by_agent[aid], key=lambda x: len(x[0])):
-            r = request(serial.port, aid, msgs, args.max_tokens, False)
+            r = request(serial.port, aid, msgs, args.max_tokens, False, logprobs=args.oracle == "near-tie")
             checked += 1
-            if r["status"] != 200 or r["text"] != text:
+            verdict = oracle_lib.MISMATCH if r["status"] != 200 else \
+                oracle_lib.compare(text, r["text"], r["logprobs"] if args.oracle == "near-tie" else None)
+            if verdict == oracle_lib.AFTER_NEAR_TIE:
+                after_near_tie += 1
+            elif verdict == oracle_lib.MISMATCH:
                 mismatches.append("%s turn %d: load %r, serial %r (%s)" % (aid, len(msgs) // 2, text, r["text"],
                                                                           r["status"]))
     serial.stop()
@@ -216,6 +227,7 @@ def run(args, srv, serial):
         "status": res["status"], "errors": len(res["errors"]), "error_samples": res["errors"][:20],
         "skipped_all_busy": res["skipped_all_busy"], "new_conversations": res["new_conversations"],
         "answers_checked_serially": checked, "mismatches": len(mismatches), "mismatch_samples": mismatches[:20],
+        "after_near_tie": after_near_tie, "oracle": args.oracle,
         "replay_seconds": round(time.time() - t_replay, 1),
         "ttft_server_ms": {s: {"n": len(v), "p50": pct(v, 50), "p95": pct(v, 95), "p99": pct(v, 99)}
                            for s, v in sorted(res["ttft_server_ms"].items())},

@@ -25,6 +25,8 @@
 #                                            (fits one call)
 #   scripts/device-bench.sh gpu-tests        CUDA build of engine_test and sched_test, then the tests in FILTER
 #                                            (default: the pipelined restore's, 'LayerGated*:ReadLanding*')
+#   scripts/device-bench.sh reliability [CYCLES] [LOAD_S]  CUDA build (agentkv), crash loop (50) + load (300 s) on
+#                                            the bundled model with the near-tie oracle (bench/oracle.py)
 #   scripts/device-bench.sh quick-build      the build and model of quick-vs only (when a call cannot hold both)
 #   scripts/device-bench.sh quick-vs CTXS    CUDA build + the llama-3.1-8b model + vs-llama-server on it
 #   scripts/device-bench.sh store [TOKENS]   CUDA build (agentkv) + bench store of a synthetic agent in the
@@ -174,6 +176,19 @@ case "${1:-}" in
       timeout 240 $B/src/$t --gtest_filter="$f" 2>&1 | grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is|actual' |
         tee -a "$OUT/gpu-tests.txt"
     done
+    ;;
+  reliability)  # reliability CYCLES LOAD_S: CUDA build (agentkv), then the crash loop (CYCLES, default 50) and the
+    # open-loop load (LOAD_S seconds, default 300) on the bundled model with the near-tie oracle (bench/oracle.py:
+    # a difference before the cold answer's first near-tie fails, after it is counted), raw JSON in reliability.tgz
+    build_cuda agentkv
+    mkdir -p /tmp/rel
+    timeout $T python3 bench/crash_loop.py --bin $B/agentkv --model "$(model_path bundled)" --cycles "${2:-50}" \
+      --oracle near-tie --json /tmp/rel/crash_loop_gpu.json > /tmp/rel/crash_loop_gpu.log 2>&1
+    echo "crash loop rc=$?: $(python3 -c "import json;c=json.load(open('/tmp/rel/crash_loop_gpu.json'))['counts'];print({k:c[k] for k in ('cycles','kills','oracle_checks','oracle_after_near_tie','oracle_mismatches','corruptions','version_regressions')})" 2>&1)"
+    timeout $T python3 bench/load.py --bin $B/agentkv --model "$(model_path bundled)" --seconds "${3:-300}" \
+      --oracle near-tie --json /tmp/rel/load_gpu.json > /tmp/rel/load_gpu.log 2>&1
+    echo "load rc=$?: $(python3 -c "import json;j=json.load(open('/tmp/rel/load_gpu.json'));print({k:j.get(k) for k in ('requests','errors','answers_checked_serially','mismatches','after_near_tie','passed')})" 2>&1)"
+    pack /tmp/rel reliability
     ;;
   quick-build)  # the build and the model of quick-vs, for a later call on the same (warm) machine
     build_cuda agentkv llama-server

@@ -25,6 +25,7 @@ fi
 # Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; the shared team's plan and
 # summaries; the client replay's second sessions and checks; < 1 s).
 /usr/bin/python3 bench/paired_test.py
+/usr/bin/python3 bench/oracle_test.py
 /usr/bin/python3 bench/shared_team_test.py
 /usr/bin/python3 bench/client_replay_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.

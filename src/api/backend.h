@@ -130,6 +130,24 @@ struct SamplingParams {
   int32_t top_k = 0;                  // >= 0; 0 = disabled
   std::optional<int64_t> seed;        // unset: backend's choice
   std::vector<std::string> stop;      // non-empty strings (OpenAI <= 4, Anthropic <= 16)
+  // Log-probabilities of the sampled tokens (OpenAI `logprobs`): -1 off;
+  // 0..kMaxTopLogprobs on, with that many most likely alternatives per token.
+  int32_t top_logprobs = -1;
+};
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+// One sampled token's log-probability under the model's distribution at
+// temperature 1 (log-softmax of the raw logits, before temperature, top-k,
+// top-p or a grammar: what the model believed, as OpenAI reports it), and the
+// most likely tokens at that step, best first. GenerationSink::OnLogprob.
+struct TokenLogprob {
+  struct Alternative {
+    std::string token;  // the token's bytes; may be part of a UTF-8 character
+    float logprob = 0;
+  };
+  std::string token;
+  float logprob = 0;
+  std::vector<Alternative> top;  // SamplingParams::top_logprobs long (fewer only with a tiny vocabulary)
 };
 
 struct GenerationRequest {
@@ -295,6 +313,12 @@ class GenerationSink {
   // The model's thinking, split out of the reply (see ReasoningFormat): raw
   // bytes like OnDelta, never part of the content. Default: dropped.
   virtual void OnReasoningDelta(std::string_view /*text*/) {}
+  // With SamplingParams::top_logprobs >= 0: each sampled token's logprob, in
+  // order, before the text that contains it is delivered (text may be held
+  // back while it could still become a stop string). Every sampled token
+  // except the end-of-generation one, including tokens that the reply's
+  // parsing turns into reasoning or tool calls. Default: dropped.
+  virtual void OnLogprob(const TokenLogprob& /*logprob*/) {}
   virtual void OnFinish(FinishReason reason, const Usage& usage) = 0;
   virtual void OnError(const Status& status) = 0;
 };

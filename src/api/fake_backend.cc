@@ -101,6 +101,13 @@ void FakeBackend::Run(GenerationRequest request, std::shared_ptr<GenerationSink>
       break;
     }
     const size_t n = std::min(config_.delta_bytes, end - pos);
+    if (request.sampling.top_logprobs >= 0) {  // each delta is one "token": logprob -(its index + 1)
+      TokenLogprob lp{reply.substr(pos, n), -1.0f * float(deltas + 1), {}};
+      for (int32_t k = 0; k < request.sampling.top_logprobs; ++k) {
+        lp.top.push_back({"alt" + std::to_string(k), -1.0f * float(deltas + 1) - float(k)});
+      }
+      sink->OnLogprob(lp);
+    }
     sink->OnDelta(std::string_view(reply).substr(pos, n));
     pos += n;
     ++deltas;

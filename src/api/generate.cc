@@ -67,6 +67,9 @@ class SseBodyStream final : public BodyStream {
         case GenerationEvent::Kind::kToolCall:
           *out += encoder_->ToolCall(e.tool_call);
           break;
+        case GenerationEvent::Kind::kLogprob:
+          *out += encoder_->Logprob(e.logprob);
+          break;
         case GenerationEvent::Kind::kFinish:
           log_->SetUsage(e.usage);
           *out += encoder_->Finish(e.finish, e.usage);
@@ -203,7 +206,8 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
     return ErrorResponse(e);
   }
 
-  const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind, ctx.system_fingerprint};
+  const ResponseMeta meta{gen.request_id, ctx.model_id, NowUnixSeconds(), kind, ctx.system_fingerprint,
+                          gen.sampling.top_logprobs};
   const MessageMeta message_meta{gen.request_id, model_echo, anthropic && gen.enable_thinking.value_or(false)};
   responses_meta.id = meta.id;
   responses_meta.created_at = meta.created;
@@ -259,8 +263,11 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
   Utf8Splitter utf8, reasoning_utf8;
   std::string text, reasoning;
   std::vector<ToolCall> tool_calls;
+  std::vector<TokenLogprob> logprobs;
   for (const GenerationEvent& e : events) {
-    if (e.kind == GenerationEvent::Kind::kDelta) {
+    if (e.kind == GenerationEvent::Kind::kLogprob) {
+      logprobs.push_back(e.logprob);
+    } else if (e.kind == GenerationEvent::Kind::kDelta) {
       text += utf8.Push(e.text);
     } else if (e.kind == GenerationEvent::Kind::kReasoning) {
       reasoning += reasoning_utf8.Push(e.text);
@@ -282,7 +289,7 @@ HttpResponse Router::Generate(const HttpRequest& req, const std::string& ns, Rou
       if (!e.usage.agent_id.empty()) r.headers.emplace_back("X-Agent-Id", e.usage.agent_id);
       r.body = anthropic   ? AnthropicMessageJson(message_meta, reasoning, text, tool_calls, e.finish, e.usage)
                : responses ? ResponsesJson(responses_meta, reasoning, text, tool_calls, e.finish, e.usage)
-                           : CompletionJson(meta, reasoning, text, tool_calls, e.finish, e.usage);
+                           : CompletionJson(meta, reasoning, text, tool_calls, e.finish, e.usage, logprobs);
       return r;
     }
   }

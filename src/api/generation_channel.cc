@@ -40,6 +40,12 @@ void GenerationChannel::OnToolCallDelta(const ToolCallDelta& delta) {
   Push(std::move(e));
 }
 
+void GenerationChannel::OnLogprob(const TokenLogprob& logprob) {
+  GenerationEvent e = MakeEvent(GenerationEvent::Kind::kLogprob);
+  e.logprob = logprob;
+  Push(std::move(e));
+}
+
 void GenerationChannel::OnFinish(FinishReason reason, const Usage& usage) {
   GenerationEvent e = MakeEvent(GenerationEvent::Kind::kFinish);
   e.finish = reason;

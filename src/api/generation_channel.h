@@ -21,10 +21,11 @@
 namespace agentkv::api {
 
 struct GenerationEvent {
-  enum class Kind { kStart, kDelta, kReasoning, kToolCall, kFinish, kError };
+  enum class Kind { kStart, kDelta, kReasoning, kToolCall, kLogprob, kFinish, kError };
   Kind kind = Kind::kStart;
   std::string text;  // kDelta, kReasoning: raw bytes
   ToolCallDelta tool_call;  // kToolCall
+  TokenLogprob logprob;     // kLogprob
   FinishReason finish = FinishReason::kStop;
   Usage usage;    // kFinish; kStart: the prompt's usage (OnPromptUsage), if the backend sent it
   Status status;  // kError
@@ -39,6 +40,7 @@ class GenerationChannel final : public GenerationSink {
   void OnDelta(std::string_view text) override;
   void OnToolCallDelta(const ToolCallDelta& delta) override;
   void OnReasoningDelta(std::string_view text) override;
+  void OnLogprob(const TokenLogprob& logprob) override;
   void OnFinish(FinishReason reason, const Usage& usage) override;
   void OnError(const Status& status) override;
 

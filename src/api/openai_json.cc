@@ -88,6 +88,37 @@ MaybeError ParseStop(const json& body, std::vector<std::string>* out) {
   return std::nullopt;
 }
 
+// Chat: `logprobs` (bool) and `top_logprobs` (0..20, only with logprobs:
+// true, as OpenAI requires). Completions (the legacy API): `logprobs` is the
+// number of alternatives, 0..5. *top_logprobs stays -1 when logprobs are off.
+MaybeError ParseLogprobs(const json& body, RequestKind kind, int32_t* top_logprobs) {
+  const json* lp = Field(body, "logprobs");
+  if (kind == RequestKind::kCompletion) {
+    if (lp == nullptr) return std::nullopt;
+    int64_t n = 0;
+    if (MaybeError e = GetInt(*lp, "logprobs", 0, 5, &n)) return e;
+    *top_logprobs = static_cast<int32_t>(n);
+    return std::nullopt;
+  }
+  bool on = false;
+  if (lp != nullptr) {
+    if (!lp->is_boolean()) return TypeError("logprobs", "a boolean");
+    on = lp->get<bool>();
+  }
+  const json* top = Field(body, "top_logprobs");
+  if (top == nullptr) {
+    if (on) *top_logprobs = 0;
+    return std::nullopt;
+  }
+  int64_t n = 0;
+  if (MaybeError e = GetInt(*top, "top_logprobs", 0, kMaxTopLogprobs, &n)) return e;
+  if (!on) {
+    return InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs", "invalid_value");
+  }
+  *top_logprobs = static_cast<int32_t>(n);
+  return std::nullopt;
+}
+
 // Fields shared by both endpoints.
 MaybeError ParseCommon(const json& body, const ParseContext& ctx, GenerationRequest* out) {
   if (MaybeError e = ParseModel(body, ctx)) return e;
@@ -127,10 +158,7 @@ MaybeError ParseCommon(const json& body, const ParseContext& ctx, GenerationRequ
   if (const json* v = Field(body, "logit_bias"); v != nullptr && !v->empty()) {
     return InvalidRequest("'logit_bias' is not supported.", "logit_bias", "unsupported");
   }
-  if (const json* v = Field(body, "logprobs");
-      v != nullptr && !(v->is_boolean() && !v->get<bool>())) {
-    return InvalidRequest("'logprobs' is not supported.", "logprobs", "unsupported");
-  }
+  if (MaybeError e = ParseLogprobs(body, out->kind, &s.top_logprobs)) return e;
   if (MaybeError e = GetBool(body, "stream", &out->stream)) return e;
   if (MaybeError e = GetBool(body, "cache_prompt", &out->reuse_cache)) return e;
   if (const json* v = Field(body, "stream_options")) {

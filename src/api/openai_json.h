@@ -5,11 +5,12 @@
 // tool_calls, tool_call_id}], tools, tool_choice, parallel_tool_calls,
 // response_format (text, json_object, json_schema; openai_tools.h),
 // max_tokens | max_completion_tokens, temperature [0,2], top_p (0,1],
-// top_k >= 0, seed, stop (string or <= 4 strings), stream,
+// top_k >= 0, seed, stop (string or <= 4 strings), logprobs + top_logprobs
+// (chat; /v1/completions: logprobs 0..5, the legacy shape), stream,
 // stream_options.include_usage, agent_id | session_id. /v1/completions takes
 // prompt (a string, or an array of exactly one string) instead of messages.
 // Unknown fields are ignored; known features agentkv lacks (n > 1,
-// logprobs, echo, ...) are refused with 400 rather than silently dropped.
+// echo, logit_bias, ...) are refused with 400 rather than silently dropped.
 // `null` counts as absent everywhere. Full rules: docs/api.md.
 
 #include <optional>
@@ -60,6 +61,10 @@ struct ResponseMeta {
   int64_t created = 0;
   RequestKind kind = RequestKind::kChat;
   std::string system_fingerprint;  // Backend::SystemFingerprint()
+  // SamplingParams::top_logprobs: -1 "logprobs": null; >= 0 every choice
+  // carries a logprobs object (chat: {"content": [...], "refusal": null};
+  // completions: the legacy {tokens, token_logprobs, top_logprobs, text_offset}).
+  int32_t top_logprobs = -1;
 };
 
 // A whole non-streamed response ("chat.completion" or "text_completion").
@@ -68,8 +73,11 @@ struct ResponseMeta {
 // and message.content is null when `text` is empty.
 // `reasoning` (the model's thinking split out of the reply, chat only) is
 // message.reasoning_content when non-empty, as llama-server sends it.
+// `logprobs`: every sampled token's (GenerationSink::OnLogprob), used when
+// meta.top_logprobs >= 0.
 std::string CompletionJson(const ResponseMeta& meta, std::string_view reasoning, std::string_view text,
-                           const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage);
+                           const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage,
+                           const std::vector<TokenLogprob>& logprobs = {});
 
 // One streamed chunk ("chat.completion.chunk" or "text_completion").
 struct ChunkFields {
@@ -81,6 +89,11 @@ struct ChunkFields {
   std::optional<ToolCallDelta> tool_call;
   std::optional<FinishReason> finish;  // null when unset
   bool usage_null = false;             // include_usage: "usage": null
+  // meta.top_logprobs >= 0: the logprobs of the tokens sampled since the
+  // previous chunk; `text_offset` (completions) is the byte offset of the
+  // first of them in the whole text.
+  std::vector<TokenLogprob> logprobs;
+  int64_t text_offset = 0;
 };
 std::string ChunkJson(const ResponseMeta& meta, const ChunkFields& fields);
 // The final usage chunk: "choices": [] and "usage": {...}.

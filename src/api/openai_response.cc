@@ -34,6 +34,42 @@ json Envelope(const ResponseMeta& meta, bool chunk) {
           {"system_fingerprint", meta.system_fingerprint}};
 }
 
+json Bytes(const std::string& token) {
+  json b = json::array();
+  for (unsigned char c : token) b.push_back(int(c));
+  return b;
+}
+
+// The choice's "logprobs": null when not asked for. Chat:
+// {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}],
+//  "refusal": null}; completions (legacy): {tokens, token_logprobs,
+// top_logprobs: [{token: logprob}], text_offset}.
+json LogprobsJson(const ResponseMeta& meta, const std::vector<TokenLogprob>& lps, int64_t text_offset) {
+  if (meta.top_logprobs < 0) return nullptr;
+  if (meta.kind == RequestKind::kChat) {
+    json content = json::array();
+    for (const TokenLogprob& t : lps) {
+      json top = json::array();
+      for (const TokenLogprob::Alternative& a : t.top) {
+        top.push_back({{"token", a.token}, {"logprob", a.logprob}, {"bytes", Bytes(a.token)}});
+      }
+      content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", Bytes(t.token)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : lps) {
+    tokens.push_back(t.token);
+    token_logprobs.push_back(t.logprob);
+    json top = json::object();
+    for (const TokenLogprob::Alternative& a : t.top) top[a.token] = a.logprob;
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += static_cast<int64_t>(t.token.size());
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 json Finish(std::optional<FinishReason> r) {
   return r ? json(FinishReasonName(*r)) : json(nullptr);
 }
@@ -41,9 +77,10 @@ json Finish(std::optional<FinishReason> r) {
 }  // namespace
 
 std::string CompletionJson(const ResponseMeta& meta, std::string_view reasoning, std::string_view text,
-                           const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage) {
+                           const std::vector<ToolCall>& tool_calls, FinishReason finish, const Usage& usage,
+                           const std::vector<TokenLogprob>& logprobs) {
   json j = Envelope(meta, false);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Finish(finish)}};
+  json choice = {{"index", 0}, {"logprobs", LogprobsJson(meta, logprobs, 0)}, {"finish_reason", Finish(finish)}};
   if (meta.kind == RequestKind::kChat) {
     const json content = text.empty() && !tool_calls.empty() ? json(nullptr) : json(text);
     choice["message"] = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
@@ -65,7 +102,8 @@ std::string CompletionJson(const ResponseMeta& meta, std::string_view reasoning,
 
 std::string ChunkJson(const ResponseMeta& meta, const ChunkFields& f) {
   json j = Envelope(meta, true);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", Finish(f.finish)}};
+  json choice = {{"index", 0}, {"logprobs", LogprobsJson(meta, f.logprobs, f.text_offset)},
+                 {"finish_reason", Finish(f.finish)}};
   if (meta.kind == RequestKind::kChat) {
     json delta = json::object();
     if (f.role) delta["role"] = "assistant";

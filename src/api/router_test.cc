@@ -141,6 +141,52 @@ TEST_F(RouterTest, StreamEqualsNonStream) {
   }
 }
 
+// logprobs: the streamed chunks' logprobs, concatenated, equal the
+// non-streamed list; the tokens spell the text (FakeBackend: one token per
+// delta, logprob -(i + 1), alternatives "alt<k>").
+TEST_F(RouterTest, LogprobsStreamEqualsNonStream) {
+  backend_.config().delta_bytes = 2;
+  const std::string body = ChatBody("hello there", R"(,"logprobs":true,"top_logprobs":2)");
+  json plain = json::parse(Post("/v1/chat/completions", body).body);
+  EXPECT_EQ(backend_.last_request().sampling.top_logprobs, 2);
+  const json& content = plain["choices"][0]["logprobs"]["content"];
+  ASSERT_TRUE(content.is_array());
+  std::string spelled;
+  for (size_t i = 0; i < content.size(); ++i) {
+    spelled += content[i]["token"].get<std::string>();
+    EXPECT_EQ(content[i]["logprob"], -1.0 * double(i + 1));
+    ASSERT_EQ(content[i]["top_logprobs"].size(), 2u);
+    EXPECT_EQ(content[i]["top_logprobs"][1]["token"], "alt1");
+    EXPECT_EQ(content[i]["bytes"].size(), content[i]["token"].get<std::string>().size());
+  }
+  EXPECT_EQ(spelled, plain["choices"][0]["message"]["content"]);
+  std::string sbody = body;
+  sbody.insert(sbody.size() - 1, R"(,"stream":true)");
+  SseBody sse = ParseSse(Drain(Post("/v1/chat/completions", sbody)));
+  json streamed = json::array();
+  for (const json& c : sse.chunks) {
+    if (c["choices"].empty() || c["choices"][0]["logprobs"].is_null()) continue;
+    for (const json& t : c["choices"][0]["logprobs"]["content"]) streamed.push_back(t);
+  }
+  EXPECT_EQ(streamed, content);
+  // Without logprobs: null, as before.
+  json off = json::parse(Post("/v1/chat/completions", ChatBody("hello there")).body);
+  EXPECT_TRUE(off["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(backend_.last_request().sampling.top_logprobs, -1);
+  // The legacy completions shape: logprobs is the number of alternatives.
+  json text = json::parse(Post("/v1/completions", Body({{"prompt", "hello there"}}, R"(,"logprobs":1)")).body);
+  const json& lp = text["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), lp["token_logprobs"].size());
+  ASSERT_EQ(lp["tokens"].size(), lp["text_offset"].size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][i], offset);
+    offset += static_cast<int64_t>(lp["tokens"][i].get<std::string>().size());
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 1u);
+  }
+  EXPECT_EQ(offset, static_cast<int64_t>(text["choices"][0]["text"].get<std::string>().size()));
+}
+
 TEST_F(RouterTest, StopStringsAndMaxTokens) {
   json j = json::parse(Post("/v1/chat/completions", ChatBody("one STOP two", R"(,"stop":"STOP")")).body);
   EXPECT_EQ(j["choices"][0]["message"]["content"], "Echo: one ");

@@ -7,11 +7,26 @@ SseEncoder::SseEncoder(ResponseMeta meta, bool include_usage)
 
 std::string SseEncoder::Frame(const std::string& json) const { return "data: " + json + "\n\n"; }
 
+ChunkFields SseEncoder::NewChunk() {
+  ChunkFields f;
+  f.usage_null = include_usage_;
+  f.text_offset = logprob_offset_;
+  for (const TokenLogprob& t : held_logprobs_) logprob_offset_ += static_cast<int64_t>(t.token.size());
+  f.logprobs = std::move(held_logprobs_);
+  held_logprobs_.clear();
+  return f;
+}
+
+std::string SseEncoder::Logprob(const TokenLogprob& logprob) {
+  if (!done_) held_logprobs_.push_back(logprob);
+  return "";
+}
+
 std::string SseEncoder::Start() {
   if (started_ || done_) return "";
   started_ = true;
   if (meta_.kind != RequestKind::kChat) return "";
-  ChunkFields f;
+  ChunkFields f;  // the role chunk: no token sampled yet
   f.role = true;
   f.content = "";
   f.usage_null = include_usage_;
@@ -20,17 +35,15 @@ std::string SseEncoder::Start() {
 
 std::string SseEncoder::ContentChunk(std::string text) {
   if (text.empty()) return "";
-  ChunkFields f;
+  ChunkFields f = NewChunk();
   f.content = std::move(text);
-  f.usage_null = include_usage_;
   return Frame(ChunkJson(meta_, f));
 }
 
 std::string SseEncoder::ReasoningChunk(std::string text) {
   if (text.empty()) return "";
-  ChunkFields f;
+  ChunkFields f = NewChunk();
   f.reasoning_content = std::move(text);
-  f.usage_null = include_usage_;
   return Frame(ChunkJson(meta_, f));
 }
 
@@ -53,9 +66,8 @@ std::string SseEncoder::ToolCall(const ToolCallDelta& delta) {
   std::string out = Start();
   out += ReasoningChunk(reasoning_utf8_.Flush());
   out += ContentChunk(utf8_.Flush());
-  ChunkFields f;
+  ChunkFields f = NewChunk();
   f.tool_call = delta;
-  f.usage_null = include_usage_;
   return out + Frame(ChunkJson(meta_, f));
 }
 
@@ -64,9 +76,8 @@ std::string SseEncoder::Finish(FinishReason reason, const Usage& usage) {
   std::string out = Start();
   out += ReasoningChunk(reasoning_utf8_.Flush());
   out += ContentChunk(utf8_.Flush());
-  ChunkFields f;
+  ChunkFields f = NewChunk();
   f.finish = reason;
-  f.usage_null = include_usage_;
   if (meta_.kind != RequestKind::kChat) f.content = "";
   out += Frame(ChunkJson(meta_, f));
   if (include_usage_) out += Frame(UsageChunkJson(meta_, usage));

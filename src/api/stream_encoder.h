@@ -30,6 +30,9 @@ class StreamEncoder {
   virtual std::string Reasoning(std::string_view bytes) = 0;
   // A piece of a tool call (flushes pending content first).
   virtual std::string ToolCall(const ToolCallDelta& delta) = 0;
+  // A sampled token's logprob (GenerationSink::OnLogprob). Default: not
+  // streamed (the Anthropic and Responses encoders).
+  virtual std::string Logprob(const TokenLogprob& /*logprob*/) { return ""; }
   virtual std::string Finish(FinishReason reason, const Usage& usage) = 0;
   // An error after the stream began; `error` is the OpenAI-shaped ApiError.
   virtual std::string Error(const ApiError& error) = 0;

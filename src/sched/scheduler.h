@@ -185,6 +185,8 @@ class Scheduler : public api::Backend {
   void RecordPrefill(Active& a);
   // Samples a's next token from its batch row; a failed pick fails the turn.
   void SampleNext(Active& a);
+  // The sampled token's logprob and the k best alternatives (api::TokenLogprob).
+  api::TokenLogprob LogprobOf(std::span<const float> logits, int32_t token, int32_t k) const;
   void OnTokenSampled(Active& a, int32_t token);
   void Finish(Active& a, api::FinishReason reason);
   void FailActive(Active& a, const Status& s);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 
+#include "engine/token_logprobs.h"
 #include "sched/scheduler.h"
 #include "sched/prefill_grant.h"
 #include "sched/reply_emitter.h"
@@ -175,12 +176,23 @@ void Scheduler::RecordPrefill(Active& a) {
 void Scheduler::SampleNext(Active& a) {
   // A failed pick (the request's grammar over its budget or bounds,
   // engine/sampler.h) ends this turn only.
-  Result<int32_t> token = a.sampler->Sample(ctx_.Logits(a.batch_row));
+  const std::span<const float> logits = ctx_.Logits(a.batch_row);
+  Result<int32_t> token = a.sampler->Sample(logits);
   if (!token.ok()) {
     FailActive(a, token.status());
     return;
   }
+  if (a.w->req.sampling.top_logprobs >= 0 && !tokenizer_.IsEndOfGeneration(token.value())) {
+    a.w->sink->OnLogprob(LogprobOf(logits, token.value(), a.w->req.sampling.top_logprobs));
+  }
   OnTokenSampled(a, token.value());
+}
+
+api::TokenLogprob Scheduler::LogprobOf(std::span<const float> logits, int32_t token, int32_t k) const {
+  const engine::TokenLogprobs lp = engine::ComputeTokenLogprobs(logits, token, k);
+  api::TokenLogprob out{tokenizer_.Piece(token), lp.logprob, {}};
+  for (const auto& [id, logprob] : lp.top) out.top.push_back({tokenizer_.Piece(id), logprob});
+  return out;
 }
 
 void Scheduler::OnTokenSampled(Active& a, int32_t token) {

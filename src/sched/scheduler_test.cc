@@ -86,6 +86,31 @@ TEST_F(SchedulerTest, SubmitRefusesPromptsThatDoNotFitTheContext) {
   EXPECT_FALSE(Run("short", Prompt(1), 4)->text().empty());
 }
 
+// OpenAI logprobs: one entry per generated token, in order; the pieces spell
+// the reply; greedy picks the most likely token, so each entry is its own
+// top_logprobs[0]; probabilities are proper (logprob <= 0, alternatives
+// sorted). Without logprobs nothing is sent.
+TEST_F(SchedulerTest, LogprobsDescribeEveryGeneratedToken) {
+  Boot(1);
+  api::GenerationRequest r = Request("lp", Prompt(2), 12);
+  r.sampling.top_logprobs = 3;
+  auto sink = Run(r);
+  const std::vector<api::TokenLogprob> lps = sink->logprobs();
+  ASSERT_EQ(static_cast<int64_t>(lps.size()), sink->usage().completion_tokens);
+  std::string spelled;
+  for (const api::TokenLogprob& t : lps) {
+    spelled += t.token;
+    EXPECT_LE(t.logprob, 0.0f);
+    ASSERT_EQ(t.top.size(), 3u);
+    EXPECT_EQ(t.top[0].token, t.token);
+    EXPECT_FLOAT_EQ(t.top[0].logprob, t.logprob);
+    EXPECT_GE(t.top[0].logprob, t.top[1].logprob);
+    EXPECT_GE(t.top[1].logprob, t.top[2].logprob);
+  }
+  EXPECT_EQ(spelled, sink->text());
+  EXPECT_TRUE(Run("lp-off", Prompt(2), 4)->logprobs().empty());
+}
+
 TEST_F(SchedulerTest, TurnsExtendTheCacheAndMatchAColdPrefill) {
   Boot(2);
   std::string conversation = Prompt(0);

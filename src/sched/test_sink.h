@@ -27,6 +27,14 @@ class RecordingSink : public api::GenerationSink {
     delta_times_.push_back(Clock::now());
     cv_.notify_all();
   }
+  void OnLogprob(const api::TokenLogprob& logprob) override {
+    std::lock_guard<std::mutex> l(mu_);
+    logprobs_.push_back(logprob);
+  }
+  std::vector<api::TokenLogprob> logprobs() {
+    std::lock_guard<std::mutex> l(mu_);
+    return logprobs_;
+  }
   void OnToolCallDelta(const api::ToolCallDelta& delta) override {
     std::lock_guard<std::mutex> l(mu_);
     if (delta.index >= tool_calls_.size()) tool_calls_.resize(delta.index + 1);
@@ -120,6 +128,7 @@ class RecordingSink : public api::GenerationSink {
   std::condition_variable cv_;
   std::string text_;
   std::vector<api::ToolCall> tool_calls_;
+  std::vector<api::TokenLogprob> logprobs_;
   int n_deltas_ = 0;
   std::vector<Clock::time_point> delta_times_;
   Clock::time_point started_at_ = Clock::time_point::max();

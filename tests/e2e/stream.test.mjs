@@ -224,3 +224,21 @@ test('UTF-8: seeded sampling with multi-byte output streams the same bytes as no
   }
   assert.ok(sawMultibyte, 'no multi-byte output was produced; the test lost its point (pick other seeds)');
 });
+
+test('chat: logprobs through the openai SDK — one entry per token, spelling the reply, stream == non-stream', async () => {
+  const params = { model: MODEL_ID, messages: CHAT_MESSAGES, temperature: 0, max_tokens: 8, logprobs: true, top_logprobs: 2 };
+  const plain = await client.chat.completions.create(params, { headers: { 'X-Agent-Id': 'lp-plain' } });
+  const content = plain.choices[0].logprobs.content;
+  assert.equal(content.length, plain.usage.completion_tokens);
+  assert.equal(Buffer.concat(content.map((t) => Buffer.from(t.bytes))).toString(), plain.choices[0].message.content);
+  for (const t of content) {
+    assert.ok(t.logprob <= 0, `logprob ${t.logprob}`);
+    assert.equal(t.top_logprobs.length, 2);
+    assert.equal(t.top_logprobs[0].token, t.token, 'greedy picks the most likely token');
+  }
+  const stream = await client.chat.completions.create({ ...params, stream: true }, { headers: { 'X-Agent-Id': 'lp-stream' } });
+  const streamed = [];
+  for await (const chunk of stream) for (const t of chunk.choices[0]?.logprobs?.content ?? []) streamed.push(t);
+  assert.deepEqual(streamed, content);
+  await assert.rejects(client.chat.completions.create({ ...params, logprobs: false }), /top_logprobs/);
+});

@@ -1,0 +1,44 @@
+"""Comparing a restored agent's answer with a cold oracle's (issue 33).
+
+exact      the answers must be equal byte for byte (CPU: the default configuration is exact, docs/engine.md).
+near-tie   (GPU) llama.cpp's CUDA kernels make logits depend on the batch shape, so two correct runs may pick
+           different tokens where the model's top two candidates are nearly tied. The oracle's answer is asked
+           with logprobs (top 2); its "sure" prefix is its tokens before the first step whose top-2 gap is below
+           TIE nats. The answer must equal the oracle's answer, or share its sure prefix and differ only after it
+           (counted as `after_near_tie`, not a failure). A difference before the first near-tie is a mismatch: a
+           real corruption looks exactly like that.
+
+stdlib only.
+"""
+
+# The gap (nats) below which two candidates count as tied on the GPU. Batch-shape differences move
+# logits of the 16M bundled model by ~1e-3..1e-2 (f16 accumulation order); 0.1 is ten times that.
+TIE = 0.1
+
+EQUAL, AFTER_NEAR_TIE, MISMATCH = "equal", "after_near_tie", "mismatch"
+
+
+def sure_prefix_bytes(logprobs_content, tie=TIE):
+    """The oracle's bytes before its first near-tie, from a chat choice's logprobs.content
+    (each entry: token, logprob, bytes, top_logprobs with >= 2 alternatives)."""
+    out = bytearray()
+    for entry in logprobs_content:
+        top = entry.get("top_logprobs") or []
+        if len(top) < 2 or top[0]["logprob"] - top[1]["logprob"] < tie:
+            break
+        out += bytes(entry["bytes"])
+    return bytes(out)
+
+
+def compare(got, want, want_logprobs=None, tie=TIE):
+    """EQUAL, AFTER_NEAR_TIE or MISMATCH. Without want_logprobs (exact mode) only EQUAL or MISMATCH."""
+    if got == want:
+        return EQUAL
+    if want_logprobs is None:
+        return MISMATCH
+    sure = sure_prefix_bytes(want_logprobs, tie)
+    g = got.encode("utf-8", "surrogateescape")
+    w = want.encode("utf-8", "surrogateescape")
+    if len(sure) >= len(w):  # no near-tie within the answer: it had to be equal
+        return MISMATCH
+    return AFTER_NEAR_TIE if g[:len(sure)] == sure and w.startswith(sure) else MISMATCH
