@@ -70,6 +70,30 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
+# Provenance (issue 34): a measuring step refuses to run without the source commit (the device's copy is not
+# a checkout of it), and records where it ran in $OUT/provenance-<step>.json: the commit, the machine (its
+# boot_id changes at every boot, so "a fresh machine" is provable), the date and the binaries' sha256.
+case "${1:-}" in
+  prepare*|"") ;;
+  *) if [ -z "${AGENTKV_SOURCE_COMMIT:-}" ]; then
+       echo "device-bench.sh $1: refused: set AGENTKV_SOURCE_COMMIT=\$(git rev-parse HEAD) (the commit of the tree sent" \
+         "to the device; every JSON records it)" >&2
+       exit 2
+     fi ;;
+esac
+export AGENTKV_SOURCE_COMMIT=${AGENTKV_SOURCE_COMMIT:-}
+record_provenance() {  # record_provenance STEP: $OUT/provenance-STEP.json, at the end of every measuring step
+  local bins=() b
+  for b in build-cuda/agentkv build-cuda/bin/llama-server build-cuda-stock/bin/llama-server; do
+    [ -x "$b" ] && bins+=("\"$b\": \"$(sha256sum "$b" | cut -d' ' -f1)\"")
+  done
+  mkdir -p "$OUT"
+  printf '{"step": "%s", "commit": "%s", "date": "%s", "hostname": "%s", "boot_id": "%s", "gpu": "%s", "binaries_sha256": {%s}}\n' \
+    "$*" "$AGENTKV_SOURCE_COMMIT" "$(date -Is)" "$(hostname)" "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" \
+    "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)" \
+    "$(IFS=,; echo "${bins[*]}")" > "$OUT/provenance-${1:-none}.json"
+}
+case "${1:-}" in prepare*|"") ;; *) trap 'record_provenance "$@"' EXIT ;; esac
 MODELS=${MODELS:-$HOME/m}
 REPS=${REPS:-5}
 B=build-cuda
