@@ -4,7 +4,17 @@
 # $OUT/<step>.tgz (the device returns at most 8 files).
 #   scripts/device-bench.sh setup            CUDA build (+ llama-server), synthetic models, bench restore
 #   scripts/device-bench.sh ttft PRESET CTXS ttft on a synthetic preset (or "bundled"), contexts CTXS
-#   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset
+#   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset (PAIRS restart pairs per context, default
+#                                            REPS; SETTLE_LOAD: wait for the 1-min load average below it before each
+#                                            pair, default 2; LS_BIND omp|strict|none, default omp; the prompt as text
+#                                            and as token ids on llama-server)
+#   scripts/device-bench.sh stock-llama      llama-server built from the pinned source WITHOUT patches/llama.cpp
+#                                            (reversed from the patched copy), as build-cuda-stock/bin/llama-server
+#                                            (CUDA=0: a CPU build, for a smoke run here); ~4-5 min on the device
+#   scripts/device-bench.sh vs-stock PRESET CTXS  vs-llama-server with the patched and the stock llama-server in one
+#                                            run (builds what is missing: agentkv + llama-server, the stock one)
+#   scripts/device-bench.sh decode-load PRESET [AGENTS]  bench/decode_load.py: AGENTS (1,4,16,64) agents decoding
+#                                            together, agentkv --slots N vs llama-server -np N (MAX_TOKENS, 128)
 #   scripts/device-bench.sh vs-env VAR=VALUE PRESET CTXS  vs-llama-server without and with VAR=VALUE in the
 #                                            environment of both servers, alternating, ROUNDS (2) rounds
 #   scripts/device-bench.sh vs-ab PATCH PRESET CTXS  CUDA build of this tree (A) and of it with PATCH reversed
@@ -100,6 +110,8 @@ B=build-cuda
 mkdir -p "$OUT" "$MODELS"
 T=${STEP_TIMEOUT:-540}
 BENCH=(/usr/bin/env python3 bench/run.py --bin $B/agentkv --llama-server $B/bin/llama-server --threads 16)
+STOCK=${STOCK_DIR:-build-cuda-stock}
+VS_ARGS=(--pairs "${PAIRS:-$REPS}" --settle-load "${SETTLE_LOAD:-2}" --ls-bind "${LS_BIND:-omp}")
 
 model_path() {  # preset name -> GGUF path
   if [ "$1" = bundled ]; then echo "$PWD/models/tiny-llama-brown-16m-q8_0.gguf"; else echo "$MODELS/$1-q4_0.gguf"; fi
@@ -238,7 +250,8 @@ case "${1:-}" in
     ;;
   vs)
     out=/tmp/b/vs-$2-${3//,/_}
-    timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS --out $out 2>&1 | tail -15
+    timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS "${VS_ARGS[@]}" \
+      --out $out 2>&1 | tail -40
     keep_our_log_lines $out
     pack $out vs-$2-${3//,/_}
     ;;
@@ -391,6 +404,53 @@ case "${1:-}" in
       --ctx 32768 --slots 2 --out $out "${@:3}" 2>&1 | tee $out/console.txt | tail -60
     echo "replay: $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
     pack $out replay-$p
+    ;;
+  stock-llama)  # llama-server of the pinned source without our patches (patch 0002 changes its CPU kernels)
+    t0=$SECONDS
+    src=${AGENTKV_CACHE:-$PWD/.device}/llama.cpp
+    if [ -f .device/llama.cpp.tar.xz ] && [ ! -f "$src/.agentkv-plain" ]; then
+      mkdir -p "$src" && tar xJf .device/llama.cpp.tar.xz -C "$src"
+    fi
+    [ -f "$src/CMakeLists.txt" ] || src=$HOME/.cache/agentkv/llama.cpp  # here: the bootstrap's patched clone
+    stock=/tmp/llama.cpp-stock
+    rm -rf $stock && mkdir -p $stock && cp -a "$src"/. $stock/ && rm -rf $stock/.git
+    for p in $(ls patches/llama.cpp/*.patch | LC_ALL=C sort -r); do  # newest first: each reverses cleanly
+      (cd $stock && patch -s -R -p1 --no-backup-if-mismatch < "$OLDPWD/$p") || { echo "stock: cannot reverse $p"; exit 1; }
+    done
+    echo "stock: $(ls patches/llama.cpp/*.patch | wc -l) patches reversed" | tee -a "$OUT/gpu.txt"
+    cuda=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON)
+    [ "${CUDA:-1}" = 0 ] && cuda=(-DGGML_CUDA=OFF -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
+    command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+    export CCACHE_DIR=${DEVICE_CCACHE_DIR:-$HOME/.cache/agentkv-device-ccache}
+    cmake -S $stock -B $STOCK -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" -DBUILD_SHARED_LIBS=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON \
+      -DLLAMA_BUILD_SERVER=ON -DLLAMA_OPENSSL=OFF -DGGML_OPENMP=ON >/dev/null &&
+      ninja -C $STOCK -j "${JOBS:-$(nproc)}" llama-server > "$OUT/build-stock.log" 2>&1 ||
+      { tail -40 "$OUT/build-stock.log"; exit 1; }
+    echo "stock llama-server: $STOCK/bin/llama-server, $((SECONDS - t0)) s" | tee -a "$OUT/gpu.txt"
+    ;;
+  vs-stock)  # vs-stock PRESET CTXS: the patched and the stock llama-server in one vs-llama-server run
+    t0=$SECONDS
+    [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
+    [ -x $STOCK/bin/llama-server ] || "$0" stock-llama || exit 1
+    synth_model $2
+    echo "vs-stock: builds + model $((SECONDS - t0)) s"
+    out=/tmp/b/vs-stock-$2-${3//,/_}
+    timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS "${VS_ARGS[@]}" \
+      --stock-llama-server $STOCK/bin/llama-server --out $out 2>&1 | tail -40
+    keep_our_log_lines $out
+    pack $out vs-stock-$2-${3//,/_}
+    ;;
+  decode-load)  # decode-load PRESET [AGENTS]: bench/decode_load.py on a preset
+    t0=$SECONDS
+    [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
+    synth_model $2
+    echo "decode-load: build + model $((SECONDS - t0)) s"
+    out=/tmp/b/decode-load-$2
+    timeout $T /usr/bin/env python3 bench/decode_load.py --bin $B/agentkv --llama-server $B/bin/llama-server \
+      --model "$(model_path $2)" --threads 16 --agents "${3:-1,4,16,64}" --max-tokens "${MAX_TOKENS:-128}" \
+      --ls-bind "${LS_BIND:-omp}" --out $out 2>&1 | tail -20
+    pack $out decode-load-$2
     ;;
   capacity)
     out=/tmp/b/capacity
