@@ -13,6 +13,9 @@
 #                                            (CUDA=0: a CPU build, for a smoke run here); ~4-5 min on the device
 #   scripts/device-bench.sh vs-stock PRESET CTXS  vs-llama-server with the patched and the stock llama-server in one
 #                                            run (builds what is missing: agentkv + llama-server, the stock one)
+#   scripts/device-bench.sh returning PRESET AGENTS TOKENS  bench/returning_team.py: AGENTS agents of ~TOKENS tokens
+#                                            return after one restart (GAP_MS apart, default 1000/AGENTS), agentkv
+#                                            --slots AGENTS vs llama-server restoring their slot files into -np AGENTS
 #   scripts/device-bench.sh decode-load PRESET [AGENTS]  bench/decode_load.py: AGENTS (1,4,16,64) agents decoding
 #                                            together, agentkv --slots N vs llama-server -np N (MAX_TOKENS, 128)
 #   scripts/device-bench.sh vs-env VAR=VALUE PRESET CTXS  vs-llama-server without and with VAR=VALUE in the
@@ -440,6 +443,18 @@ case "${1:-}" in
       --stock-llama-server $STOCK/bin/llama-server --out $out 2>&1 | tail -40
     keep_our_log_lines $out
     pack $out vs-stock-$2-${3//,/_}
+    ;;
+  returning)  # returning PRESET AGENTS TOKENS: several agents returning within a second of one restart
+    t0=$SECONDS
+    [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
+    synth_model $2
+    echo "returning: build + model $((SECONDS - t0)) s"
+    out=/tmp/b/returning-$2-$3x$4
+    timeout $T /usr/bin/env python3 bench/returning_team.py --bin $B/agentkv --llama-server $B/bin/llama-server \
+      --model "$(model_path $2)" --threads 16 --agents $3 --tokens $4 --slots $3 --reps "${REPS}" \
+      --gap-ms "${GAP_MS:-$((1000 / $3))}" --ls-bind "${LS_BIND:-omp}" --out $out 2>&1 | tail -20
+    rm -rf $out/cache*
+    pack $out returning-$2-$3x$4
     ;;
   decode-load)  # decode-load PRESET [AGENTS]: bench/decode_load.py on a preset
     t0=$SECONDS
