@@ -36,8 +36,9 @@ def add_args(ap):
     ap.add_argument("--pairs", type=int, help="vs-llama-server: interleaved restart pairs per context (default: "
                                               "--reps)")
     ap.add_argument("--settle-load", type=float, default=0.0,
-                    help="vs-llama-server: before each restart pair wait (at most --settle-max-s) until the 1-minute "
-                         "load average is below this (0: no wait)")
+                    help="vs-llama-server: before measuring (the cold runs, then the restart pairs) wait, at most "
+                         "--settle-max-s each time, until the 1-minute load average is below this (0: no wait); "
+                         "every pair records the load average it started at")
     ap.add_argument("--settle-max-s", type=float, default=120.0)
     ap.add_argument("--ls-bind", choices=lib.LS_BIND_CHOICES, default="omp",
                     help="how llama-server's CPU threads are bound (lib.LS_BIND_CHOICES; default omp: "
@@ -105,6 +106,7 @@ def bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanu
     partial = True
     try:
         # ---- cold and hit: agentkv
+        settles.append(dict(lib.settle_load(args.settle_load, args.settle_max_s), before="cold runs"))
         ours.start()
         kv["agentkv"]["at_rest"], kv["agentkv"]["in_slots"] = agentkv_kv(ours.log_text())
         corpus.calibrate(ours)
@@ -176,10 +178,10 @@ def bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanu
 
         plan = [ours_restart] + [ls_restart(p, a == "ids") for p in peers for a in arms]
         log("vs-llama-server: %d restart pairs per context, %d arms each, rotating order" % (pairs, len(plan)))
+        settles.append(dict(lib.settle_load(args.settle_load, args.settle_max_s), before="restart pairs"))
         for i in range(pairs):
             for n in contexts:
-                s = lib.settle_load(args.settle_load, args.settle_max_s)
-                settles.append(dict(s, context=n, pair=i))
+                settles.append({"context": n, "pair": i, "loadavg": lib.loadavg_1m()})
                 k = i % len(plan)
                 for pos, run in enumerate(plan[k:] + plan[:k]):
                     run(n, i, pos)
@@ -300,6 +302,7 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
              "\n## Startup (process spawn -> /health), and startup + the restart's TTFT\n", lib.md_table(summary, startup),
              "\n## Cold and hit (%d reps)\n" % reps, lib.md_table(summary, coldhit)]
     settled = [s for s in settles if s.get("threshold")]
+    pair_loads = [s["loadavg"] for s in settles if "pair" in s and s.get("loadavg") is not None]
     notes = [ctx_note(args, max(contexts) if contexts else 0),
              "all times client-measured over loopback, POST -> first streamed token; ratio = llama-server / agentkv "
              "(> 1: agentkv faster); *_paired = geometric mean of the per-pair ratios, _lo/_hi its 95% bootstrap "
@@ -322,9 +325,13 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
         notes.append("st_* = %s (a second llama-server binary: the pinned source without our patches when run by "
                      "scripts/device-bench.sh vs-stock)" % peers[1].binary)
     if settled:
-        notes.append("load settled before each pair: 1-minute load < %.2f; waited %.0f s in all, %d pair(s) gave up "
-                     "after %.0f s" % (settled[0]["threshold"], sum(s["waited_s"] for s in settled),
-                                       sum(1 for s in settled if not s["settled"]), args.settle_max_s))
+        notes.append("load settled before the cold runs and before the restart pairs: 1-minute load < %.2f; "
+                     "waited %s s; %s" % (settled[0]["threshold"], " + ".join("%.0f" % s["waited_s"] for s in settled),
+                                         "settled" if all(s["settled"] for s in settled) else
+                                         "GAVE UP after %.0f s at load %s" % (args.settle_max_s, ", ".join(
+                                             str(s["loadavg"]) for s in settled if not s["settled"]))))
+    if pair_loads:
+        notes.append("1-minute load average at the start of the pairs: %.2f-%.2f" % (min(pair_loads), max(pair_loads)))
     if lib.trained_ctx(args) and slot_ctx > lib.trained_ctx(args):
         notes.append("llama-server caps a slot at the model's training context (%d); it ran with --override-kv "
                      "%s.context_length=int:%d to lift only that cap (both servers compute RoPE identically)" % (

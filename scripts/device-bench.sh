@@ -5,8 +5,8 @@
 #   scripts/device-bench.sh setup            CUDA build (+ llama-server), synthetic models, bench restore
 #   scripts/device-bench.sh ttft PRESET CTXS ttft on a synthetic preset (or "bundled"), contexts CTXS
 #   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset (PAIRS restart pairs per context, default
-#                                            REPS; SETTLE_LOAD: wait for the 1-min load average below it before each
-#                                            pair, default 2; LS_BIND omp|strict|none, default omp; the prompt as text
+#                                            REPS; SETTLE_LOAD: wait for the 1-min load average below it before the
+#                                            cold runs and before the pairs, default 4; LS_BIND omp|strict|none, default omp; the prompt as text
 #                                            and as token ids on llama-server)
 #   scripts/device-bench.sh stock-llama      llama-server built from the pinned source WITHOUT patches/llama.cpp
 #                                            (reversed from the patched copy), as build-cuda-stock/bin/llama-server
@@ -114,7 +114,7 @@ mkdir -p "$OUT" "$MODELS"
 T=${STEP_TIMEOUT:-540}
 BENCH=(/usr/bin/env python3 bench/run.py --bin $B/agentkv --llama-server $B/bin/llama-server --threads 16)
 STOCK=${STOCK_DIR:-build-cuda-stock}
-VS_ARGS=(--pairs "${PAIRS:-$REPS}" --settle-load "${SETTLE_LOAD:-2}" --ls-bind "${LS_BIND:-omp}")
+VS_ARGS=(--pairs "${PAIRS:-$REPS}" --settle-load "${SETTLE_LOAD:-4}" --ls-bind "${LS_BIND:-omp}")
 
 model_path() {  # preset name -> GGUF path
   if [ "$1" = bundled ]; then echo "$PWD/models/tiny-llama-brown-16m-q8_0.gguf"; else echo "$MODELS/$1-q4_0.gguf"; fi
