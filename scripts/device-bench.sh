@@ -75,6 +75,15 @@
 #   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768
 # The coding agents' recorded requests on the 8B shape (issue 30): cold turn 1 vs a second session's turn 1:
 #   STEP_TIMEOUT=200 scripts/device-bench.sh replay llama-3.1-8b
+# Issue 34's headline runs (each line one device call; AGENTKV_SOURCE_COMMIT=$(git rev-parse HEAD) on every step;
+# build-cuda/ and the device ccache stay on a warm machine, so later calls there skip the build):
+#   scripts/device-bench.sh quick-build; SETTLE_LOAD=8 PAIRS=20 STEP_TIMEOUT=270 scripts/device-bench.sh vs llama-3.1-8b 2048
+#   PAIRS=20 STEP_TIMEOUT=540 scripts/device-bench.sh vs llama-3.1-8b 32768      (same, warm machine: no build)
+#   scripts/device-bench.sh stock-llama; PAIRS=6 STEP_TIMEOUT=200 scripts/device-bench.sh vs-stock llama-3.1-8b 2048
+#   STEP_TIMEOUT=400 scripts/device-bench.sh decode-load llama-3.1-8b
+#   REPS=3 STEP_TIMEOUT=250 scripts/device-bench.sh returning llama-3.1-8b 8 2048; REPS=3 STEP_TIMEOUT=280 \
+#     scripts/device-bench.sh returning llama-3.1-8b 4 32768
+#   STEP_TIMEOUT=540 scripts/device-bench.sh team llama-3.1-8b --sides agentkv,ls-q4_0,ls-save   (warm machine)
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540),
 #      REDIS_IO_THREADS (remote: redis-server io-threads, default 1),
 #      AGENTKV_SOURCE_COMMIT (the commit of the tree sent to the device: the copy there is not this
