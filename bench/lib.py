@@ -89,9 +89,39 @@ def machine_info():
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
         usable = os.cpu_count()
+    # boot_id changes at every boot: two runs with different boot_ids ran on different (or rebooted) machines,
+    # so "fresh machine" is provable and bench/paired.py clusters its bootstrap by it.
     return {"cpu_model": cpu or platform.processor(), "logical_cpus": os.cpu_count(), "usable_cpus": usable,
             "ram_bytes": mem, "kernel": platform.release(), "python": platform.python_version(),
-            "hostname": socket.gethostname(), "loadavg_start": _read("/proc/loadavg").strip()}
+            "hostname": socket.gethostname(), "boot_id": boot_id(), "loadavg_start": _read("/proc/loadavg").strip()}
+
+
+def boot_id():
+    """/proc/sys/kernel/random/boot_id (a UUID that changes at every boot), or "" where there is none."""
+    return _read("/proc/sys/kernel/random/boot_id").strip()
+
+
+def loadavg_1m():
+    """The 1-minute load average, or None where /proc/loadavg cannot be read."""
+    try:
+        return float(_read("/proc/loadavg").split()[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def settle_load(threshold, max_wait_s=300, poll_s=2.0):
+    """Waits until the 1-minute load average is below `threshold` (None or <= 0: no wait), at most max_wait_s.
+    Returns {"threshold", "waited_s", "loadavg", "settled"}: settled is False when it gave up (the caller
+    records that beside its measurement instead of failing)."""
+    t0 = time.time()
+    la = loadavg_1m()
+    if not threshold or threshold <= 0:
+        return {"threshold": None, "waited_s": 0.0, "loadavg": la, "settled": True}
+    while la is not None and la >= threshold and time.time() - t0 < max_wait_s:
+        time.sleep(poll_s)
+        la = loadavg_1m()
+    return {"threshold": threshold, "waited_s": round(time.time() - t0, 1), "loadavg": la,
+            "settled": la is None or la < threshold}
 
 
 def git_info():
@@ -118,22 +148,29 @@ def binary_version(path):
         return ""
 
 
-def file_identity(path):
+def file_identity(path, full=False):
+    """{"path", "bytes", "mtime", "sha256_first_mib"} of a file, plus "sha256" of all of it with full=True
+    (binaries: tens of MB, hashed once per run; models keep the first-MiB identity: multi-GB)."""
     if not path or not os.path.exists(path):
         return {"path": path, "exists": False}
     st = os.stat(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        h.update(f.read(1 << 20))  # first MiB: cheap identity even for multi-GB models
-    return {"path": os.path.abspath(path), "bytes": st.st_size, "mtime": int(st.st_mtime),
-            "sha256_first_mib": h.hexdigest()[:16]}
+        h.update(f.read(1 << 20))
+        out = {"path": os.path.abspath(path), "bytes": st.st_size, "mtime": int(st.st_mtime),
+               "sha256_first_mib": h.hexdigest()[:16]}
+        if full:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+            out["sha256"] = h.hexdigest()
+    return out
 
 
 def make_meta(args, sub):
     return {"subcommand": sub, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "command_line": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
             "quick": bool(getattr(args, "quick", False)), "machine": machine_info(), "git": git_info(),
-            "agentkv_bin": dict(file_identity(args.bin), version=binary_version(args.bin)), "model": file_identity(args.model_path),
+            "agentkv_bin": dict(file_identity(args.bin, full=True), version=binary_version(args.bin)), "model": file_identity(args.model_path),
             "model_label": args.model_label, "threads": args.threads,
             "slot_kv": getattr(args, "slot_kv", None) or "server default (auto)"}
 
@@ -197,10 +234,11 @@ def md_meta(meta):
     m = meta["machine"]
     lines = ["- date: %s" % meta["date"],
              "- command: `%s`" % meta["command_line"],
-             "- git: %s%s" % (meta["git"].get("commit", "")[:12], " (dirty)" if meta["git"].get("dirty") else ""),
-             "- machine: %s, %s usable / %s logical CPUs, %.1f GiB RAM, kernel %s, load at start %s" % (
+             "- git: %s%s (%s)" % (meta["git"].get("commit", "")[:12], " (dirty)" if meta["git"].get("dirty") else "",
+                                   meta["git"].get("source", "git")),
+             "- machine: %s, %s usable / %s logical CPUs, %.1f GiB RAM, kernel %s, boot_id %s, load at start %s" % (
                  m["cpu_model"], m["usable_cpus"], m["logical_cpus"], (m["ram_bytes"] or 0) / 2**30, m["kernel"],
-                 m["loadavg_start"]),
+                 (m.get("boot_id") or "?")[:8], m["loadavg_start"]),
              "- model: %s (%s bytes), threads %s%s" % (meta["model_label"], meta["model"].get("bytes"),
                                                       meta["threads"], ", QUICK mode" if meta["quick"] else "")]
     return "\n".join(lines)
@@ -624,20 +662,60 @@ def ctx_override_args(model_path, ctx):
     return []
 
 
+# How llama-server's CPU threads are bound (issue 34: agentkv binds its compute team; an unbound OpenMP team
+# stalled llama-server's first decode after a restart by 21-51 ms on the 2-core CPU).
+#   omp:    OMP_PROC_BIND=close OMP_PLACES=cores in its environment (ggml's CPU backend runs on OpenMP here)
+#   strict: --cpu-strict 1 (ggml's own threadpool placement; used where ggml is built without OpenMP)
+#   none:   as it starts by default
+LS_BIND_CHOICES = ("omp", "strict", "none")
+
+
+def ls_bind_env_args(bind):
+    """(environment for the llama-server process, extra args) for a LS_BIND_CHOICES value."""
+    if bind not in LS_BIND_CHOICES:
+        raise ValueError("ls_bind_env_args: unknown binding %r" % bind)
+    env = dict(os.environ)
+    if bind == "omp":
+        env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
+    return env, (["--cpu-strict", "1"] if bind == "strict" else [])
+
+
 class LlamaServer(Proc):
-    def __init__(self, args, workdir, ctx, kv="q4_0", name="llama-server"):
+    """llama.cpp's llama-server: -np slots of ctx tokens each (its -c is slots x ctx), KV type `kv` in the slots
+    and in its slot files (-ctk/-ctv; a slot file holds the slot's cells as they are), flash attention on, no
+    RAM prompt cache unless extra says otherwise. Threads bound as `bind` says (LS_BIND_CHOICES)."""
+
+    def __init__(self, args, workdir, ctx, kv="q4_0", name="llama-server", slots=1, bind=None, extra=None,
+                 binary=None):
         port = free_port()
         self.slot_dir = os.path.join(workdir, name + "-slots")
         os.makedirs(self.slot_dir, exist_ok=True)
-        cmd = [args.llama_server, "-m", args.model_path, "--host", "127.0.0.1", "--port", str(port), "-np", "1",
-               "-c", str(ctx), "-t", str(args.threads), "-tb", str(args.threads), "-fa", "on", "-ctk", kv, "-ctv", kv,
-               "--slot-save-path", self.slot_dir, "--cache-ram", "0", "--no-webui"]
+        self.kv, self.slots = kv, slots
+        self.bind = bind or getattr(args, "ls_bind", None) or "omp"
+        env, bind_args = ls_bind_env_args(self.bind)
+        cmd = [binary or args.llama_server, "-m", args.model_path, "--host", "127.0.0.1", "--port", str(port),
+               "-np", str(slots), "-c", str(ctx * slots), "-t", str(args.threads), "-tb", str(args.threads),
+               "-fa", "on", "-ctk", kv, "-ctv", kv, "--slot-save-path", self.slot_dir, "--cache-ram", "0",
+               "--no-webui"] + bind_args
         cmd += ctx_override_args(args.model_path, ctx)
-        Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port)
+        cmd += list(extra or [])
+        Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port, env=env)
 
-    def complete(self, prompt, n_predict=1):
-        body = {"prompt": prompt, "n_predict": n_predict, "id_slot": 0, "cache_prompt": True, "temperature": 0,
+    def tokenize(self, text):
+        """(token ids of `text` as /completion would tokenize a prompt, client wall ms of the /tokenize call).
+        RuntimeError on failure."""
+        st, j, wall = http_json(self.port, "POST", "/tokenize", {"content": text, "add_special": True})
+        if st != 200 or not isinstance(j, dict) or "tokens" not in j:
+            raise RuntimeError("llama-server /tokenize: %s %s" % (st, j))
+        return j["tokens"], wall
+
+    def complete(self, prompt, n_predict=1, slot=0, extra=None):
+        """One streamed /completion on `slot`; prompt is text or a list of token ids. Returns client TTFT and
+        total, and llama-server's own timings: prompt_n / prompt_ms (the prompt tokens it evaluated and how
+        long that took: after a restore, the first decode), cache_n (tokens reused from the slot)."""
+        body = {"prompt": prompt, "n_predict": n_predict, "id_slot": slot, "cache_prompt": True, "temperature": 0,
                 "seed": 42, "stream": True}
+        body.update(extra or {})
         r = stream_request(self.port, "/completion", body)
         if r["status"] != 200:
             raise RuntimeError("llama-server request failed: %s %s" % (r["status"], r.get("error")))
@@ -647,13 +725,13 @@ class LlamaServer(Proc):
                 t = j["timings"]
         return {"prompt_tokens": t.get("prompt_n"), "prompt_ms": t.get("prompt_ms"),
                 "client_ttft_ms": r["client_ttft_ms"], "client_total_ms": r["total_ms"],
-                "tokens_cached": t.get("cache_n")}
+                "tokens_cached": t.get("cache_n"), "t0": r["t0"], "token_ms": r["token_ms"]}
 
-    def slot(self, action, filename=None):
+    def slot(self, action, filename=None, slot=0):
         body = {"filename": filename} if filename else {}
-        st, j, wall = http_json(self.port, "POST", "/slots/0?action=" + action, body)
+        st, j, wall = http_json(self.port, "POST", "/slots/%d?action=%s" % (slot, action), body)
         if st != 200:
-            raise RuntimeError("llama-server slot %s: %s %s" % (action, st, j))
+            raise RuntimeError("llama-server slot %d %s: %s %s" % (slot, action, st, j))
         return j, wall
 
 

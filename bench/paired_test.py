@@ -6,7 +6,11 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paired import paired_geomean  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+
+import paired  # noqa: E402
+from paired import paired_geomean, machine_of, pairs_from_samples  # noqa: E402
 
 
 class PairedGeomeanTest(unittest.TestCase):
@@ -46,6 +50,57 @@ class PairedGeomeanTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             paired_geomean([("m", 0, 1)])
         self.assertTrue(math.isfinite(paired_geomean([("m", 1, 2), ("m", None, 3)])["geomean"]))
+
+
+
+def sample(system, what, ctx, pair, ms):
+    return {"system": system, "what": what, "context": ctx, "pair": pair, "client_ttft_ms": ms}
+
+
+class PoolingTest(unittest.TestCase):
+    def test_machine_is_boot_id_else_the_call_directory(self):
+        self.assertEqual(machine_of({"meta": {"machine": {"boot_id": "b1", "hostname": "vm"}}}, "x.json"), "b1")
+        self.assertEqual(machine_of({"meta": {"machine": {"hostname": "vm"}}}, "r/stop/call2/vs/a.json"),
+                         os.path.join("r", "stop", "call2"))
+        self.assertEqual(machine_of({}, "a.json"), "a.json")
+
+    def test_pairs_match_by_context_and_pair_and_arm(self):
+        doc = {"meta": {"machine": {"boot_id": "m"}}, "samples": [
+            sample("agentkv", "restart", 2048, 0, 10), sample("llama-server", "restart", 2048, 0, 20),
+            sample("llama-server", "restart_ids", 2048, 0, 15), sample("agentkv", "restart", 2048, 1, 10),
+            sample("llama-server", "restart", 4096, 1, 99), sample("agentkv", "cold", 2048, 0, 1)]}
+        self.assertEqual(pairs_from_samples(doc, "f"), [(2048, "m", 10, 20)])
+        self.assertEqual(pairs_from_samples(doc, "f", arm="restart_ids"), [(2048, "m", 10, 15)])
+        self.assertEqual(pairs_from_samples(doc, "f", peer="llama-server-stock"), [])
+
+    def test_old_json_pairs_by_rep(self):
+        doc = {"samples": [{"system": "agentkv", "what": "restart", "context": 1, "rep": 3, "client_ttft_ms": 4},
+                           {"system": "llama-server", "what": "restart", "context": 1, "rep": 3, "client_ttft_ms": 8}]}
+        self.assertEqual(pairs_from_samples(doc, "f"), [(1, "f", 4, 8)])
+
+    def test_main_pools_files_of_two_machines(self):
+        d = tempfile.mkdtemp()
+        paths = []
+        for k, ratio in enumerate((2.0, 4.0)):
+            doc = {"meta": {"machine": {"boot_id": "boot%d" % k}, "git": {"commit": "c%d" % k}}, "samples": [
+                sample("agentkv", "restart", 2048, i, 10) for i in range(3)] + [
+                sample("llama-server", "restart", 2048, i, 10 * ratio) for i in range(3)]}
+            paths.append(os.path.join(d, "%d.json" % k))
+            with open(paths[-1], "w") as f:
+                json.dump(doc, f)
+        out = os.path.join(d, "out.txt")
+        with open(out, "w") as f:
+            old, sys.stdout = sys.stdout, f
+            try:
+                paired.main(paths + ["--json"])
+            finally:
+                sys.stdout = old
+        with open(out) as f:
+            r = json.load(f)["2048"]
+        self.assertEqual((r["n"], r["machines"], r["won"], r["commits"]), (6, 2, 6, ["c0", "c1"]))
+        self.assertAlmostEqual(r["geomean"], 8 ** 0.5)
+        self.assertAlmostEqual(r["lo"], 2.0)
+        self.assertAlmostEqual(r["hi"], 4.0)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,16 @@ prefilled cold and saved; then, per rep: SIGTERM, the cache's files dropped from
 max_tokens 1) --gap-ms after the previous answer. Reported per binary and per position in the order: the
 median [min-max] over reps of the client-side TTFT and of the server's read_ms (usage.agentkv).
 
+With --llama-server (issue 34), llama-server is measured the same way beside them: one process, -np --agents
+(each agent its own slot, -c agents x the agent's context, -ctk/-ctv --kv), each agent prefilled on its slot and
+saved to its slot file; per rep: a new process, the slot files dropped from the page cache, and the agents
+return in the same order, each restoring its file into its slot (POST /slots/i?action=restore) and sending its
+same prompt (TTFT = restore wall + completion TTFT; its restore_ms reported as read_ms). Its threads are bound
+(--ls-bind, lib.ls_bind_env_args). --slots sets agentkv's slots (default 1, as the stop-13 runs).
+
   python3 bench/returning_team.py --bin /tmp/old-agentkv --bin build/agentkv --reps 5 --threads 2
+  python3 bench/returning_team.py --bin build/agentkv --llama-server build-srv/bin/llama-server --agents 8 \
+      --tokens 2048 --slots 8 --gap-ms 100
 """
 import argparse
 import json
@@ -34,9 +43,10 @@ def post(port, agent, prompt):
     return (time.perf_counter() - t) * 1e3, out["usage"]
 
 
-def start(binary, model, cache, port, ctx, threads, log):
-    proc = subprocess.Popen([binary, "serve", "-m", model, "--port", str(port), "--cache-dir", cache, "--slots", "1",
-                             "-c", str(ctx), "-t", str(threads)], stdout=log, stderr=subprocess.STDOUT)
+def start(binary, model, cache, port, ctx, threads, log, slots=1, kv="q4_0"):
+    proc = subprocess.Popen([binary, "serve", "-m", model, "--port", str(port), "--cache-dir", cache, "--slots",
+                             str(slots), "-c", str(ctx), "-t", str(threads), "--kv", kv], stdout=log,
+                            stderr=subprocess.STDOUT)
     for _ in range(600):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
@@ -51,6 +61,37 @@ def stop(proc):
     proc.wait(timeout=120)
 
 
+class LsArgs:
+    """The fields lib.LlamaServer reads from a driver's args."""
+
+    def __init__(self, a):
+        self.llama_server, self.model_path, self.threads, self.ls_bind = a.llama_server, a.model, a.threads, a.ls_bind
+
+
+def llama_server_side(a, prompts, ctx, out):
+    """The llama-server rows (one list per agent position) of the protocol in the module doc."""
+    ls = lib.LlamaServer(LsArgs(a), out, ctx, kv=a.kv, name="returning-llama-server", slots=a.agents, bind=a.ls_bind)
+    ls.start()
+    for i, pr in enumerate(prompts):
+        ls.complete(pr, 1, slot=i)
+        ls.slot("save", "agent%d.bin" % i, slot=i)
+    ls.stop()
+    files = [os.path.join(ls.slot_dir, "agent%d.bin" % i) for i in range(a.agents)]
+    rows = [[] for _ in prompts]
+    for _ in range(a.reps):
+        lib.drop_page_cache(files)
+        ls.start()
+        for i, pr in enumerate(prompts):
+            j, wall = ls.slot("restore", "agent%d.bin" % i, slot=i)
+            r = ls.complete(pr, 1, slot=i)
+            rows[i].append({"ttft_ms": wall + (r["client_ttft_ms"] or 0), "read_ms": (j.get("timings") or {}).get(
+                "restore_ms"), "cache_state": "slot restore (%s cached)" % r.get("tokens_cached"),
+                "first_decode_ms": r.get("prompt_ms"), "startup_ms": ls.startup_ms})
+            time.sleep(a.gap_ms / 1e3)
+        ls.stop()
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", action="append", required=True)
@@ -61,6 +102,10 @@ def main():
     ap.add_argument("--gap-ms", type=float, default=300)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="/tmp/returning_team")
+    ap.add_argument("--slots", type=int, default=1, help="agentkv --slots")
+    ap.add_argument("--kv", default="q4_0", help="agentkv --kv, llama-server -ctk/-ctv")
+    ap.add_argument("--llama-server", help="also measure llama-server restoring the agents' slot files into -np N")
+    ap.add_argument("--ls-bind", choices=lib.LS_BIND_CHOICES, default="omp")
     a = ap.parse_args()
     model = a.model
     text = open(lib.DEFAULT_TEXT).read()
@@ -75,7 +120,7 @@ def main():
         caches[b] = os.path.join(a.out, f"cache{k}")
         subprocess.run(["rm", "-rf", caches[b]])
         with open(os.path.join(a.out, f"server{k}.log"), "a") as log:
-            p = start(b, model, caches[b], port, ctx, a.threads, log)
+            p = start(b, model, caches[b], port, ctx, a.threads, log, a.slots, a.kv)
             for i, pr in enumerate(prompts):
                 post(port, f"agent{i}", pr)
             stop(p)
@@ -84,7 +129,7 @@ def main():
             files = [os.path.join(d, f) for d, _, fs in os.walk(caches[b]) for f in fs]
             lib.drop_page_cache(files)
             with open(os.path.join(a.out, f"server{k}.log"), "a") as log:
-                p = start(b, model, caches[b], port, ctx, a.threads, log)
+                p = start(b, model, caches[b], port, ctx, a.threads, log, a.slots, a.kv)
                 for i, pr in enumerate(prompts):
                     ttft, usage = post(port, f"agent{i}", pr)
                     ak = usage.get("agentkv", {})
@@ -92,12 +137,14 @@ def main():
                                           "cache_state": ak.get("cache_state")})
                     time.sleep(a.gap_ms / 1e3)
                 stop(p)
+    if a.llama_server:
+        results["llama-server"] = llama_server_side(a, prompts, ctx, a.out)
     summary = {}
-    for b in a.bin:
+    for b in results:
         rows = []
         for i in range(a.agents):
             t = [r["ttft_ms"] for r in results[b][i]]
-            rd = [r["read_ms"] for r in results[b][i]]
+            rd = [r["read_ms"] for r in results[b][i] if r["read_ms"] is not None] or [0.0]
             states = sorted({r["cache_state"] for r in results[b][i]})
             rows.append({"position": i + 1, "ttft_median": statistics.median(t), "ttft_min": min(t),
                          "ttft_max": max(t), "read_median": statistics.median(rd), "read_min": min(rd),
@@ -106,7 +153,16 @@ def main():
                   f"read {statistics.median(rd):.2f} [{min(rd):.2f}-{max(rd):.2f}] ms, {states}")
         summary[b] = rows
     with open(os.path.join(a.out, "returning_team.json"), "w") as f:
-        json.dump({"args": vars(a), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        meta_args = argparse.Namespace(bin=a.bin[0], model_path=model, model_label=os.path.basename(model),
+                                       threads=a.threads, quick=False)
+        meta = lib.make_meta(meta_args, "returning_team")
+        meta["agentkv_bins"] = [lib.file_identity(b, full=True) for b in a.bin]
+        if a.llama_server:
+            meta["llama_server_bin"] = lib.file_identity(a.llama_server, full=True)
+        json.dump({"meta": meta, "args": vars(a), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   "kv": {"agentkv": "--kv %s at rest, default slot type (its log says)" % a.kv,
+                          "llama-server": "%s at rest (slot files) and in slots, threads bound by %s" % (
+                              a.kv, a.ls_bind)},
                    "summary": summary, "samples": results}, f, indent=1)
 
 

@@ -22,7 +22,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 from lib import log, summarize, ratio, med  # noqa: E402
-from paired import paired_geomean  # noqa: E402
+import vs_llama  # noqa: E402
 
 STATES = ["cold", "warm", "hot", "resident"]
 
@@ -256,161 +256,7 @@ def plot_ttft(d, summary, bw):
 # ====================================================================== vs-llama-server
 
 def bench_vs_llama(args):
-    sub = "vs-llama-server"
-    d = lib.out_dir(args, sub)
-    meta = lib.make_meta(args, sub)
-    meta["llama_server_bin"] = lib.file_identity(args.llama_server)
-    if not os.path.exists(args.llama_server):
-        msg = ("llama-server not found at %s; build it with: cmake -S . -B build-srv -G Ninja "
-               "-DAGENTKV_LLAMA_SERVER=ON && ninja -C build-srv llama-server" % args.llama_server)
-        log(msg)
-        lib.write_outputs(d, "vs-llama-server", meta, {"status": "not available", "reason": msg, "summary": []}, [],
-                          "**not available**: " + msg, ["context"])
-        return []
-    wd = workdir(args, sub)
-    corpus = lib.Corpus(args.text)
-    contexts = ints(args.contexts or ("256,512" if args.quick else "1024,2048,4096,8192,16384,32768"))
-    reps = args.reps or (2 if args.quick else 5)
-    slot_ctx = slot_for(max(contexts))
-    samples = []
-
-    def add(sysname, what, n, i, r):
-        r = dict(r, system=sysname, what=what, context=n, rep=i)
-        r.pop("text", None)
-        samples.append(r)
-
-    # ---- ours
-    ours = lib.Agentkv(args, wd, slots=1, ctx=slot_ctx, kv=args.kv)
-    ours.start()
-    corpus.calibrate(ours)
-    contexts, skipped = cap_contexts(args, corpus, contexts)
-    prompts = {n: corpus.slice(1000 + ci * 40000, n) for ci, n in enumerate(contexts)}
-    ours.complete("bench-warmup", corpus.slice(50000, 256), 1)
-    ours.erase("bench-warmup")
-    for n in contexts:
-        log("vs-llama-server: agentkv, context %d" % n)
-        for i in range(reps):
-            aid = "c%d-%d" % (n, i)
-            add("agentkv", "cold", n, i, ours.complete(aid, prompts[n], 1))
-            if i < reps - 1:
-                ours.erase(aid)
-        for i in range(reps):  # same prompt again: the agent is resident
-            add("agentkv", "hit", n, i, ours.complete("c%d-%d" % (n, reps - 1), prompts[n], 1))
-    ours.stop()
-    # ---- llama-server: one process per context (its slot size = that context)
-    saves = {}
-    for n in contexts:
-        log("vs-llama-server: llama-server, context %d" % n)
-        ls = lib.LlamaServer(args, wd, slot_ctx, kv=args.ls_kv or args.kv)
-        ls.start()
-        ls.complete(corpus.slice(50000, 256), 1)  # warm-up
-        for i in range(reps):
-            ls.slot("erase")
-            add("llama-server", "cold", n, i, ls.complete(prompts[n], 1))
-        for i in range(reps):
-            add("llama-server", "hit", n, i, ls.complete(prompts[n], 1))
-        fname = "ctx%d.bin" % n
-        j, wall = ls.slot("save", fname)
-        save = {"save_ms": (j.get("timings") or {}).get("save_ms"), "save_wall_ms": wall,
-                "file_bytes": os.path.getsize(os.path.join(ls.slot_dir, fname))}
-        saves[n] = save
-        ls.stop()
-    # ---- after a restart, page cache dropped: the two servers' requests interleaved, rep by rep (which one
-    # goes first alternates), so that a slow spell of the disk (a shared virtual disk's neighbours) falls on
-    # both; a restart per measured request on both sides (a second request in the same agentkv process would
-    # also pay for the first one's write-behind save; llama-server runs one process per context)
-    ls = lib.LlamaServer(args, wd, slot_ctx, kv=args.ls_kv or args.kv)
-
-    def ours_restart(n, i):
-        ours.start()
-        pc = lib.drop_page_cache(lib.files_under(ours.cache_dir), args.drop)
-        r = ours.complete("c%d-%d" % (n, reps - 1), prompts[n], 1)
-        ours.stop()
-        r["page_cache"] = pc["label"]
-        r["startup_ms"] = ours.startup_ms
-        add("agentkv", "restart", n, i, r)
-
-    def ls_restart(n, i):
-        fname = "ctx%d.bin" % n
-        ls.start()
-        pc = lib.drop_page_cache([os.path.join(ls.slot_dir, fname)], args.drop)
-        j, wall = ls.slot("restore", fname)
-        r = ls.complete(prompts[n], 1)
-        ls.stop()
-        r.update({"restore_ms": (j.get("timings") or {}).get("restore_ms"), "restore_wall_ms": wall,
-                  "client_ttft_ms": wall + (r["client_ttft_ms"] or 0), "page_cache": pc["label"],
-                  "startup_ms": ls.startup_ms, "n_restored": j.get("n_restored")})
-        r.update(saves[n])
-        add("llama-server", "restart", n, i, r)
-
-    log("vs-llama-server: restarts, both servers interleaved")
-    for i in range(reps):
-        for n in contexts:
-            pair = (ours_restart, ls_restart) if i % 2 == 0 else (ls_restart, ours_restart)
-            for run in pair:
-                run(n, i)
-    summary = []
-    for n in contexts:
-        row = {"context": n}
-        for sysname, key in (("agentkv", "ak"), ("llama-server", "ls")):
-            for what in ("cold", "hit", "restart"):
-                ss = [s for s in samples if s["system"] == sysname and s["what"] == what and s["context"] == n]
-                row["%s_%s_ms" % (key, what)] = med([s["client_ttft_ms"] for s in ss])
-                if sysname == "agentkv":
-                    row["ak_%s_server_ms" % what] = med([s["server_ttft_ms"] for s in ss])
-                    row["ak_%s_states" % what] = "/".join(sorted({str(s["state"]) for s in ss}))
-                if what == "cold":
-                    row["%s_tokens" % key] = med([s["prompt_tokens"] for s in ss])
-        for what in ("cold", "hit", "restart"):
-            row["ratio_%s" % what] = ratio(row["ls_%s_ms" % what], row["ak_%s_ms" % what])
-        ls_r = [s for s in samples if s["system"] == "llama-server" and s["what"] == "restart" and s["context"] == n]
-        ak_r = {s["rep"]: s for s in samples if s["system"] == "agentkv" and s["what"] == "restart" and s["context"] == n}
-        for key, ss in (("ak", list(ak_r.values())), ("ls", ls_r)):
-            times = [s["client_ttft_ms"] for s in ss if s.get("client_ttft_ms") is not None]
-            row["%s_restart_min_ms" % key] = min(times) if times else None
-            row["%s_restart_max_ms" % key] = max(times) if times else None
-        # The restarts ran in pairs (interleaved): the paired geometric mean of llama-server / agentkv, its 95%
-        # bootstrap interval (one machine per call: pooling calls of several machines is bench/paired.py's job)
-        # and the pairs agentkv won.
-        pg = paired_geomean([(meta["machine"]["hostname"], ak_r[s["rep"]]["client_ttft_ms"], s["client_ttft_ms"])
-                             for s in ls_r if s["rep"] in ak_r and ak_r[s["rep"]].get("client_ttft_ms")
-                             and s.get("client_ttft_ms")])
-        row["ratio_restart_paired"] = pg["geomean"]
-        row["ratio_restart_paired_lo"], row["ratio_restart_paired_hi"] = pg["lo"], pg["hi"]
-        row["restart_pairs_won"] = "%d/%d" % (pg["won"], pg["n"])
-        row["ls_slot_file_bytes"] = med([s.get("file_bytes") for s in ls_r])
-        row["ls_restore_only_ms"] = med([s.get("restore_wall_ms") for s in ls_r])
-        row["page_cache"] = ls_r[0]["page_cache"] if ls_r else None
-        summary.append(row)
-    cols = ["context", "ak_tokens", "ls_tokens", "ak_cold_ms", "ls_cold_ms", "ratio_cold", "ak_hit_ms", "ls_hit_ms",
-            "ratio_hit", "ak_restart_ms", "ls_restart_ms", "ratio_restart", "ratio_restart_paired", "ratio_restart_paired_lo",
-            "ratio_restart_paired_hi", "restart_pairs_won", "ls_restore_only_ms", "ls_slot_file_bytes",
-            "ak_restart_states", "page_cache"]
-    notes = [ctx_note(args, max(contexts) if contexts else 0),
-             "all times: client-measured, POST -> first streamed token over loopback, median of %d; ratio = "
-             "llama-server / agentkv (> 1: agentkv faster)" % reps,
-             "cold: llama-server erases slot 0 first; agentkv uses a fresh agent id. hit: the same prompt again "
-             "(llama-server cache_prompt; agentkv resident agent).",
-             "restart: llama-server: slot save -> process restart -> POST /slots/0?action=restore + completion "
-             "(time = restore wall + completion TTFT; startup excluded); agentkv: SIGTERM -> restart -> request "
-             "(warm from disk; startup excluded; one restart per measured request, as llama-server's one process per "
-             "context); the two servers' restarts interleaved rep by rep (who goes first alternates); "
-             "ratio_restart_paired: the geometric mean of the per-pair ratios, _lo/_hi its 95% bootstrap "
-             "interval over this call's pairs (one machine), restart_pairs_won: pairs where agentkv was faster",
-             ("same model file, KV %s both sides" % args.kv if not args.ls_kv or args.ls_kv == args.kv else
-              "same model file, KV %s agentkv, %s llama-server" % (args.kv, args.ls_kv)) +
-             ", llama-server -fa on -np 1 --cache-ram 0, %d threads" % args.threads]
-    if lib.trained_ctx(args) and slot_ctx > lib.trained_ctx(args):
-        notes.append("llama-server caps a slot at the model's training context (%d); it ran with --override-kv "
-                     "%s.context_length=int:%d to lift only that cap (both servers compute RoPE identically)" % (
-                         lib.trained_ctx(args), lib.MODEL_ARCH.get(os.path.basename(args.model_path)), slot_ctx))
-    for s in skipped:
-        notes.append("skipped context %d: %s" % (s["context"], s["reason"]))
-    md = lib.md_table(summary, cols) + "\n\n" + "\n".join("- " + x for x in notes if x)
-    lib.write_outputs(d, "vs-llama-server", meta, {"status": "ok", "summary": summary, "samples": samples,
-                                                   "skipped": skipped, "notes": notes, "reps": reps}, summary, md, cols)
-    cleanup_work(args, wd)
-    return summary
+    return vs_llama.bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanup_work)
 
 
 # ====================================================================== capacity
@@ -807,6 +653,7 @@ def main(argv=None):
     ap.add_argument("--budget", default="4G", help="capacity: RAM pool budget for the computed table")
     ap.add_argument("--verify-contexts", help="capacity: contexts verified by filling the pool")
     ap.add_argument("--verify-agents", type=int, help="capacity: q4_0 agents the verification budget holds")
+    vs_llama.add_args(ap)
     ap.add_argument("--keep-work", action="store_true", help="keep cache dirs and slot files under out/*/work")
     args = ap.parse_args(argv)
     if args.what == "scenario" and not args.scenario:

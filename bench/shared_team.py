@@ -19,6 +19,13 @@ The sides, one server at a time (which goes first alternates across --reps; each
             --cache-ram if given (+ --agentkv-extra)
   ls-q4_0   llama-server -np S -ctk q4_0 -ctv q4_0 --cache-ram <agentkv's RAM pool in MiB> (+ --ls-extra)
   ls-f16    llama-server's defaults (f16 KV, its 8 GiB RAM prompt cache) with -np S (+ --ls-extra)
+  ls-save   ls-q4_0 whose client saves every slot to a file before the restart (POST /slots/i?action=save) and
+            restores them after it (action=restore), as a client of llama-server can do by hand (issue 34); the
+            save and restore times are in the restart's record (like the start-up, outside the round's time,
+            while agentkv's reads are inside its round: add restore_ms to compare; the notes print both)
+Every llama-server side holds all its slots' contexts in its KV pool (-c S x ctx) and runs with its threads
+bound (--ls-bind, lib.ls_bind_env_args). The restart round is also reported apart: each side's sum of rounds
+without it, in the notes.
 -c is agentkv's per-slot context (fits the longest prompt + reply); llama-server gets -c S x that (its -c is the
 KV of all its slots), plus --override-kv ARCH.context_length above the bundled model's trained 2048.
 
@@ -50,7 +57,7 @@ import shared_team_report as report  # noqa: E402
 from lib import log  # noqa: E402
 
 SUB = "shared_team"
-SIDES = ("agentkv", "ls-q4_0", "ls-f16")
+SIDES = ("agentkv", "ls-q4_0", "ls-f16", "ls-save")
 # The issue's CPU size (bundled model); --quick is the same shape at a smoke scale.
 DEFAULTS = {"agents": 8, "slots": 4, "shared_tokens": 1000, "own_tokens": 300, "rounds": 4, "restart_before": 2,
             "new_agents": 2, "max_tokens": 64, "reps": 2}
@@ -105,8 +112,12 @@ def side_cmd(args, side, port, cache_dir):
         return cmd + args.agentkv_extra.split()
     cmd = [args.llama_server, "-m", args.model_path, "-c", str(args.slots * args.ctx), "-np", str(args.slots),
            "--threads", str(args.threads), "--port", str(port)]
-    if side == "ls-q4_0":
+    if side in ("ls-q4_0", "ls-save"):
         cmd += ["-ctk", "q4_0", "-ctv", "q4_0", "--cache-ram", str(args.ram_mib)]
+    if side == "ls-save":
+        cmd += ["--slot-save-path", os.path.join(args.work_dir, "ls-save-slots")]
+        os.makedirs(cmd[-1], exist_ok=True)
+    cmd += lib.ls_bind_env_args(args.ls_bind)[1]
     return cmd + lib.ctx_override_args(args.model_path, args.ctx) + args.ls_extra.split()
 
 
@@ -117,7 +128,9 @@ def new_server(args, side, workdir, tag):
     cache_dir = os.path.join(workdir, "agentkv-cache") if side == "agentkv" else None
     if cache_dir:
         shutil.rmtree(cache_dir, ignore_errors=True)
-    proc = lib.Proc(side_cmd(args, side, port, cache_dir), os.path.join(workdir, "%s-%s.log" % (side, tag)), port)
+    env = lib.ls_bind_env_args(args.ls_bind)[0] if side != "agentkv" else None
+    proc = lib.Proc(side_cmd(args, side, port, cache_dir), os.path.join(workdir, "%s-%s.log" % (side, tag)), port,
+                    env=env)
     proc.cache_dir = cache_dir
     return proc
 
@@ -139,25 +152,47 @@ def kv_types(args, side, srv):
         return dict(agentkv_ready(text), ram_budget="--cache-ram %s" % args.cache_ram if args.cache_ram
                     else "default (25% of memory)")
     slots = re.findall(r"n_slots = (\d+), n_ctx_slot = (\d+), kv_unified = '(\w+)'", text)
-    slot_kv = "q4_0 (-ctk/-ctv)" if side == "ls-q4_0" else "f16 (its default -ctk/-ctv)"
-    return {"at_rest": slot_kv, "in_slots": slot_kv,
-            "ram_mib": args.ram_mib if side == "ls-q4_0" else LS_DEFAULT_CACHE_RAM_MIB,
-            "ram_budget": "--cache-ram %d (agentkv's RAM pool)" % args.ram_mib if side == "ls-q4_0"
+    q4 = side in ("ls-q4_0", "ls-save")
+    slot_kv = "q4_0 (-ctk/-ctv)" if q4 else "f16 (its default -ctk/-ctv)"
+    return {"at_rest": slot_kv, "in_slots": slot_kv, "bind": args.ls_bind,
+            "ram_mib": args.ram_mib if q4 else LS_DEFAULT_CACHE_RAM_MIB,
+            "ram_budget": "--cache-ram %d (agentkv's RAM pool)" % args.ram_mib if q4
             else "default --cache-ram %d" % LS_DEFAULT_CACHE_RAM_MIB,
             "n_slots": int(slots[-1][0]) if slots else None, "n_ctx_slot": int(slots[-1][1]) if slots else None,
             "kv_unified": slots[-1][2] if slots else None}
 
 
+def slots_action(args, srv, action):
+    """ls-save: POST /slots/i?action=save|restore for every slot (file slot<i>.bin). Returns (client wall ms of
+    all of them, per-slot results: tokens saved / restored or the error: an unused slot has nothing to save)."""
+    t0, out = time.perf_counter(), []
+    for i in range(args.slots):
+        st, j, wall = lib.http_json(srv.port, "POST", "/slots/%d?action=%s" % (i, action), {"filename": "slot%d.bin" % i})
+        out.append({"slot": i, "status": st, "wall_ms": wall,
+                    "tokens": (j or {}).get("n_saved" if action == "save" else "n_restored") if st == 200 else None,
+                    "error": None if st == 200 else str(j)[:200]})
+    return (time.perf_counter() - t0) * 1000.0, out
+
+
 def restart(args, srv, side):
-    """Real process restart; agentkv's cache files leave the page cache in between."""
+    """Real process restart; agentkv's cache files (and ls-save's slot files) leave the page cache in between;
+    ls-save saves its slots before the stop and restores them after the start."""
     t0 = time.perf_counter()
+    rec = {"side": side}
+    if side == "ls-save":
+        rec["save_ms"], rec["saves"] = slots_action(args, srv, "save")
     stop_ms = srv.stop()
     drop = {"label": "n/a (llama-server keeps nothing)"}
     if srv.cache_dir:
         drop = lib.drop_page_cache(lib.files_under(srv.cache_dir), args.drop)
+    if side == "ls-save":
+        drop = lib.drop_page_cache(lib.files_under(os.path.join(args.work_dir, "ls-save-slots")), args.drop)
     srv.start()
-    return {"side": side, "stop_ms": stop_ms, "startup_ms": srv.startup_ms, "page_cache": drop["label"],
-            "resident_after": drop.get("resident_after"), "total_ms": (time.perf_counter() - t0) * 1000.0}
+    if side == "ls-save":
+        rec["restore_ms"], rec["restores"] = slots_action(args, srv, "restore")
+    rec.update({"stop_ms": stop_ms, "startup_ms": srv.startup_ms, "page_cache": drop["label"],
+                "resident_after": drop.get("resident_after"), "total_ms": (time.perf_counter() - t0) * 1000.0})
+    return rec
 
 
 # ---------------------------------------------------------------- one turn, one round
@@ -324,6 +359,7 @@ def parse_args(argv=None):
     ap.add_argument("--cache-ram", help="agentkv's --cache-ram (BYTES: 512M, 4G); default: its own (25%% of memory)")
     ap.add_argument("--sides", default=",".join(SIDES), help="comma-separated subset of " + ",".join(SIDES))
     lib.add_extra_args(ap, "extra args of both llama-servers (one string)")
+    ap.add_argument("--ls-bind", choices=lib.LS_BIND_CHOICES, default="omp", help="llama-server's thread binding")
     ap.add_argument("--out", default=os.path.join(lib.ROOT, "bench", "out"))
     ap.add_argument("--keep-work", action="store_true", help="keep agentkv's cache dir under the work dir")
     ap.add_argument("--quick", action="store_true", help="3 agents, 2 slots, 300 shared + 60 own tokens, 3 rounds, "
@@ -351,6 +387,7 @@ def main(argv=None):
     args = parse_args(argv)
     t_start = time.perf_counter()
     d, workdir, meta = lib.start_driver(args, SUB, "shared-team")
+    args.work_dir = workdir
     meta["llama_server_bin"] = (lib.file_identity(args.llama_server)
                                 if any(s != "agentkv" for s in args.sides) else None)
     corpus = lib.Corpus(args.text)

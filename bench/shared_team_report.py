@@ -205,9 +205,26 @@ def notes(args, result):
         pcs = sorted({r["page_cache"] for r in result["restarts"] if r["side"] == "agentkv"})
         out.append("restart before round %d: SIGTERM, start again (start-up excluded from the round); agentkv's "
                    "cache files: %s" % (args.restart_before, ", ".join(pcs) or "—"))
+    if args.restart_before:
+        by = {}
+        for x in result["rows"]:
+            by.setdefault(x["side"], {})[x["round"]] = x["wall_ms"]
+        for side in args.sides:
+            rs = by.get(side, {})
+            if args.restart_before in rs and all(rs.get(r) is not None for r in range(args.rounds)):
+                out.append("%s: restart round %d %s; sum of the other rounds %s (medians over reps)" % (
+                    side, args.restart_before, secs(rs[args.restart_before]),
+                    secs(sum(v for r, v in rs.items() if r != args.restart_before))))
+        for r in result["restarts"]:
+            if r["side"] == "ls-save" and "save_ms" in r:
+                out.append("ls-save rep %s: client saved %d slot(s) in %.0f ms before the stop, restored them in "
+                           "%.0f ms after the start, before round %d (not in its time); tokens restored per slot %s"
+                           % (r.get("rep"), len(r.get("saves", [])), r["save_ms"], r.get("restore_ms") or 0,
+                              args.restart_before, [x.get("tokens") for x in r.get("restores", [])]))
     for side, kv in sorted(result["kv_types"].items()):
-        out.append("%s KV: %s at rest, %s in slots; RAM: %s" % (side, kv.get("at_rest"), kv.get("in_slots"),
-                                                               kv.get("ram_budget")))
+        out.append("%s KV: %s at rest, %s in slots; RAM: %s%s" % (side, kv.get("at_rest"), kv.get("in_slots"),
+                                                                 kv.get("ram_budget"), "; threads bound: %s" % kv[
+                                                                     "bind"] if kv.get("bind") else ""))
     for side, cmd in sorted(result["commands"].items()):
         out.append("%s command: `%s`" % (side, " ".join(os.path.basename(c) if i == 0 else c
                                                        for i, c in enumerate(cmd))))

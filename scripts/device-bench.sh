@@ -4,7 +4,20 @@
 # $OUT/<step>.tgz (the device returns at most 8 files).
 #   scripts/device-bench.sh setup            CUDA build (+ llama-server), synthetic models, bench restore
 #   scripts/device-bench.sh ttft PRESET CTXS ttft on a synthetic preset (or "bundled"), contexts CTXS
-#   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset
+#   scripts/device-bench.sh vs PRESET CTXS   vs-llama-server on a preset (PAIRS restart pairs per context, default
+#                                            REPS; SETTLE_LOAD: wait for the 1-min load average below it before the
+#                                            cold runs and before the pairs, default 4; LS_BIND omp|strict|none, default omp; the prompt as text
+#                                            and as token ids on llama-server)
+#   scripts/device-bench.sh stock-llama      llama-server built from the pinned source WITHOUT patches/llama.cpp
+#                                            (reversed from the patched copy), as build-cuda-stock/bin/llama-server
+#                                            (CUDA=0: a CPU build, for a smoke run here); ~4-5 min on the device
+#   scripts/device-bench.sh vs-stock PRESET CTXS  vs-llama-server with the patched and the stock llama-server in one
+#                                            run (builds what is missing: agentkv + llama-server, the stock one)
+#   scripts/device-bench.sh returning PRESET AGENTS TOKENS  bench/returning_team.py: AGENTS agents of ~TOKENS tokens
+#                                            return after one restart (GAP_MS apart, default 1000/AGENTS), agentkv
+#                                            --slots AGENTS vs llama-server restoring their slot files into -np AGENTS
+#   scripts/device-bench.sh decode-load PRESET [AGENTS]  bench/decode_load.py: AGENTS (1,4,16,64) agents decoding
+#                                            together, agentkv --slots N vs llama-server -np N (MAX_TOKENS, 128)
 #   scripts/device-bench.sh vs-env VAR=VALUE PRESET CTXS  vs-llama-server without and with VAR=VALUE in the
 #                                            environment of both servers, alternating, ROUNDS (2) rounds
 #   scripts/device-bench.sh vs-ab PATCH PRESET CTXS  CUDA build of this tree (A) and of it with PATCH reversed
@@ -64,6 +77,15 @@
 #   scripts/device-bench.sh quick-build; STEP_TIMEOUT=230 scripts/device-bench.sh vs llama-3.1-8b 2048,32768
 # The coding agents' recorded requests on the 8B shape (issue 30): cold turn 1 vs a second session's turn 1:
 #   STEP_TIMEOUT=200 scripts/device-bench.sh replay llama-3.1-8b
+# Issue 34's headline runs (each line one device call; AGENTKV_SOURCE_COMMIT=$(git rev-parse HEAD) on every step;
+# build-cuda/ and the device ccache stay on a warm machine, so later calls there skip the build):
+#   scripts/device-bench.sh quick-build; SETTLE_LOAD=8 PAIRS=20 STEP_TIMEOUT=270 scripts/device-bench.sh vs llama-3.1-8b 2048
+#   PAIRS=20 STEP_TIMEOUT=540 scripts/device-bench.sh vs llama-3.1-8b 32768      (same, warm machine: no build)
+#   scripts/device-bench.sh stock-llama; PAIRS=6 STEP_TIMEOUT=200 scripts/device-bench.sh vs-stock llama-3.1-8b 2048
+#   STEP_TIMEOUT=400 scripts/device-bench.sh decode-load llama-3.1-8b
+#   REPS=3 STEP_TIMEOUT=250 scripts/device-bench.sh returning llama-3.1-8b 8 2048; REPS=3 STEP_TIMEOUT=280 \
+#     scripts/device-bench.sh returning llama-3.1-8b 4 32768
+#   STEP_TIMEOUT=540 scripts/device-bench.sh team llama-3.1-8b --sides agentkv,ls-q4_0,ls-save   (warm machine)
 # Env: MODELS (where synthetic models go, default ~/m), REPS (5), STEP_TIMEOUT (seconds per step, 540),
 #      REDIS_IO_THREADS (remote: redis-server io-threads, default 1),
 #      AGENTKV_SOURCE_COMMIT (the commit of the tree sent to the device: the copy there is not this
@@ -72,12 +94,38 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
+# Provenance (issue 34): a measuring step refuses to run without the source commit (the device's copy is not
+# a checkout of it), and records where it ran in $OUT/provenance-<step>.json: the commit, the machine (its
+# boot_id changes at every boot, so "a fresh machine" is provable), the date and the binaries' sha256.
+case "${1:-}" in
+  prepare*|"") ;;
+  *) if [ -z "${AGENTKV_SOURCE_COMMIT:-}" ]; then
+       echo "device-bench.sh $1: refused: set AGENTKV_SOURCE_COMMIT=\$(git rev-parse HEAD) (the commit of the tree sent" \
+         "to the device; every JSON records it)" >&2
+       exit 2
+     fi ;;
+esac
+export AGENTKV_SOURCE_COMMIT=${AGENTKV_SOURCE_COMMIT:-}
+record_provenance() {  # record_provenance STEP: $OUT/provenance-STEP.json, at the end of every measuring step
+  local bins=() b
+  for b in build-cuda/agentkv build-cuda/bin/llama-server build-cuda-stock/bin/llama-server; do
+    [ -x "$b" ] && bins+=("\"$b\": \"$(sha256sum "$b" | cut -d' ' -f1)\"")
+  done
+  mkdir -p "$OUT"
+  printf '{"step": "%s", "commit": "%s", "date": "%s", "hostname": "%s", "boot_id": "%s", "gpu": "%s", "binaries_sha256": {%s}}\n' \
+    "$*" "$AGENTKV_SOURCE_COMMIT" "$(date -Is)" "$(hostname)" "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" \
+    "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)" \
+    "$(IFS=,; echo "${bins[*]}")" > "$OUT/provenance-${1:-none}.json"
+}
+case "${1:-}" in prepare*|"") ;; *) trap 'record_provenance "$@"' EXIT ;; esac
 MODELS=${MODELS:-$HOME/m}
 REPS=${REPS:-5}
 B=build-cuda
 mkdir -p "$OUT" "$MODELS"
 T=${STEP_TIMEOUT:-540}
 BENCH=(/usr/bin/env python3 bench/run.py --bin $B/agentkv --llama-server $B/bin/llama-server --threads 16)
+STOCK=${STOCK_DIR:-build-cuda-stock}
+VS_ARGS=(--pairs "${PAIRS:-$REPS}" --settle-load "${SETTLE_LOAD:-4}" --ls-bind "${LS_BIND:-omp}")
 
 model_path() {  # preset name -> GGUF path
   if [ "$1" = bundled ]; then echo "$PWD/models/tiny-llama-brown-16m-q8_0.gguf"; else echo "$MODELS/$1-q4_0.gguf"; fi
@@ -229,7 +277,8 @@ case "${1:-}" in
     ;;
   vs)
     out=/tmp/b/vs-$2-${3//,/_}
-    timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS --out $out 2>&1 | tail -15
+    timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS "${VS_ARGS[@]}" \
+      --out $out 2>&1 | tail -40
     keep_our_log_lines $out
     pack $out vs-$2-${3//,/_}
     ;;
@@ -382,6 +431,65 @@ case "${1:-}" in
       --ctx 32768 --slots 2 --out $out "${@:3}" 2>&1 | tee $out/console.txt | tail -60
     echo "replay: $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
     pack $out replay-$p
+    ;;
+  stock-llama)  # llama-server of the pinned source without our patches (patch 0002 changes its CPU kernels)
+    t0=$SECONDS
+    src=${AGENTKV_CACHE:-$PWD/.device}/llama.cpp
+    if [ -f .device/llama.cpp.tar.xz ] && [ ! -f "$src/.agentkv-plain" ]; then
+      mkdir -p "$src" && tar xJf .device/llama.cpp.tar.xz -C "$src"
+    fi
+    [ -f "$src/CMakeLists.txt" ] || src=$HOME/.cache/agentkv/llama.cpp  # here: the bootstrap's patched clone
+    stock=/tmp/llama.cpp-stock
+    rm -rf $stock && mkdir -p $stock && cp -a "$src"/. $stock/ && rm -rf $stock/.git
+    for p in $(ls patches/llama.cpp/*.patch | LC_ALL=C sort -r); do  # newest first: each reverses cleanly
+      (cd $stock && patch -s -R -p1 --no-backup-if-mismatch < "$OLDPWD/$p") || { echo "stock: cannot reverse $p"; exit 1; }
+    done
+    echo "stock: $(ls patches/llama.cpp/*.patch | wc -l) patches reversed" | tee -a "$OUT/gpu.txt"
+    cuda=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON)
+    [ "${CUDA:-1}" = 0 ] && cuda=(-DGGML_CUDA=OFF -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
+    command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+    export CCACHE_DIR=${DEVICE_CCACHE_DIR:-$HOME/.cache/agentkv-device-ccache}
+    cmake -S $stock -B $STOCK -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" -DBUILD_SHARED_LIBS=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON \
+      -DLLAMA_BUILD_SERVER=ON -DLLAMA_OPENSSL=OFF -DGGML_OPENMP=ON >/dev/null &&
+      ninja -C $STOCK -j "${JOBS:-$(nproc)}" llama-server > "$OUT/build-stock.log" 2>&1 ||
+      { tail -40 "$OUT/build-stock.log"; exit 1; }
+    echo "stock llama-server: $STOCK/bin/llama-server, $((SECONDS - t0)) s" | tee -a "$OUT/gpu.txt"
+    ;;
+  vs-stock)  # vs-stock PRESET CTXS: the patched and the stock llama-server in one vs-llama-server run
+    t0=$SECONDS
+    [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
+    [ -x $STOCK/bin/llama-server ] || "$0" stock-llama || exit 1
+    synth_model $2
+    echo "vs-stock: builds + model $((SECONDS - t0)) s"
+    out=/tmp/b/vs-stock-$2-${3//,/_}
+    timeout $T "${BENCH[@]}" vs-llama-server --model "$(model_path $2)" --contexts "$3" --reps $REPS "${VS_ARGS[@]}" \
+      --stock-llama-server $STOCK/bin/llama-server --out $out 2>&1 | tail -40
+    keep_our_log_lines $out
+    pack $out vs-stock-$2-${3//,/_}
+    ;;
+  returning)  # returning PRESET AGENTS TOKENS: several agents returning within a second of one restart
+    t0=$SECONDS
+    [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
+    synth_model $2
+    echo "returning: build + model $((SECONDS - t0)) s"
+    out=/tmp/b/returning-$2-$3x$4
+    timeout $T /usr/bin/env python3 bench/returning_team.py --bin $B/agentkv --llama-server $B/bin/llama-server \
+      --model "$(model_path $2)" --threads 16 --agents $3 --tokens $4 --slots $3 --reps "${REPS}" \
+      --gap-ms "${GAP_MS:-$((1000 / $3))}" --ls-bind "${LS_BIND:-omp}" --out $out 2>&1 | tail -20
+    rm -rf $out/cache*
+    pack $out returning-$2-$3x$4
+    ;;
+  decode-load)  # decode-load PRESET [AGENTS]: bench/decode_load.py on a preset
+    t0=$SECONDS
+    [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
+    synth_model $2
+    echo "decode-load: build + model $((SECONDS - t0)) s"
+    out=/tmp/b/decode-load-$2
+    timeout $T /usr/bin/env python3 bench/decode_load.py --bin $B/agentkv --llama-server $B/bin/llama-server \
+      --model "$(model_path $2)" --threads 16 --agents "${3:-1,4,16,64}" --max-tokens "${MAX_TOKENS:-128}" \
+      --ls-bind "${LS_BIND:-omp}" --out $out 2>&1 | tail -20
+    pack $out decode-load-$2
     ;;
   capacity)
     out=/tmp/b/capacity

@@ -83,6 +83,9 @@ nlohmann::json Provenance() {
           {"logical_cpus", std::thread::hardware_concurrency()},
           {"ram_bytes", RamBytes()},
           {"loadavg", ReadFirstLine("/proc/loadavg")},
+          // Changes at every boot: runs with different boot_ids ran on different
+          // (or rebooted) machines; bench/paired.py clusters by it.
+          {"boot_id", ReadFirstLine("/proc/sys/kernel/random/boot_id")},
           {"binary", BinaryIdentity()}};
 }
 

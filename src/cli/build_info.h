@@ -15,7 +15,8 @@ std::string BuildCommit();
 bool BuildDirty();
 
 // {"commit", "dirty", "date" (local ISO 8601 with offset), "hostname",
-//  "cpu_model", "logical_cpus", "ram_bytes", "loadavg", "binary": {"path",
+//  "cpu_model", "logical_cpus", "ram_bytes", "loadavg", "boot_id" (the
+//  kernel's per-boot UUID, "" where unreadable), "binary": {"path",
 //  "bytes", "sha256"}}. Hashes the running binary (/proc/self/exe) once per
 // call: tens of milliseconds; meant for the end of a measurement, not a loop.
 nlohmann::json Provenance();
