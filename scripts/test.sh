@@ -29,6 +29,7 @@ fi
 /usr/bin/python3 bench/shared_team_test.py
 /usr/bin/python3 bench/client_replay_test.py
 /usr/bin/python3 bench/decode_load_test.py
+/usr/bin/python3 bench/vs_llama_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.
 mkdir -p bench/out/hostile
 /usr/bin/python3 bench/hostile_clients.py --quick --bin "$BUILD/agentkv" --json bench/out/hostile/quick.json \
