@@ -363,7 +363,9 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   uint32_t i = from;
   for (uint32_t j = 0; j < i; ++j) out.valid_tokens += rec.blocks[j].n_tokens;
   for (; i < rec.blocks.size() && got[i]; ++i) {
-    if (changed && (!got[i]->ok() || !ns->blocks.count(rec.blocks[i].id))) {
+    const StatusCode read_code = got[i]->ok() ? StatusCode::kOk : got[i]->status().code();
+    const bool gone_or_replaced = read_code == StatusCode::kNotFound || read_code == StatusCode::kCorruption;
+    if (changed && (gone_or_replaced || !ns->blocks.count(rec.blocks[i].id))) {  // an I/O error stays one
       const std::string why = got[i]->ok() ? "collected" : got[i]->status().ToString();
       out.stop_reason = Status::Unavailable("block " + std::to_string(i) + " (" + rec.blocks[i].id +
                                             "): changed by a save or erasure while it was read: " + why);
