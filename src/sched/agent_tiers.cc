@@ -283,9 +283,10 @@ AgentRead AgentTiers::ReadAgent(const AgentKey& key, const std::shared_ptr<ReadL
     }
     return read;
   }
-  if (!loaded->complete) {
-    // A bad or missing block is corruption; an I/O error (EIO) is the disk's,
-    // and the file stays for the next read.
+  // A bad or missing block is corruption; an I/O error (EIO) is the disk's,
+  // and the file stays for the next read; Unavailable is a save of this agent
+  // that collected a block while it was read (no fault: the store's contract).
+  if (!loaded->complete && loaded->stop_reason.code() != StatusCode::kUnavailable) {
     if (loaded->stop_reason.code() == StatusCode::kIOError) {
       AKV_LOG_WARN("read of agent %s stopped at %u tokens: %s", key.agent_id.c_str(), loaded->valid_tokens,
                    loaded->stop_reason.ToString().c_str());

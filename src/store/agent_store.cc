@@ -140,7 +140,7 @@ Result<AgentRecord> AgentStore::DecodeRecordLocked(NamespaceState* ns, const std
                                                    Result<std::string> bytes, std::optional<uint64_t> stamp) {
   const std::string path = ManifestPath(*ns, agent_id);
   auto decoded = bytes.ok() ? DecodeManifest(*bytes) : Result<AgentRecord>(bytes.status());
-  if (stamp && (*stamp != manifest_writes_ || !ns->agents.count(agent_id))) {
+  if (stamp && (*stamp != manifest_changes_ || !ns->agents.count(agent_id))) {
     // Read without the lock while a save or delete changed the manifests: a
     // good record of this agent is still a manifest it had (the caller checks
     // it against the index); anything else is no fault of the file.
@@ -187,7 +187,7 @@ Result<AgentRecord> AgentStore::GetRecord(std::string_view ns_name, std::string_
     AGENTKV_ASSIGN_OR_RETURN(ns, PrepareLocked(ns_name));
     if (ns == nullptr) return Status::NotFound("agent " + id + ": not found");
     AGENTKV_RETURN_IF_ERROR(CheckReadableLocked(*ns, id));
-    stamp = manifest_writes_;
+    stamp = manifest_changes_;
   }
   // Read without the lock (ns->dir is immutable; a manifest is replaced by
   // rename, so this reads the old or the new file), checked under it.
@@ -267,7 +267,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     if (ns == nullptr) return Status::NotFound("agent " + id + ": not found");
     AGENTKV_RETURN_IF_ERROR(CheckReadableLocked(*ns, id));
     indexed = ns->agents.find(id)->second.blocks;
-    stamp = manifest_writes_;
+    stamp = manifest_changes_;
   }
   // The block files are read (and decoded and checksummed) on ReadThreads()
   // threads (ReadBlockFiles) while this thread reads the manifest: their ids
@@ -353,10 +353,24 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   }
   const Clock::time_point checks_start = Clock::now();
   std::lock_guard<std::mutex> l(mu_);
+  // A save or erasure ran while the files were read (agent_store.h):
+  // erased, the read's result is dropped; saved again, blocks its garbage
+  // collection took are where the result stops, not faults of the cache.
+  const bool changed = stamp != manifest_changes_;
+  auto it = ns->agents.find(id);
+  if (changed && it == ns->agents.end()) return Status::NotFound("agent " + id + ": erased while it was read");
   LoadedAgent out;
   uint32_t i = from;
   for (uint32_t j = 0; j < i; ++j) out.valid_tokens += rec.blocks[j].n_tokens;
   for (; i < rec.blocks.size() && got[i]; ++i) {
+    const StatusCode read_code = got[i]->ok() ? StatusCode::kOk : got[i]->status().code();
+    const bool gone_or_replaced = read_code == StatusCode::kNotFound || read_code == StatusCode::kCorruption;
+    if (changed && (gone_or_replaced || !ns->blocks.count(rec.blocks[i].id))) {  // an I/O error stays one
+      const std::string why = got[i]->ok() ? "collected" : got[i]->status().ToString();
+      out.stop_reason = Status::Unavailable("block " + std::to_string(i) + " (" + rec.blocks[i].id +
+                                            "): changed by a save or erasure while it was read: " + why);
+      break;
+    }
     auto block = ReadBlockLocked(ns, rec, i, std::move(got[i]));
     if (!block.ok()) {
       out.stop_reason = block.status();
@@ -366,7 +380,6 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     out.blocks.push_back(std::move(block).value());
   }
   out.complete = i == rec.blocks.size();
-  auto it = ns->agents.find(id);
   if (it != ns->agents.end()) it->second.last_used_ms = std::max(it->second.last_used_ms, NowMs());
   out.record = std::move(rec);
   // Where a load's time went (AGENTKV_LOG=debug): the in-server read of a
@@ -613,7 +626,7 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   }
   auto manifest = EncodeManifest(rec);
   if (!manifest.ok()) return fail(manifest.status());
-  ++manifest_writes_;  // before the rename: a manifest read without the lock meanwhile is not trusted blindly
+  ++manifest_changes_;  // before the rename: a manifest read without the lock meanwhile is not trusted blindly
   Status st = WriteFileAtomically(fs_, ManifestPath(*ns, rec.agent_id), *manifest, /*sync_dir=*/true);
   if (!st.ok()) return fail(st);
   ++stats_.manifests_written;

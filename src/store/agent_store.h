@@ -252,6 +252,14 @@ class AgentStore {
   // Corruption if its manifest no longer verifies; a bad block is not an
   // error (see LoadedAgent). `observer` (may be null) sees the read as it
   // goes; it is told nothing when the file system cannot read concurrently.
+  // A save or erasure of the same agent while it reads (the files are read
+  // without the lock): erased by the time the read ends (DeleteAgent, the
+  // disk budget), NotFound, even if every file was read; saved again, the
+  // result is the version whose manifest was read, up to the first of its
+  // blocks that the save's garbage collection removed meanwhile (stop_reason
+  // Unavailable): a block that went missing or failed its checks while
+  // manifests changed is neither counted nor quarantined (the next load
+  // checks it again), so a race is never taken for a damaged cache.
   Result<LoadedAgent> LoadBlocks(std::string_view ns, std::string_view agent_id, uint32_t first_block = 0,
                                  LoadObserver* observer = nullptr);
   // Starts the threads LoadBlocks reads with when called on this thread
@@ -384,8 +392,8 @@ class AgentStore {
   // The record in `bytes` (the manifest file's content, or why it could not
   // be read): a bad one is quarantined and the namespace marked dirty, a
   // vanished file marks it dirty. `stamp`: the file was read without the lock
-  // and manifest_writes_ was *stamp before; if a manifest was written (or the
-  // agent erased) since, nothing is quarantined or marked: the result is a
+  // and manifest_changes_ was *stamp before; if a manifest was written or
+  // removed since, nothing is quarantined or marked: the result is a
   // record of this agent that decodes, else NotFound (erased) or Unavailable.
   Result<AgentRecord> DecodeRecordLocked(NamespaceState* ns, const std::string& agent_id,
                                          Result<std::string> bytes, std::optional<uint64_t> stamp);
@@ -418,7 +426,10 @@ class AgentStore {
   std::map<std::string, NamespaceState> namespaces_;  // by name; GUARDED_BY(mu_)
   StoreStats stats_;                                  // GUARDED_BY(mu_); counters only
   uint64_t quarantine_seq_ = 0;                       // GUARDED_BY(mu_)
-  uint64_t manifest_writes_ = 0;                      // GUARDED_BY(mu_): manifest writes begun (DecodeRecordLocked)
+  // GUARDED_BY(mu_): manifest writes and removals begun (a save, an erasure):
+  // a read done without the lock checks it to tell a change made meanwhile
+  // from a fault of the files (DecodeRecordLocked, LoadBlocks).
+  uint64_t manifest_changes_ = 0;
 };
 
 }  // namespace agentkv

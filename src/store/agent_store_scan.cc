@@ -283,6 +283,7 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
   auto it = ns->agents.find(agent_id);
   if (it == ns->agents.end()) return Status::NotFound("delete agent " + agent_id + ": not found");
   const std::string agents_dir = AgentsDir(*ns);
+  ++manifest_changes_;  // before the removal: a load reading it meanwhile sees the change
   Status st = fs_->RemoveFile(ManifestPath(*ns, agent_id));
   if (st.code() == StatusCode::kNotFound) st = Status::OK();
   // The removal must be durable before any of its blocks goes: a manifest

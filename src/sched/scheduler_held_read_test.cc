@@ -1,0 +1,129 @@
+// While one agent's disk read is held at a gated file system (the read
+// blocks until the test opens the gate, so nothing here passes by luck and a
+// slow machine only makes it slower): /metrics and the admin listing answer,
+// and a turn cancelled while it waits for that read ends without it as
+// another agent keeps decoding at its pace (the CPU route: the restore has
+// not begun; the pipelined route's abandon is tested in scheduler_test.cc).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "sched/scheduler_fixture.h"
+#include "store/gated_file_system_test_util.h"
+
+namespace agentkv::sched {
+namespace {
+
+using std::chrono::seconds;
+using store_test::GatedFileSystem;
+using Clock = testing::RecordingSink::Clock;
+
+using SchedulerHeldReadTest = SchedulerTest;
+
+constexpr auto kGiveUp = seconds(30);
+
+bool WaitHeld(GatedFileSystem& fs) {
+  for (int i = 0; i < 3000 && fs.held() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return fs.held() > 0;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Agent W returns after a restart; its block reads are held. The metrics
+// text and the namespace's admin listing are answered meanwhile (a call that
+// waited for the read would still wait when the test gives up, 30 s, and
+// opens the gate); their latency is printed and bounded generously (the
+// issue's 50 ms, with 10x headroom for a loaded 2-core machine).
+TEST_F(SchedulerHeldReadTest, MetricsAndAdminCallsAnswerWhileALoadIsHeld) {
+  GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
+  Boot(2, 64u << 20, {}, 1024, &fs);
+  const std::string w1 = Prompt(4) + Prompt(5);
+  auto first = Run("w", w1, 8);
+  sched_->FlushSaves();
+  Boot(2, 64u << 20, {}, 1024, &fs);  // restart: W is on disk only
+  fs.Close("/blocks/", "");
+  auto w = Send("w", w1 + first->text() + " Then", 8);
+  ASSERT_TRUE(WaitHeld(fs)) << "W's read never reached the disk";
+  auto calls = std::async(std::launch::async, [&] {
+    const auto start = Clock::now();
+    const std::string metrics = sched_->MetricsText();
+    auto list = sched_->ListAgents("default");
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    const bool listed = list.ok() && std::any_of(list->begin(), list->end(),
+                                                 [](const api::AgentInfo& a) { return a.id == "w"; });
+    return std::make_pair(metrics.find("agentkv_") != std::string::npos && listed, ms);
+  });
+  const bool answered = calls.wait_for(kGiveUp) == std::future_status::ready;
+  EXPECT_TRUE(answered) << "/metrics or the admin listing waited for a held load";
+  EXPECT_GT(fs.held(), 0) << "the load was held all along";
+  EXPECT_FALSE(w->done());
+  fs.Open();
+  const auto [ok, ms] = calls.get();
+  EXPECT_TRUE(ok) << "metrics text or listing without agent w";
+  std::printf("metrics + admin list during a held load: %.2f ms\n", ms);
+  EXPECT_LT(ms, 500.0);
+  w->Wait();
+  ASSERT_TRUE(w->error().ok()) << w->error().ToString();
+  EXPECT_EQ(w->usage().cache_state, api::CacheState::kWarm);
+}
+
+// Agent B decodes a long reply; agent W's turn waits for its read, held at
+// the disk, and is cancelled. W ends while its read is still held, B goes on
+// producing tokens (counted while the gate is closed) and its median
+// inter-token gap after the cancel stays within 2x its median before it.
+// Released, W's read is dropped; W then restores warm.
+TEST_F(SchedulerHeldReadTest, ACancelledHeldRestoreNeverSlowsAnotherAgent) {
+  GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
+  Boot(2, 64u << 20, {}, 1024, &fs);
+  const std::string w1 = Prompt(4) + Prompt(5);
+  auto first = Run("w", w1, 8);
+  sched_->FlushSaves();
+  Boot(2, 64u << 20, {}, 1024, &fs);  // restart: W is on disk only
+  auto b = Send("b", Prompt(3), 400);
+  b->WaitForDeltas(16);
+  ASSERT_FALSE(b->done());
+  fs.Close("/blocks/", "");
+  api::CancellationToken cancel;
+  const std::string w2 = w1 + first->text() + " Then";
+  auto w = Send("w", w2, 8, {}, cancel);
+  ASSERT_TRUE(WaitHeld(fs)) << "W's read never reached the disk";
+  const auto cancelled_at = Clock::now();
+  cancel.Cancel();
+  const bool ended = w->WaitFor(kGiveUp);
+  EXPECT_TRUE(ended) << "the cancelled turn waited for its read";
+  EXPECT_EQ(w->error().code(), StatusCode::kCancelled) << w->error().ToString();
+  const auto count = [&] { return b->DeltasBetween(Clock::time_point::min(), Clock::time_point::max()); };
+  const int at_cancel = b->DeltasBetween(Clock::time_point::min(), cancelled_at);
+  for (int i = 0; i < 3000 && ended && count() < at_cancel + 32 && !b->done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(count(), at_cancel + 32) << "B stalled behind the cancelled turn's read";
+  EXPECT_GT(fs.held(), 0) << "the read was held all along";
+  std::vector<double> before, after;
+  {
+    const std::vector<Clock::time_point> t = b->delta_times();
+    for (size_t i = 1; i < t.size(); ++i) {
+      (t[i - 1] < cancelled_at ? before : after)
+          .push_back(std::chrono::duration<double, std::milli>(t[i] - t[i - 1]).count());
+    }
+  }
+  fs.Open();
+  b->Wait();
+  ASSERT_TRUE(b->error().ok()) << b->error().ToString();
+  ASSERT_GE(before.size(), 8u);
+  ASSERT_GE(after.size(), 8u);
+  std::printf("B's inter-token gap: median %.2f ms before the cancel, median %.2f ms after it (%zu gaps)\n",
+              Median(before), Median(after), after.size());
+  EXPECT_LE(Median(after), 2 * Median(before));
+  auto w3 = Run("w", w2, 8);  // restorable as before
+  EXPECT_EQ(w3->usage().cache_state, api::CacheState::kWarm);
+}
+
+}  // namespace
+}  // namespace agentkv::sched
