@@ -4,6 +4,7 @@
 // and a turn cancelled while it waits for that read ends without it as
 // another agent keeps decoding at its pace (the CPU route: the restore has
 // not begun; the pipelined route's abandon is tested in scheduler_test.cc).
+// Latencies are printed; the assertions rest on the gate, not on time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,10 +76,13 @@ TEST_F(SchedulerHeldReadTest, MetricsAndAdminCallsAnswerWhileALoadIsHeld) {
 
 // Agent B decodes a long reply; agent W's turn waits for its read, held at
 // the disk, and is cancelled. W ends while its read is still held, B goes on
-// producing tokens (counted while the gate is closed) and its median
-// inter-token gap after the cancel stays within 2x its median before it.
+// producing tokens (32 counted while the gate is closed: a loop that waited
+// for the read would produce none). B's median gaps before and after the
+// cancel are printed, not asserted: on a shared 2-core machine other
+// processes moved them 2-8x either way between runs (22 -> 33 ms, 51 -> 6 ms),
+// so a wall-time bound would flake; the gate is what makes this test fail.
 // Released, W's read is dropped; W then restores warm.
-TEST_F(SchedulerHeldReadTest, ACancelledHeldRestoreNeverSlowsAnotherAgent) {
+TEST_F(SchedulerHeldReadTest, ACancelledHeldRestoreNeverHoldsUpAnotherAgent) {
   GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
   Boot(2, 64u << 20, {}, 1024, &fs);
   const std::string w1 = Prompt(4) + Prompt(5);
@@ -120,7 +124,6 @@ TEST_F(SchedulerHeldReadTest, ACancelledHeldRestoreNeverSlowsAnotherAgent) {
   ASSERT_GE(after.size(), 8u);
   std::printf("B's inter-token gap: median %.2f ms before the cancel, median %.2f ms after it (%zu gaps)\n",
               Median(before), Median(after), after.size());
-  EXPECT_LE(Median(after), 2 * Median(before));
   auto w3 = Run("w", w2, 8);  // restorable as before
   EXPECT_EQ(w3->usage().cache_state, api::CacheState::kWarm);
 }
