@@ -4,8 +4,6 @@
 // blocks + a partial one into slot 0, export to blocks, import into slot 2;
 // next-token logits must be identical and 32 greedy tokens equal.
 #include <gtest/gtest.h>
-
-#include <chrono>
 #include <unistd.h>
 
 #include <cstdio>
@@ -268,7 +266,7 @@ TEST_P(ArchTest, HybridRoundedRestoreEqualsTheResidentSlot) {
 // every architecture. Where it applies (one cache section: dense GQA, MLA +
 // MoE), a decode stopped before every layer until that layer's rows are in
 // gives the logits of the same decode after the whole import, bit for bit,
-// and llama.cpp called the layer hook for every layer (Complete; else every
+// and its graph named every layer's gate (CoveredAllLayers; else every
 // pipelined turn would start over cold). A sliding-window model's two
 // caches are refused up front (Supports; the scheduler then restores the
 // usual way) and by Start.
@@ -293,7 +291,7 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
 
   if (!LayerGatedImport::Supports(spec.shape)) {
     EXPECT_EQ(preset, "tiny-gemma3");
-    auto refused = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr);
+    auto refused = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr, nullptr);
     EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported) << refused.status().ToString();
       return;
   }
@@ -302,13 +300,13 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   auto whole = testing::Prefill(*ctx, 1, {tokens.back()});
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
 
-  auto import = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr);
+  auto import = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr, nullptr);
   ASSERT_TRUE(import.ok()) << import.status().ToString();
-  struct EveryLayer : LayerGate {  // stops before every layer, imports it there
+  struct EveryLayer : LayerGate {  // stops before every layer (no LayerReady)
     explicit EveryLayer(LayerGatedImport& in) : in(in) {}
     bool WaitLayer(int il) override {
       ++stops;
-      return in.ImportWhenLanded(il, std::chrono::seconds(30));
+      return in.WaitLayer(il);
     }
     LayerGatedImport& in;
     uint32_t stops = 0;
@@ -316,7 +314,8 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   BatchItem item{2, tokens.back(), static_cast<int32_t>(n), true};
   ASSERT_TRUE(ctx->DecodeGated({&item, 1}, &gate).ok());
   EXPECT_EQ(gate.stops, spec.n_layer());
-  EXPECT_TRUE((*import)->Complete());  // every layer was called back, so imported before it was computed
+  EXPECT_TRUE((*import)->CoveredAllLayers());
+  ASSERT_TRUE((*import)->Finish().ok());
   const std::vector<float> gated(ctx->Logits(0).begin(), ctx->Logits(0).end());
   EXPECT_EQ(gated, *whole);
 }

@@ -23,6 +23,7 @@
 #include "util/status.h"
 
 struct llama_context;
+struct ggml_tensor;
 
 namespace agentkv::engine {
 
@@ -106,13 +107,12 @@ class Context {
   // every slot valid. Positions must extend each slot contiguously.
   // On failure the slots touched may hold a partial update: callers clear them.
   Status Decode(std::span<const BatchItem> items);
-  // Decode() that asks gate->LayerReady(il), and else calls
-  // gate->WaitLayer(il), before computing layer il (engine/layer_gate.h),
-  // for a slot whose rows are still being imported
-  // (engine/layer_gated_import.h). Cancelled when the gate abandoned the
-  // decode: the slots touched then hold the items' positions with garbage
-  // rows (callers truncate them). llama.cpp's layer callback, which stops
-  // it, is set for this decode only: other decodes do not pay for it.
+  // Decode() that calls gate->WaitLayer(il) before computing layer il's
+  // attention (engine/layer_gate.h), for a slot whose rows are still being
+  // imported (engine/layer_gated_import.h). Cancelled when the gate abandoned
+  // the decode: the slots touched then hold the items' positions with
+  // garbage rows (callers truncate them). llama.cpp's eval callback, which
+  // stops it, is set for this decode only: other decodes do not pay for it.
   Status DecodeGated(std::span<const BatchItem> items, LayerGate* gate);
   // Logits of items[i] of the last Decode(); REQUIRES items[i].want_logits.
   std::span<const float> Logits(int i) const;
@@ -164,10 +164,10 @@ class Context {
   // Corruption (slot cleared) if llama.cpp rejects the state.
   Status SetSlotState(int slot, std::span<const uint8_t> state, void (*wait)(void*, size_t, size_t), void* wait_user);
 
-  // llama.cpp's layer callback (llama_layer_callback), set during
-  // DecodeGated only: asks to stop before each layer that is not
-  // LayerReady, and there calls WaitLayer.
-  static bool OnLayer(int32_t il, bool ask, void* self);
+  // llama.cpp's eval callback (ggml_backend_sched_eval_callback), set
+  // during DecodeGated only: asks to stop after each "attn_norm-<il>" node
+  // whose layer is not LayerReady, and there calls WaitLayer.
+  static bool OnEval(::ggml_tensor* t, bool ask, void* self);
 
   const Model& model_;
   ContextOptions options_;

@@ -21,8 +21,7 @@
 // tensor is copied into the state as soon as its bytes are in, before its
 // file's checksum is checked; a row copy of the state (one layer's K or V
 // rows for every position) has landed once every block's tensor for it has.
-// Landed/WaitLanded let a layer-by-layer import follow the read
-// (engine/layer_gated_import.h):
+// WaitFn lets llama.cpp's import follow the read (engine/layer_gated_import.h):
 // the scheduler may then restore an agent while it is still being read, and
 // uses the result only if the load then verified every planned block
 // (StateFor). OnRecord hands the manifest over as soon as it is read.
@@ -30,11 +29,10 @@
 // Threads: Reserve and Ticket::StateFor on the inference thread; a Ticket's
 // LoadObserver calls on the read threads (AgentStore::LoadBlocks). A
 // ticket's bytes are read by StateFor only after the load returned, which
-// the scheduler hands over under its mutex; streaming, by the inference
-// thread once Landed said they have landed (no copy touches them again).
+// the scheduler hands over under its mutex; streaming, by WaitFn's caller
+// once WaitFn returned for them (landed, or Abandon stopped every copy).
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -46,7 +44,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/layer_gated_import.h"
 #include "engine/seq_state.h"
 #include "engine/staging_buffer.h"
 #include "kv/block_pool.h"
@@ -78,7 +75,7 @@ class ReadLanding {
   std::weak_ptr<Ticket> current_;
 };
 
-class ReadLanding::Ticket : public LoadObserver, public engine::RowSource {
+class ReadLanding::Ticket : public LoadObserver {
  public:
   explicit Ticket(std::shared_ptr<Buffer> buffer) : buffer_(std::move(buffer)) {}
 
@@ -102,24 +99,18 @@ class ReadLanding::Ticket : public LoadObserver, public engine::RowSource {
   std::span<const uint8_t> state() const { return state_; }
   const engine::BlocksStateWriter* writer() const { return writer_ ? &*writer_ : nullptr; }
   const std::vector<std::string>& planned_ids() const { return ids_; }
-  // engine::RowSource (streaming; any thread): whether state bytes
-  // [offset, offset + size) have landed (headers: at once; every row copy
-  // they overlap: once every block's tensor for it was copied in). Landed
-  // never blocks; WaitLanded waits at most `timeout`, less once the ticket
-  // is abandoned (rows that had not landed then never will). False for a
-  // ticket that does not stream.
-  bool Landed(size_t offset, size_t size) const override;
-  bool WaitLanded(size_t offset, size_t size, std::chrono::microseconds timeout) const override;
-  bool Final() const override;  // abandoned (by the read once the load returned, or the scheduler)
-  // Ends every WaitLanded, now and later, and stops the read's copies into
-  // the state: once it returns, no copy is in progress or starts, so what
-  // Landed says stays true. Waits only for the copies in progress (memory
+  // llama_state_wait_fn over a Ticket* `self`: returns once state bytes
+  // [offset, offset + size) have landed (at once for headers), or the read
+  // was abandoned (then they may be garbage).
+  static void WaitFn(void* self, size_t offset, size_t size);
+  // Releases every WaitFn, now and later (their rows landed or never will),
+  // and stops the read's copies into the state: once it returns, no copy is
+  // in progress or starts, so whoever WaitFn released may read the state
+  // while the load goes on. Waits only for the copies in progress (memory
   // copies of one block tensor each, never the disk). Any thread, any time:
   // the read calls it once the load returned; the scheduler to give up a
-  // restore that follows a read still running (a cancelled turn). The
-  // ticket (and its state buffer) lives on while the read holds it.
-  // Idempotent. StateFor is then empty unless every planned block had
-  // landed before.
+  // restore that follows a read still running (a cancelled turn). Idempotent.
+  // StateFor is then empty unless every planned block had landed before.
   void Abandon();
 
   // After the load returned: the state of positions [0, n_tokens()) when
@@ -157,7 +148,7 @@ class ReadLanding::Ticket : public LoadObserver, public engine::RowSource {
   std::shared_mutex copy_mu_;
   bool stopped_ = false;  // GUARDED_BY(copy_mu_)
   mutable std::mutex mu_;
-  mutable std::condition_variable cv_;          // a row copy landed, or abandoned
+  std::condition_variable cv_;                  // a row copy landed, or abandoned
   size_t copies_landed_ = 0;                    // GUARDED_BY(mu_) (count; which: blocks_left_)
   bool abandoned_ = false;                      // GUARDED_BY(mu_)
   std::shared_ptr<const AgentRecord> record_;  // GUARDED_BY(mu_)

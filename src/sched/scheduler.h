@@ -147,30 +147,35 @@ class Scheduler : public api::Backend {
                        const Agent& agent, RestoreSource* source);
   // Starts importing the source's landing into `slot`, positions [0, n_keep).
   Status StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, const RestoreSource& source);
-  // Step() for an active whose restore still follows its read: its first
-  // chunk decoded, layer by layer as rows land, when it is alone; false
-  // when it sat this step out. Never waits for the read beyond a bounded
-  // wait (WaitPipelinedRead, GiveWay).
+  // Step() for an active whose import still runs: its first chunk decoded
+  // beside the import when it is alone; false when it sat this step out.
+  // Never waits for the read (only, alone and with nothing else to run, for
+  // its last checks: WaitPipelinedRead).
   bool StepPipelined(Active& a, bool alone, Status* decoded);
-  // Whether a pipelined decode should give way: a request waits, a is
-  // cancelled, or the loop is stopping.
-  bool GiveWay(const Active& a);
   // Whether a's pipelined read has completed (or was dropped). No wait.
   bool PipelinedReadDone(const Active& a);
-  // Waits (at most 50 ms) for a's pipelined read to complete unless
-  // GiveWay; false if it did not complete by then.
+  // Waits for a's pipelined read to complete while no request is waiting, a
+  // is not cancelled and the loop is not stopping; false if one of those
+  // came first.
   bool WaitPipelinedRead(const Active& a);
-  // Ends a's pipelined restore: whether the read verified what was
-  // imported and every layer is in (then the turn goes on from it), else
-  // the caller restarts the turn cold (RestartCold). REQUIRES
-  // PipelinedReadDone: it waits for nothing.
+  // Whether the read verified what was imported (then the turn goes on from
+  // it), else the caller restarts the turn cold (RestartCold). REQUIRES the
+  // import ended or has every row in, and PipelinedReadDone: it waits for nothing.
   bool ResolvePipelined(Active& a);
   void RestartCold(Active& a);
   // Gives up a's pipelined restore without waiting for its read (a turn
-  // cancelled, failed, shut down or refused): the landing is abandoned, the
-  // read's entry dropped (its result is discarded when it comes). After it
-  // a has no restore; the caller clears a.slot, which is then free.
+  // cancelled, failed or shut down): the landing is abandoned (the import's
+  // waits for rows end, the read copies no more), the read's entry dropped
+  // (its result is discarded when it comes), and the import kept in
+  // abandoned_imports_ with its slot until it ended. After it a has no
+  // import, and a.slot must be neither cleared nor reused (SlotDraining).
   void AbandonPipelined(Active& a);
+  // Whether `slot` still receives an abandoned import's rows: no one's, and
+  // not handed out (AcquireSlot) until ReapAbandonedImports cleared it.
+  bool SlotDraining(int slot) const;
+  // Clears and frees the slots of abandoned imports that ended; `wait`
+  // (shutdown): of all of them, joining each (it waits for no read).
+  void ReapAbandonedImports(bool wait);
   int AcquireSlot(const Agent& for_agent);                    // -1 if none free/evictable
   Status Step();                                              // one batch
   // Adds a's next `take` pending tokens to a batch (a.batch_fed, and
@@ -211,6 +216,8 @@ class Scheduler : public api::Backend {
   TenantRoundRobin admission_order_;                  // which waiting request Admit tries first
   std::vector<std::unique_ptr<Active>> active_;
   SlotOwners slots_;                                  // who holds each slot (IsResident: any thread)
+  struct AbandonedImport;
+  std::vector<AbandonedImport> abandoned_imports_;     // AbandonPipelined: imports still copying into their slot
 
   // SchedulerOptions::pipelined_restore, where possible (PipelinedPossible).
   const bool pipelined_;

@@ -45,6 +45,7 @@ void Scheduler::Loop() {
     for (auto& a : active_) {
       if (!a->done && a->w->req.cancel.cancelled()) Finish(*a, api::FinishReason::kCancelled);
     }
+    ReapAbandonedImports(/*wait=*/false);  // their slots, once free, go to Admit
     Admit();
     if (!active_.empty()) {
       Status s = Step();
@@ -71,17 +72,18 @@ void Scheduler::Loop() {
     if (!a->done) Finish(*a, api::FinishReason::kCancelled);
   }
   active_.clear();
+  ReapAbandonedImports(/*wait=*/true);  // before the context goes: none writes into a slot any more
 }
 
 Status Scheduler::Step() {
-  // A restore still following its read (scheduler_pipelined.cc): alone, its
-  // first chunk is decoded as the rows land; else it sits out.
+  // A pipelined restore still importing (scheduler_pipelined.cc): alone, its
+  // first chunk is decoded beside the import; else it sits out.
   size_t live = 0;
   Active* piped = nullptr;
   for (auto& up : active_) {
     if (up->done) continue;
     ++live;
-    if (up->pipelined) piped = up.get();
+    if (up->gated_import) piped = up.get();
   }
   if (piped != nullptr) {
     Status decoded;
@@ -89,14 +91,11 @@ Status Scheduler::Step() {
       RecordPrefill(*piped);
       return Status::OK();
     }
-    // Sitting out with nothing else to run: wait for its next rows (or, once
-    // all are in, its read) a little (then the loop admits whoever came and
+    // Sitting out with nothing else to run: wait for its import (or, once
+    // it ended, its read) a little (then the loop admits whoever came and
     // checks cancellations), rather than spin.
-    if (live == 1 && piped->pipelined && !piped->done) {
-      if (!piped->pipelined->complete()) {
-        (void)piped->pipelined->WaitNextLayer(std::chrono::milliseconds(2));
-        return Status::OK();
-      }
+    if (live == 1 && piped->gated_import && !piped->done) {
+      if (!piped->gated_import->WaitEndedFor(std::chrono::milliseconds(2))) return Status::OK();
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(2));  // a read's completion, a request: notify cv_
       return Status::OK();
@@ -109,7 +108,7 @@ Status Scheduler::Step() {
     Active& a = *up;
     a.batch_row = -1;
     a.batch_fed = 0;
-    if (a.done || !a.decoding || a.pipelined) continue;
+    if (a.done || !a.decoding || a.gated_import) continue;
     a.batch_row = static_cast<int>(items.size());
     items.push_back({a.slot, a.next_token, static_cast<int32_t>(a.agent->seq.tokens.size()), true});
     decoders.push_back(&a);
@@ -118,7 +117,7 @@ Status Scheduler::Step() {
   std::vector<Active*> order;
   std::vector<size_t> remaining;
   for (auto& up : active_) {
-    if (up->done || up->decoding || up->pipelined) continue;
+    if (up->done || up->decoding || up->gated_import) continue;
     order.push_back(up.get());
     remaining.push_back(up->pending.size() - up->n_fed);
   }
@@ -222,10 +221,11 @@ void Scheduler::OnTokenSampled(Active& a, int32_t token) {
 void Scheduler::Finish(Active& a, api::FinishReason reason) {
   if (a.done) return;
   // A turn that ends while its pipelined restore still runs (cancelled,
-  // shutdown): its slot is committed below only if its read completed and
-  // verified every layer by now; else the restore is abandoned
-  // (FailActive), without waiting for the read.
-  if (a.pipelined && (!PipelinedReadDone(a) || !ResolvePipelined(a))) {
+  // shutdown): its slot is committed below only if its import ended and its
+  // read verified it by now; else the restore is abandoned (FailActive),
+  // without waiting for the read.
+  if (a.gated_import &&
+      (!a.gated_import->Ended() || !PipelinedReadDone(a) || !ResolvePipelined(a))) {
     FailActive(a, Status::Cancelled("the turn ended before its restore was verified"));
     return;
   }
@@ -245,15 +245,16 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
 
 void Scheduler::FailActive(Active& a, const Status& s) {
   if (a.done) return;
-  // A restore still following its read: abandoned, never waited for.
-  if (a.pipelined) AbandonPipelined(a);
+  // Its import may still write into the slot: abandoned, never waited for
+  // (the slot is cleared once the import ended: ReapAbandonedImports).
+  if (a.gated_import) AbandonPipelined(a);
   a.done = true;
   metrics_.CountRequest("error");
   Agent& agent = *a.agent;
   agent.busy = false;
   // The slot's contents are unknown after a failed decode: drop it; the
   // agent's last committed cache (pool/disk) is still intact.
-  ctx_.ClearSlot(a.slot);
+  if (!SlotDraining(a.slot)) ctx_.ClearSlot(a.slot);
   slots_.Set(a.slot, nullptr);
   agent.seq = std::move(a.committed_seq);
   table_.Reindex(agent);
