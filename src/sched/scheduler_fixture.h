@@ -138,6 +138,17 @@ class SchedulerTest : public ::testing::Test {
     return Run(Request(agent, prompt, max_tokens));
   }
 
+  // Agent `agent` answers `prompt` (8 tokens) on a 2-slot scheduler over
+  // `fs`, its save lands, and the scheduler restarts: the agent is on disk
+  // only. Returns its reply.
+  std::string SaveAgentThenRestart(const std::string& agent, const std::string& prompt, FileSystem* fs) {
+    Boot(2, 64u << 20, {}, 1024, fs);
+    const std::string reply = Run(agent, prompt, 8)->text();
+    sched_->FlushSaves();
+    Boot(2, 64u << 20, {}, 1024, fs);
+    return reply;
+  }
+
   // The oracle across batch shapes (see scheduler_test.cc's file comment):
   // the text of `prompt`'s greedy reply (n tokens) up to, not including, its
   // first near-tie step (top-2 logit gap below `tie`), computed on a context

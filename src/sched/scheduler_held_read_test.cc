@@ -43,13 +43,10 @@ double Median(std::vector<double> v) {
 // issue's 50 ms, with 10x headroom for a loaded 2-core machine).
 TEST_F(SchedulerHeldReadTest, MetricsAndAdminCallsAnswerWhileALoadIsHeld) {
   GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
-  Boot(2, 64u << 20, {}, 1024, &fs);
   const std::string w1 = Prompt(4) + Prompt(5);
-  auto first = Run("w", w1, 8);
-  sched_->FlushSaves();
-  Boot(2, 64u << 20, {}, 1024, &fs);  // restart: W is on disk only
+  const std::string first = SaveAgentThenRestart("w", w1, &fs);  // W is on disk only
   fs.Close("/blocks/", "");
-  auto w = Send("w", w1 + first->text() + " Then", 8);
+  auto w = Send("w", w1 + first + " Then", 8);
   ASSERT_TRUE(WaitHeld(fs)) << "W's read never reached the disk";
   auto calls = std::async(std::launch::async, [&] {
     const auto start = Clock::now();
@@ -84,17 +81,14 @@ TEST_F(SchedulerHeldReadTest, MetricsAndAdminCallsAnswerWhileALoadIsHeld) {
 // Released, W's read is dropped; W then restores warm.
 TEST_F(SchedulerHeldReadTest, ACancelledHeldRestoreNeverHoldsUpAnotherAgent) {
   GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
-  Boot(2, 64u << 20, {}, 1024, &fs);
   const std::string w1 = Prompt(4) + Prompt(5);
-  auto first = Run("w", w1, 8);
-  sched_->FlushSaves();
-  Boot(2, 64u << 20, {}, 1024, &fs);  // restart: W is on disk only
+  const std::string first = SaveAgentThenRestart("w", w1, &fs);  // W is on disk only
   auto b = Send("b", Prompt(3), 400);
   b->WaitForDeltas(16);
   ASSERT_FALSE(b->done());
   fs.Close("/blocks/", "");
   api::CancellationToken cancel;
-  const std::string w2 = w1 + first->text() + " Then";
+  const std::string w2 = w1 + first + " Then";
   auto w = Send("w", w2, 8, {}, cancel);
   ASSERT_TRUE(WaitHeld(fs)) << "W's read never reached the disk";
   const auto cancelled_at = Clock::now();

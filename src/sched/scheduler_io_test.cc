@@ -35,14 +35,11 @@ void ReleaseAndExpectWarm(GatedFileSystem& fs, testing::RecordingSink& w) {
 // and answers exactly like a cold prefill of the same text (16 greedy tokens).
 TEST_F(SchedulerIoTest, AWarmLoadNeverHoldsUpAnotherAgent) {
   GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
-  Boot(2, 64u << 20, {}, 1024, &fs);
   const std::string w1 = Prompt(4) + Prompt(5);
-  auto first = Run("w", w1, 8);
-  sched_->FlushSaves();
-  Boot(2, 64u << 20, {}, 1024, &fs);  // restart: W is on disk only
+  const std::string first = SaveAgentThenRestart("w", w1, &fs);  // W is on disk only
   ASSERT_TRUE(sched_->ListAgents("default").ok());
   fs.Close("/blocks/", "");
-  const std::string w2 = w1 + first->text() + " Then";
+  const std::string w2 = w1 + first + " Then";
   auto w = Send("w", w2, 16);
   auto a = Send("a", Prompt(1), 24);
   ASSERT_TRUE(a->WaitFor(seconds(120))) << "agent A waited for W's disk read";
@@ -61,13 +58,10 @@ TEST_F(SchedulerIoTest, AWarmLoadNeverHoldsUpAnotherAgent) {
 // restores warm.
 TEST_F(SchedulerIoTest, ANewAgentIsAdmittedWithoutARead) {
   GatedFileSystem& fs = *MakeFileSystem<GatedFileSystem>();
-  Boot(2, 64u << 20, {}, 1024, &fs);
   const std::string w1 = Prompt(4);
-  auto first = Run("w", w1, 8);
-  sched_->FlushSaves();
-  Boot(2, 64u << 20, {}, 1024, &fs);  // restart: W is on disk only, no index merged
+  const std::string first = SaveAgentThenRestart("w", w1, &fs);  // W is on disk only, no index merged
   fs.Close("/", "");
-  auto w = Send("w", w1 + first->text() + " Then", 8);
+  auto w = Send("w", w1 + first + " Then", 8);
   for (int i = 0; i < 1000 && fs.held() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_GT(fs.held(), 0);
   auto fresh = Send("new", Prompt(1), 8);
