@@ -47,6 +47,13 @@ void Scheduler::Loop() {
     }
     ReapAbandonedImports(/*wait=*/false);  // their slots, once free, go to Admit
     Admit();
+    // Before the step, whose replies a client may answer with a look at
+    // /metrics: a namespace merged by this Admit (or a task) never shows.
+    if (table_.bytes() > table_.budget_bytes()) {  // drops disk-only agents no waiting request is for
+      std::set<AgentKey> waiting;
+      for (const auto& w : waiting_) waiting.insert({w->req.namespace_id, w->req.agent_id});
+      tiers_.TrimTable(waiting);
+    }
     if (!active_.empty()) {
       Status s = Step();
       if (!s.ok()) AKV_LOG_ERROR("decode step failed: %s", s.ToString().c_str());
@@ -55,11 +62,6 @@ void Scheduler::Loop() {
                   active_.end());
     n_active_ = active_.size();
     if (active_.empty() && waiting_.empty()) tiers_.RefillReadReserveWhenIdle();
-    if (table_.bytes() > table_.budget_bytes()) {  // drops disk-only agents no waiting request is for
-      std::set<AgentKey> waiting;
-      for (const auto& w : waiting_) waiting.insert({w->req.namespace_id, w->req.agent_id});
-      tiers_.TrimTable(waiting);
-    }
     slots_.UpdateGauges();
   }
   // Shutdown: queued requests are refused, active ones end with what they
