@@ -39,7 +39,7 @@ DonorChoice::Kind Scheduler::SeedFromDonor(Waiting& w, Agent& agent, RestoreSour
   for (const auto& a : active_) {
     const Agent& l = *a->agent;
     // A pipelined restore's slot is still being written by its import.
-    if (a->done || &l == &agent || l.key.ns != ns || l.isolated || a->slot < 0 || a->gated_import) continue;
+    if (a->done || &l == &agent || l.key.ns != ns || l.isolated || a->slot < 0 || a->restore) continue;
     leaders.push_back({CommonPrefixBytes(a->w->prompt, w.prompt), ComputedBytes(l.seq), a->decoding});
     leader_turns.push_back(a.get());
   }

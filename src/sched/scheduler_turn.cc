@@ -19,7 +19,7 @@ namespace {
 
 int Scheduler::AcquireSlot(const Agent& for_agent) {
   if (for_agent.slot >= 0) return for_agent.slot;
-  if (int free = slots_.Free([this](int s) { return !SlotDraining(s); }); free >= 0) return free;
+  if (int free = slots_.Free([this](int s) { return !draining_.Draining(s); }); free >= 0) return free;
   // Evict an idle resident agent; its cache was committed to the pool (and
   // queued for disk) when its turn ended. No wait for its save: until that
   // lands, its blocks stay in RAM (AgentTiers).
@@ -184,7 +184,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
     // A new agent that was to start from a leader's slot keeps no copy of
     // the leader's sequence: it has no blocks of its own to back it.
     if (from_leader && agent.version == 0 && !agent.on_disk && agent.slot < 0) agent.seq = {};
-    if (agent.slot < 0 && ctx_.SlotLength(slot) > 0 && !SlotDraining(slot)) ctx_.ClearSlot(slot);
+    if (agent.slot < 0 && ctx_.SlotLength(slot) > 0 && !draining_.Draining(slot)) ctx_.ClearSlot(slot);
     if (agent.fork_source && agent.version == 0 && !agent.on_disk && agent.slot < 0) {
       reindex_on_exit.a = nullptr;
       DropUnstartedFork(AgentKey(agent.key));  // a copy: the key dies with the agent
@@ -277,7 +277,9 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
       restored = ctx_.TruncateSlot(slot, static_cast<int32_t>(plan.n_keep));
     } else if (source.pipelined) {
       const auto t_restore = Clock::now();
-      restored = StartPipelinedRestore(*a, slot, plan.n_keep, source);
+      auto restore = PipelinedRestore::Start(ctx_, tiers_, metrics_, slot, plan.n_keep, source.landing, *source.read_key);
+      restored = restore.status();
+      if (restore.ok()) a->restore = std::move(restore).value();
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
     } else {
       const auto t_restore = Clock::now();
@@ -305,12 +307,12 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   // A prompt refused after a pipelined restore began: the restore is
   // abandoned, not waited for (the slot is cleared once its import ended).
   auto drop_slot = [&] {
-    if (!a->gated_import) return ctx_.ClearSlot(slot);
+    if (!a->restore) return ctx_.ClearSlot(slot);
     a->slot = slot;
     AbandonPipelined(*a);
   };
   if (plan.new_tokens.empty()) {
-    if (a->gated_import) drop_slot();
+    if (a->restore) drop_slot();
     return Status::InvalidArgument("prompt: nothing to evaluate (empty prompt)");
   }
   const int64_t prompt_tokens = plan.n_keep + static_cast<int64_t>(plan.new_tokens.size());
