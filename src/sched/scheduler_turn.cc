@@ -10,6 +10,7 @@
 #include "sched/scheduler_types.h"
 #include "sched/restore_slot.h"
 #include "sched/side_request.h"
+#include "sched/turn_usage.h"
 #include "store/store_ids.h"
 #include "util/log.h"
 
@@ -343,16 +344,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   a->max_tokens = sp.max_tokens.value_or(options_.default_max_tokens);
   a->usage.agent_id = agent.key.agent_id;
   if (w.side_of) a->usage.side_of = w.side_of->agent_id;
-  a->usage.cache_state = state;
-  a->usage.match = state == api::CacheState::kCold ? api::MatchType::kMiss
-                                                    : static_cast<api::MatchType>(static_cast<int>(plan.match));
-  a->usage.prompt_tokens = prompt_tokens;
-  a->usage.cached_tokens = plan.n_keep;
-  if (shared_from) {
-    a->usage.shared_tokens = plan.n_keep;
-    metrics_.AddSharedPrefix(source.leader != nullptr ? "slot" : api::CacheStateName(state), plan.n_keep);
-  }
-  a->usage.tokens_prefilled = static_cast<int64_t>(a->pending.size());
+  SetPromptUsage(plan, a->pending.size(), state, shared_from.has_value(), &a->usage);
+  if (shared_from) metrics_.AddSharedPrefix(source.leader != nullptr ? "slot" : api::CacheStateName(state), plan.n_keep);
   a->usage.read_ms = source.read_ms;
   a->usage.wait_ms = wait_ms;
   metrics_.CountMatch(api::MatchTypeName(a->usage.match));
