@@ -242,8 +242,9 @@ class AgentTiers {
   // Inference thread, when it has nothing to run: refills the read reserve
   // (util/warm_memory.h) on the niced save thread if reads took from it.
   void RefillReadReserveWhenIdle();
-  // The tiers' gauges (unsaved agents, queued I/O, the disk) and the remote
-  // tier's metrics text ("" without one).
+  // The tiers' gauges (unsaved agents, queued I/O, the RAM pool, the agent
+  // table, the disk) and the remote tier's metrics text ("" without one).
+  // Any thread.
   void FillGauges(SchedulerMetrics::Gauges* g) const;
   std::string RemoteMetricsText() const;
 
