@@ -45,6 +45,7 @@
 #include "sched/io_executor.h"
 #include "sched/agent_table.h"
 #include "sched/metrics.h"
+#include "sched/prefix_donor.h"
 #include "sched/prompt_token_cache.h"
 #include "sched/read_landing.h"
 #include "store/agent_store.h"
@@ -134,6 +135,13 @@ class AgentTiers {
   // merged, else (the table dropped some of the namespace) its manifest's.
   // nullptr and *pending: keep waiting; nullptr alone: unknown.
   Agent* FindParent(const AgentKey& key, bool* pending);
+  // The idle agent of `agent`'s namespace (not `agent`) whose text shares
+  // the longest prefix with `prompt`: a prefix donor (sched/prefix_donor.h),
+  // described in *donor. Agents on disk are offered once the namespace's
+  // index is merged; until then (its read is posted here) only those this
+  // process touched: a new agent never waits for a namespace read. nullptr:
+  // none. Inference thread. (agent_tiers_turn.cc)
+  const Agent* FindIdleDonor(const Agent& agent, std::string_view prompt, IdleDonor* donor);
   // After a turn ended: `agent`'s slot (in `ctx`) committed (Commit): its
   // text cut to where its last token ends, its version advanced, its blocks
   // exported, except the leading ones the pool, `restored` (the blocks the
@@ -234,8 +242,9 @@ class AgentTiers {
   // Inference thread, when it has nothing to run: refills the read reserve
   // (util/warm_memory.h) on the niced save thread if reads took from it.
   void RefillReadReserveWhenIdle();
-  // The tiers' gauges (unsaved agents, queued I/O, the disk) and the remote
-  // tier's metrics text ("" without one).
+  // The tiers' gauges (unsaved agents, queued I/O, the RAM pool, the agent
+  // table, the disk) and the remote tier's metrics text ("" without one).
+  // Any thread.
   void FillGauges(SchedulerMetrics::Gauges* g) const;
   std::string RemoteMetricsText() const;
 

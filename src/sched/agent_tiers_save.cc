@@ -143,6 +143,13 @@ void AgentTiers::FillGauges(SchedulerMetrics::Gauges* g) const {
   }
   g->read_reserve_bytes = WarmMemory::Get().HeldBytes();
   g->read_reserve_target_bytes = WarmMemory::Get().TargetBytes();
+  const auto ps = pool_.Stats();
+  g->hot_agents = ps.n_agents;
+  g->hot_bytes = ps.used_bytes;
+  g->hot_budget_bytes = ps.budget_bytes;
+  g->agent_table_agents = table_.agents_gauge();
+  g->agent_table_bytes = table_.bytes_gauge();
+  g->agent_table_budget_bytes = table_.budget_bytes();
   if (store_ != nullptr) {
     const auto ss = store_->stats();
     g->warm_agents = ss.agents;

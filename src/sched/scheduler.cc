@@ -185,13 +185,6 @@ std::string Scheduler::MetricsText() const {
   g.queue_length = n_waiting_.load();
   g.active_requests = n_active_.load();
   tiers_.FillGauges(&g);
-  const auto ps = pool_.Stats();
-  g.hot_agents = ps.n_agents;
-  g.hot_bytes = ps.used_bytes;
-  g.hot_budget_bytes = ps.budget_bytes;
-  g.agent_table_agents = table_.agents_gauge();
-  g.agent_table_bytes = table_.bytes_gauge();
-  g.agent_table_budget_bytes = options_.agent_table_bytes;
   g.resident_agents = slots_.agents_gauge();
   g.resident_bytes = slots_.tokens_gauge() * ctx_.spec().SlotBytesPerToken();  // slot types (f16 in hybrid slots)
   std::string text = metrics_.Render(g);

@@ -53,6 +53,7 @@
 #include "sched/agent_admin.h"
 #include "sched/agent_tiers.h"
 #include "sched/metrics.h"
+#include "sched/pipelined_restore.h"
 #include "sched/prefix_donor.h"
 #include "sched/scheduler_options.h"
 #include "sched/slot_owners.h"
@@ -140,42 +141,31 @@ class Scheduler : public api::Backend {
   // kWaitForLeader: keep waiting; kNone: nothing to share.
   DonorChoice::Kind SeedFromDonor(Waiting& w, Agent& agent, RestoreSource* source);
   Status Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source);
-  // Pipelined restores (scheduler_pipelined.cc), inference thread. A source
-  // for `agent` from its read still in flight into `landing` (may be null);
-  // false if that read cannot be restored while it runs.
+  // Pipelined restores (scheduler_pipelined.cc, sched/pipelined_restore.h).
+  // A source for `agent` from its read still in flight into `landing` (may
+  // be null); false if that read cannot be restored while it runs.
   bool PipelinedSource(const AgentKey& from, const std::shared_ptr<ReadLanding::Ticket>& landing,
                        const Agent& agent, RestoreSource* source);
-  // Starts importing the source's landing into `slot`, positions [0, n_keep).
-  Status StartPipelinedRestore(Active& a, int slot, uint32_t n_keep, const RestoreSource& source);
-  // Step() for an active whose import still runs: its first chunk decoded
-  // beside the import when it is alone; false when it sat this step out.
-  // Never waits for the read (only, alone and with nothing else to run, for
-  // its last checks: WaitPipelinedRead).
-  bool StepPipelined(Active& a, bool alone, Status* decoded);
-  // Whether a's pipelined read has completed (or was dropped). No wait.
-  bool PipelinedReadDone(const Active& a);
-  // Waits for a's pipelined read to complete while no request is waiting, a
-  // is not cancelled and the loop is not stopping; false if one of those
-  // came first.
-  bool WaitPipelinedRead(const Active& a);
+  // The restoring phase of an iteration, before Step: a turn whose restore
+  // still runs decodes its first chunk beside the import when it is alone
+  // (StepPipelined), else sits out. True if that was this iteration's step.
+  bool StepRestoring();
+  // False when it sat this step out. Never waits for the read (only, alone
+  // and with nothing else to run, for its last checks).
+  bool StepPipelined(Active& a, bool alone);
   // Whether the read verified what was imported (then the turn goes on from
   // it), else the caller restarts the turn cold (RestartCold). REQUIRES the
-  // import ended or has every row in, and PipelinedReadDone: it waits for nothing.
+  // import ended or has every row in, and its read done: waits for nothing.
   bool ResolvePipelined(Active& a);
   void RestartCold(Active& a);
-  // Gives up a's pipelined restore without waiting for its read (a turn
-  // cancelled, failed or shut down): the landing is abandoned (the import's
-  // waits for rows end, the read copies no more), the read's entry dropped
-  // (its result is discarded when it comes), and the import kept in
-  // abandoned_imports_ with its slot until it ended. After it a has no
-  // import, and a.slot must be neither cleared nor reused (SlotDraining).
+  // Gives a's restore up without waiting for its read (DrainingImports::Add):
+  // after it a.slot must be neither cleared nor reused until reaped.
   void AbandonPipelined(Active& a);
-  // Whether `slot` still receives an abandoned import's rows: no one's, and
-  // not handed out (AcquireSlot) until ReapAbandonedImports cleared it.
-  bool SlotDraining(int slot) const;
-  // Clears and frees the slots of abandoned imports that ended; `wait`
-  // (shutdown): of all of them, joining each (it waits for no read).
-  void ReapAbandonedImports(bool wait);
+  // A turn ending (cancelled, shut down) while its restore runs: true if its
+  // import ended and its read verified it by now (it then finishes as any
+  // other turn; also true without a restore), else its restore is abandoned
+  // and the turn failed as cancelled.
+  bool SettlePipelined(Active& a);
   int AcquireSlot(const Agent& for_agent);                    // -1 if none free/evictable
   Status Step();                                              // one batch
   // Adds a's next `take` pending tokens to a batch (a.batch_fed, and
@@ -188,6 +178,9 @@ class Scheduler : public api::Backend {
   // The sampled token's logprob and the k best alternatives (api::TokenLogprob).
   api::TokenLogprob LogprobOf(std::span<const float> logits, int32_t token, int32_t k) const;
   void OnTokenSampled(Active& a, int32_t token);
+  // End a turn: Finish commits it, FailActive restores the agent's last
+  // committed sequence and drops the slot. REQUIRES no restore in flight
+  // (SettlePipelined, or AbandonPipelined, first).
   void Finish(Active& a, api::FinishReason reason);
   void FailActive(Active& a, const Status& s);
   void WakeLoopForRead();  // a read completed: admission may proceed (any thread)
@@ -216,8 +209,7 @@ class Scheduler : public api::Backend {
   TenantRoundRobin admission_order_;                  // which waiting request Admit tries first
   std::vector<std::unique_ptr<Active>> active_;
   SlotOwners slots_;                                  // who holds each slot (IsResident: any thread)
-  struct AbandonedImport;
-  std::vector<AbandonedImport> abandoned_imports_;     // AbandonPipelined: imports still copying into their slot
+  DrainingImports draining_;                          // abandoned restores' imports still copying into their slot
 
   // SchedulerOptions::pipelined_restore, where possible (PipelinedPossible).
   const bool pipelined_;

@@ -20,26 +20,16 @@ size_t ComputedBytes(const CachedSequence& seq) {
 
 DonorChoice::Kind Scheduler::SeedFromDonor(Waiting& w, Agent& agent, RestoreSource* source) {
   const std::string& ns = agent.key.ns;
-  // Donors on disk are in the table once the namespace's index is merged;
-  // until then (its read is posted here) only the agents this process
-  // touched are offered: a new agent never waits for a namespace read.
-  (void)tiers_.MergeNamespaceIndex(ns);
+  IdleDonor idle_donor;
+  const Agent* idle_agent = tiers_.FindIdleDonor(agent, w.prompt, &idle_donor);
   std::optional<IdleDonor> idle;
-  const Agent* idle_agent = nullptr;
-  // The index holds exactly the namespace's idle, non-isolated agents with a text (AgentTable::Reindex).
-  if (auto hit = table_.LongestPrefix(ns, w.prompt); hit && hit->id != agent.key.agent_id) {
-    idle_agent = table_.Find({ns, hit->id});
-    if (idle_agent != nullptr && !idle_agent->busy) {
-      const bool in_ram = idle_agent->slot >= 0 || pool_.Contains(idle_agent->key);
-      idle = IdleDonor{hit->common_bytes, idle_agent->seq.text.size(), in_ram};
-    }
-  }
+  if (idle_agent != nullptr) idle = idle_donor;
   std::vector<Leader> leaders;
   std::vector<const Active*> leader_turns;
   for (const auto& a : active_) {
     const Agent& l = *a->agent;
     // A pipelined restore's slot is still being written by its import.
-    if (a->done || &l == &agent || l.key.ns != ns || l.isolated || a->slot < 0 || a->gated_import) continue;
+    if (a->done || &l == &agent || l.key.ns != ns || l.isolated || a->slot < 0 || a->restore) continue;
     leaders.push_back({CommonPrefixBytes(a->w->prompt, w.prompt), ComputedBytes(l.seq), a->decoding});
     leader_turns.push_back(a.get());
   }

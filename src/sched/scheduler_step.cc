@@ -1,6 +1,7 @@
 // Scheduler, inference thread: the loop and one iteration (batch build,
 // decode, sampling, streaming, finishing).
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <functional>
 
@@ -43,9 +44,9 @@ void Scheduler::Loop() {
     }
     RunTasks();
     for (auto& a : active_) {
-      if (!a->done && a->w->req.cancel.cancelled()) Finish(*a, api::FinishReason::kCancelled);
+      if (!a->done && a->w->req.cancel.cancelled() && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);
     }
-    ReapAbandonedImports(/*wait=*/false);  // their slots, once free, go to Admit
+    draining_.Reap(ctx_, /*wait=*/false);  // their slots, once free, go to Admit
     Admit();
     // Before the step, whose replies a client may answer with a look at
     // /metrics: a namespace merged by this Admit (or a task) never shows.
@@ -54,7 +55,7 @@ void Scheduler::Loop() {
       for (const auto& w : waiting_) waiting.insert({w->req.namespace_id, w->req.agent_id});
       tiers_.TrimTable(waiting);
     }
-    if (!active_.empty()) {
+    if (!active_.empty() && !StepRestoring()) {
       Status s = Step();
       if (!s.ok()) AKV_LOG_ERROR("decode step failed: %s", s.ToString().c_str());
     }
@@ -71,38 +72,14 @@ void Scheduler::Loop() {
   waiting_.clear();
   n_waiting_ = 0;
   for (auto& a : active_) {
-    if (!a->done) Finish(*a, api::FinishReason::kCancelled);
+    if (!a->done && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);
   }
   active_.clear();
-  ReapAbandonedImports(/*wait=*/true);  // before the context goes: none writes into a slot any more
+  draining_.Reap(ctx_, /*wait=*/true);  // before the context goes: none writes into a slot any more
 }
 
 Status Scheduler::Step() {
-  // A pipelined restore still importing (scheduler_pipelined.cc): alone, its
-  // first chunk is decoded beside the import; else it sits out.
-  size_t live = 0;
-  Active* piped = nullptr;
-  for (auto& up : active_) {
-    if (up->done) continue;
-    ++live;
-    if (up->gated_import) piped = up.get();
-  }
-  if (piped != nullptr) {
-    Status decoded;
-    if (StepPipelined(*piped, live == 1, &decoded)) {
-      RecordPrefill(*piped);
-      return Status::OK();
-    }
-    // Sitting out with nothing else to run: wait for its import (or, once
-    // it ended, its read) a little (then the loop admits whoever came and
-    // checks cancellations), rather than spin.
-    if (live == 1 && piped->gated_import && !piped->done) {
-      if (!piped->gated_import->WaitEndedFor(std::chrono::milliseconds(2))) return Status::OK();
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(2));  // a read's completion, a request: notify cv_
-      return Status::OK();
-    }
-  }
+  // Turns whose pipelined restore still runs are StepRestoring's: never fed here.
   std::vector<engine::BatchItem> items;
   const int n_batch = ctx_.options().n_batch;
   std::vector<Active*> decoders, prefillers;
@@ -110,7 +87,7 @@ Status Scheduler::Step() {
     Active& a = *up;
     a.batch_row = -1;
     a.batch_fed = 0;
-    if (a.done || !a.decoding || a.gated_import) continue;
+    if (a.done || !a.decoding) continue;  // (a restoring turn is not decoding yet)
     a.batch_row = static_cast<int>(items.size());
     items.push_back({a.slot, a.next_token, static_cast<int32_t>(a.agent->seq.tokens.size()), true});
     decoders.push_back(&a);
@@ -119,7 +96,7 @@ Status Scheduler::Step() {
   std::vector<Active*> order;
   std::vector<size_t> remaining;
   for (auto& up : active_) {
-    if (up->done || up->decoding || up->gated_import) continue;
+    if (up->done || up->decoding || up->restore) continue;
     order.push_back(up.get());
     remaining.push_back(up->pending.size() - up->n_fed);
   }
@@ -221,16 +198,8 @@ void Scheduler::OnTokenSampled(Active& a, int32_t token) {
 }
 
 void Scheduler::Finish(Active& a, api::FinishReason reason) {
+  assert(!a.restore);
   if (a.done) return;
-  // A turn that ends while its pipelined restore still runs (cancelled,
-  // shutdown): its slot is committed below only if its import ended and its
-  // read verified it by now; else the restore is abandoned (FailActive),
-  // without waiting for the read.
-  if (a.gated_import &&
-      (!a.gated_import->Ended() || !PipelinedReadDone(a) || !ResolvePipelined(a))) {
-    FailActive(a, Status::Cancelled("the turn ended before its restore was verified"));
-    return;
-  }
   a.done = true;
   reason = a.reply->Finish(reason);
   a.usage.completion_tokens = a.n_generated;
@@ -246,17 +215,15 @@ void Scheduler::Finish(Active& a, api::FinishReason reason) {
 }
 
 void Scheduler::FailActive(Active& a, const Status& s) {
+  assert(!a.restore);
   if (a.done) return;
-  // Its import may still write into the slot: abandoned, never waited for
-  // (the slot is cleared once the import ended: ReapAbandonedImports).
-  if (a.gated_import) AbandonPipelined(a);
   a.done = true;
   metrics_.CountRequest("error");
   Agent& agent = *a.agent;
   agent.busy = false;
   // The slot's contents are unknown after a failed decode: drop it; the
   // agent's last committed cache (pool/disk) is still intact.
-  if (!SlotDraining(a.slot)) ctx_.ClearSlot(a.slot);
+  if (!draining_.Draining(a.slot)) ctx_.ClearSlot(a.slot);  // (a given-up restore's slot: when reaped)
   slots_.Set(a.slot, nullptr);
   agent.seq = std::move(a.committed_seq);
   table_.Reindex(agent);

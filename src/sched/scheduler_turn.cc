@@ -4,22 +4,20 @@
 #include <random>
 
 #include "prefix/prefix_match.h"
+#include "sched/admit_plan.h"
 #include "sched/scheduler.h"
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
 #include "sched/restore_slot.h"
 #include "sched/side_request.h"
+#include "sched/turn_usage.h"
 #include "store/store_ids.h"
 #include "util/log.h"
 
 namespace agentkv::sched {
-namespace {
-
-}  // namespace
-
 int Scheduler::AcquireSlot(const Agent& for_agent) {
   if (for_agent.slot >= 0) return for_agent.slot;
-  if (int free = slots_.Free([this](int s) { return !SlotDraining(s); }); free >= 0) return free;
+  if (int free = slots_.Free([this](int s) { return !draining_.Draining(s); }); free >= 0) return free;
   // Evict an idle resident agent; its cache was committed to the pool (and
   // queued for disk) when its turn ended. No wait for its save: until that
   // lands, its blocks stay in RAM (AgentTiers).
@@ -133,9 +131,16 @@ bool Scheduler::TryAdmit(Waiting& w) {
     if (pending) return false;
   }
   Agent& agent = known != nullptr ? *known : table_.GetOrAdd(key);
-  // An isolated request's new agent is never a candidate of another request's
-  // implicit lookup nor a prefix donor (sched/prefix_donor.h).
-  if (w.req.isolated && agent.seq.tokens.empty()) agent.isolated = true;
+  // The decisions are PlanAdmit's (sched/admit_plan.h); this does them.
+  const AdmitSteps steps = PlanAdmit({.has_tokens = !agent.seq.tokens.empty(),
+                                      .is_fork = agent.fork_source.has_value(),
+                                      .busy = agent.busy,
+                                      .resident = agent.slot >= 0,
+                                      .parent_ready = parent != nullptr && !parent->busy && !parent->seq.tokens.empty(),
+                                      .takes_over = w.takes_over,
+                                      .reuse_cache = w.req.reuse_cache,
+                                      .isolated = w.req.isolated});
+  if (steps.mark_isolated) agent.isolated = true;
   if (w.side_of) agent.side_of = w.side_of;
   // Whatever happens below (a fork's seq, a newer remote turn, busy): the
   // index and the table's size follow.
@@ -146,29 +151,25 @@ bool Scheduler::TryAdmit(Waiting& w) {
       if (a != nullptr) table.Reindex(*a);
     }
   } reindex_on_exit{table_, &agent};
-  if (parent != nullptr && !parent->busy && !parent->seq.tokens.empty() && agent.seq.tokens.empty()) {
+  if (steps.fork_parent) {
     agent.seq = parent->seq;
     agent.fork_source = parent->key;
   }
-  if (agent.busy) return false;
-  if (w.takes_over) {  // its cache is another conversation's: the turn starts as a new agent's
+  if (steps.wait) return false;
+  if (steps.clear_slot) {
+    ctx_.ClearSlot(agent.slot);
+    slots_.Set(agent.slot, nullptr);
+  }
+  if (steps.drop_cache) {
     w.takes_over = false;
-    if (agent.slot >= 0) {
-      ctx_.ClearSlot(agent.slot);
-      slots_.Set(agent.slot, nullptr);
-    }
     agent.seq = {};
     agent.fork_source.reset();
   }
-  RestoreSource source;
-  // No cache of its own: another agent's of the same prefix, if one has it.
   // (A request with cache_prompt false starts cold: `source` stays kCold.)
-  const bool reuse = w.req.reuse_cache;
-  const DonorChoice::Kind donor = reuse && agent.seq.tokens.empty() && !agent.fork_source && !w.req.isolated
-                                      ? SeedFromDonor(w, agent, &source)
-                                      : DonorChoice::Kind::kNone;
+  RestoreSource source;
+  const DonorChoice::Kind donor = steps.try_donor ? SeedFromDonor(w, agent, &source) : DonorChoice::Kind::kNone;
   if (donor == DonorChoice::Kind::kWaitForLeader) return false;
-  if (reuse && donor != DonorChoice::Kind::kLeader && !FindRestoreSource(agent, &source)) return false;
+  if (w.req.reuse_cache && donor != DonorChoice::Kind::kLeader && !FindRestoreSource(agent, &source)) return false;
   const int slot = AcquireSlot(agent);
   if (slot < 0) return false;  // the read stays for the next attempt
   // Taken (a pipelined restore takes its read once it completes).
@@ -181,11 +182,16 @@ bool Scheduler::TryAdmit(Waiting& w) {
   if (!s.ok()) {
     a->w->sink->OnError(s);
     metrics_.CountRequest("error");
-    // A new agent that was to start from a leader's slot keeps no copy of
-    // the leader's sequence: it has no blocks of its own to back it.
-    if (from_leader && agent.version == 0 && !agent.on_disk && agent.slot < 0) agent.seq = {};
-    if (agent.slot < 0 && ctx_.SlotLength(slot) > 0 && !SlotDraining(slot)) ctx_.ClearSlot(slot);
-    if (agent.fork_source && agent.version == 0 && !agent.on_disk && agent.slot < 0) {
+    const FailedAdmitUndo undo =
+        PlanFailedAdmit({.from_leader = from_leader,
+                         .owns_nothing = agent.version == 0 && !agent.on_disk && agent.slot < 0,
+                         .resident = agent.slot >= 0,
+                         .slot_written = ctx_.SlotLength(slot) > 0,
+                         .slot_draining = draining_.Draining(slot),
+                         .is_fork = agent.fork_source.has_value()});
+    if (undo.forget_leader_seq) agent.seq = {};
+    if (undo.clear_slot) ctx_.ClearSlot(slot);
+    if (undo.drop_fork) {
       reindex_on_exit.a = nullptr;
       DropUnstartedFork(AgentKey(agent.key));  // a copy: the key dies with the agent
     }
@@ -277,7 +283,9 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
       restored = ctx_.TruncateSlot(slot, static_cast<int32_t>(plan.n_keep));
     } else if (source.pipelined) {
       const auto t_restore = Clock::now();
-      restored = StartPipelinedRestore(*a, slot, plan.n_keep, source);
+      auto restore = PipelinedRestore::Start(ctx_, tiers_, metrics_, slot, plan.n_keep, source.landing, *source.read_key);
+      restored = restore.status();
+      if (restore.ok()) a->restore = std::move(restore).value();
       a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
     } else {
       const auto t_restore = Clock::now();
@@ -305,12 +313,12 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   // A prompt refused after a pipelined restore began: the restore is
   // abandoned, not waited for (the slot is cleared once its import ended).
   auto drop_slot = [&] {
-    if (!a->gated_import) return ctx_.ClearSlot(slot);
+    if (!a->restore) return ctx_.ClearSlot(slot);
     a->slot = slot;
     AbandonPipelined(*a);
   };
   if (plan.new_tokens.empty()) {
-    if (a->gated_import) drop_slot();
+    if (a->restore) drop_slot();
     return Status::InvalidArgument("prompt: nothing to evaluate (empty prompt)");
   }
   const int64_t prompt_tokens = plan.n_keep + static_cast<int64_t>(plan.new_tokens.size());
@@ -336,16 +344,8 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   a->max_tokens = sp.max_tokens.value_or(options_.default_max_tokens);
   a->usage.agent_id = agent.key.agent_id;
   if (w.side_of) a->usage.side_of = w.side_of->agent_id;
-  a->usage.cache_state = state;
-  a->usage.match = state == api::CacheState::kCold ? api::MatchType::kMiss
-                                                    : static_cast<api::MatchType>(static_cast<int>(plan.match));
-  a->usage.prompt_tokens = prompt_tokens;
-  a->usage.cached_tokens = plan.n_keep;
-  if (shared_from) {
-    a->usage.shared_tokens = plan.n_keep;
-    metrics_.AddSharedPrefix(source.leader != nullptr ? "slot" : api::CacheStateName(state), plan.n_keep);
-  }
-  a->usage.tokens_prefilled = static_cast<int64_t>(a->pending.size());
+  SetPromptUsage(plan, a->pending.size(), state, shared_from.has_value(), &a->usage);
+  if (shared_from) metrics_.AddSharedPrefix(source.leader != nullptr ? "slot" : api::CacheStateName(state), plan.n_keep);
   a->usage.read_ms = source.read_ms;
   a->usage.wait_ms = wait_ms;
   metrics_.CountMatch(api::MatchTypeName(a->usage.match));

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "engine/grammar.h"
-#include "engine/layer_gated_import.h"
 #include "sched/reply_emitter.h"
 #include "sched/scheduler.h"
 #include "store/agent_record.h"
@@ -69,23 +68,9 @@ struct Scheduler::Active {
   bool done = false;
   int batch_row = -1;                        // this iteration: item index with logits
   size_t batch_fed = 0;                      // this iteration: prefill tokens in the batch
-  // A pipelined restore still running (scheduler_pipelined.cc): the import,
-  // the read it follows (in flight in AgentTiers) and its landing.
-  // (The landing before the import: members are destroyed in reverse, and
-  // the import's destructor joins a thread that reads the landing.)
-  std::shared_ptr<ReadLanding::Ticket> pipelined_landing;
-  std::unique_ptr<engine::LayerGatedImport> gated_import;
-  std::optional<AgentKey> pipelined_read;
-  bool pipelined_yielded = false;  // its gated decode gave way to a request: it now waits for its import
-};
-
-// A pipelined restore given up (AbandonPipelined): its import thread may
-// still copy rows (from an abandoned landing: garbage) into `slot`.
-// (The landing before the import: the import's thread reads it.)
-struct Scheduler::AbandonedImport {
-  std::shared_ptr<ReadLanding::Ticket> landing;
-  std::unique_ptr<engine::LayerGatedImport> import;
-  int slot = -1;
+  // Its pipelined restore while it runs (sched/pipelined_restore.h): the
+  // slot is not fed by Step until it is resolved or given up.
+  std::unique_ptr<PipelinedRestore> restore;
 };
 
 }  // namespace agentkv::sched
