@@ -64,6 +64,7 @@
 #include "store/agent_store.h"
 
 namespace agentkv::sched {
+struct RestoreSource;  // sched/turn_restore.h
 
 class Scheduler : public api::Backend {
  public:
@@ -130,7 +131,6 @@ class Scheduler : public api::Backend {
   // never ran and no other waiting request is for it, so that no phantom
   // holding its source's sequence stays in the table (issue 29).
   void DropUnstartedFork(const AgentKey& key);
-  struct RestoreSource;
   // Picks the tier to restore `agent` from. False: its blocks must first be
   // read from disk (a read is posted); the request keeps waiting.
   bool FindRestoreSource(Agent& agent, RestoreSource* source);

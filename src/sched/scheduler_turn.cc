@@ -9,6 +9,7 @@
 #include "sched/chat_request.h"
 #include "sched/scheduler_types.h"
 #include "sched/restore_slot.h"
+#include "sched/turn_restore.h"
 #include "sched/side_request.h"
 #include "sched/turn_usage.h"
 #include "store/store_ids.h"
@@ -274,34 +275,19 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
   TurnPlan plan =
       PlanTurn(tokenizer_, w.fresh, agent.seq, w.prompt, available, {w.seeded ? 0.0 : options_.diverge_ratio});
   if (plan.n_keep > 0) {
-    Status restored;
-    if (source.leader != nullptr) {
-      const auto t_restore = Clock::now();
-      restored = ctx_.CopySlotPrefix(source.leader->slot, slot, static_cast<int32_t>(plan.n_keep));
-      a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
-    } else if (state == api::CacheState::kResident) {
-      restored = ctx_.TruncateSlot(slot, static_cast<int32_t>(plan.n_keep));
-    } else if (source.pipelined) {
-      const auto t_restore = Clock::now();
-      auto restore = PipelinedRestore::Start(ctx_, tiers_, metrics_, slot, plan.n_keep, source.landing, *source.read_key);
-      restored = restore.status();
-      if (restore.ok()) a->restore = std::move(restore).value();
-      a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
-    } else {
-      const auto t_restore = Clock::now();
-      bool landed = false;
-      restored = RestoreSlot(ctx_, slot, blocks, plan.n_keep, source.landing.get(), &landed);
-      if (landed) metrics_.CountLandedRestore();
-      a->usage.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_restore).count();
-      if (restored.ok()) a->restored_blocks = blocks;
-      if (restored.ok() && (state == api::CacheState::kWarm || state == api::CacheState::kRemote) &&
-          !agent.fork_source) {
+    TurnRestore restored = StartTurnRestore(ctx_, tiers_, metrics_, source, slot, static_cast<uint32_t>(plan.n_keep));
+    a->usage.restore_ms = restored.restore_ms;
+    a->restore = std::move(restored.pipelined);
+    if (restored.landed) metrics_.CountLandedRestore();
+    if (restored.status.ok() && source.from_blocks()) {
+      a->restored_blocks = blocks;
+      if ((state == api::CacheState::kWarm || state == api::CacheState::kRemote) && !agent.fork_source) {
         (void)pool_.Put(agent.key, blocks, /*dirty=*/false);  // hot next time, if it fits
       }
     }
-    if (!restored.ok()) {
+    if (!restored.status.ok()) {
       AKV_LOG_WARN("restore of agent %s failed (%s); prefilling cold", agent.key.agent_id.c_str(),
-                   restored.ToString().c_str());
+                   restored.status.ToString().c_str());
       plan = PlanTurn(tokenizer_, w.fresh, agent.seq, w.prompt, 0);
     }
   }

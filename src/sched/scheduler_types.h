@@ -11,25 +11,12 @@
 #include "engine/grammar.h"
 #include "sched/reply_emitter.h"
 #include "sched/scheduler.h"
+#include "sched/turn_restore.h"
 #include "store/agent_record.h"
 
 namespace agentkv::sched {
 
 using Clock = std::chrono::steady_clock;
-
-// Where a turn restores its agent from (FindRestoreSource).
-struct Scheduler::RestoreSource {
-  api::CacheState state = api::CacheState::kCold;
-  std::vector<PoolBlock> blocks;  // hot / warm
-  double read_ms = 0.0;           // warm: the disk read's duration
-  std::optional<AgentKey> read_key;  // its blocks are this key's read (AgentTiers; dropped once admitted)
-  std::shared_ptr<ReadLanding::Ticket> landing;  // warm: the read's landed state (ReadLanding::Ticket::StateFor)
-  bool pipelined = false;  // the read of read_key is still running: restore from `landing` as it fills
-  // A leader (sched/prefix_donor.h): copy the common prefix from this busy
-  // agent's slot (the source's state is then kResident). Valid during the
-  // admission that set it only.
-  const Agent* leader = nullptr;
-};
 
 // A request queued for admission, with its prompt prepared (TurnPrompter).
 struct Scheduler::Waiting : PreparedPrompt {
