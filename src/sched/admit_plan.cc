@@ -11,9 +11,10 @@ AdmitSteps PlanAdmit(const AdmitFacts& f) {
   s.drop_cache = f.takes_over;
   s.clear_slot = f.takes_over && f.resident;
   // The cache as the steps above leave it.
-  const bool has_tokens = (f.has_tokens || s.fork_parent) && !s.drop_cache;
   const bool is_fork = (f.is_fork || s.fork_parent) && !s.drop_cache;
-  s.try_donor = f.reuse_cache && !has_tokens && !is_fork && !f.isolated;
+  // A returning agent too: a donor must then beat what its own cache shares
+  // with the prompt (ChooseDonor); a fork already starts from another's cache.
+  s.try_donor = f.reuse_cache && !is_fork && !f.isolated;
   return s;
 }
 

@@ -35,8 +35,9 @@ struct AdmitSteps {
   // sequence and fork are dropped, and its slot cleared if `clear_slot`.
   bool drop_cache = false;
   bool clear_slot = false;
-  // No cache of its own after the steps above, the cache may be reused and
-  // the request is not isolated: look for a prefix donor (SeedFromDonor).
+  // Not a fork after the steps above, the cache may be reused and the
+  // request is not isolated: look for a prefix donor (SeedFromDonor), which
+  // a returning agent takes only where it shares more than its own cache.
   bool try_donor = false;
 };
 AdmitSteps PlanAdmit(const AdmitFacts& facts);

@@ -14,9 +14,13 @@ TEST(AdmitPlanTest, NewAgentLooksForADonor) {
   EXPECT_TRUE(s.try_donor);
 }
 
-TEST(AdmitPlanTest, AgentWithACacheOrAForkUsesItsOwn) {
-  EXPECT_FALSE(PlanAdmit({.has_tokens = true}).try_donor);
+TEST(AdmitPlanTest, AReturningAgentLooksForADonorAForkUsesItsSource) {
+  // (SeedFromDonor then takes a donor only where it beats the agent's own cache.)
+  EXPECT_TRUE(PlanAdmit({.has_tokens = true}).try_donor);
+  EXPECT_TRUE(PlanAdmit({.has_tokens = true, .resident = true}).try_donor);
   EXPECT_FALSE(PlanAdmit({.is_fork = true}).try_donor);
+  EXPECT_FALSE(PlanAdmit({.has_tokens = true, .is_fork = true}).try_donor);
+  EXPECT_FALSE(PlanAdmit({.has_tokens = true, .isolated = true}).try_donor);
 }
 
 TEST(AdmitPlanTest, NoDonorWithoutCacheReuseOrWhenIsolated) {

@@ -4,8 +4,10 @@
 // text and tools compute it once.
 //
 // A turn whose agent holds no cache of its own (a new agent, or one whose
-// cache is gone) starts from the longest prefix of its rendered prompt that
-// another agent of its namespace has cached, instead of prefilling it:
+// cache is gone), or whose own cache shares kMinSharedPrefixBytes less of
+// the prompt than a donor's, starts from the longest prefix of its rendered
+// prompt that another agent of its namespace has cached, instead of
+// prefilling it:
 //   - an idle donor (any tier: slot, RAM pool, disk), found through the
 //     namespace's prefix index of idle agents' texts, is restored like an
 //     implicit fork: its blocks are only read, the donor stays as it was;

@@ -135,10 +135,12 @@ class Scheduler : public api::Backend {
   // read from disk (a read is posted); the request keeps waiting.
   bool FindRestoreSource(Agent& agent, RestoreSource* source);
   // Prefix donors (scheduler_share.cc, sched/prefix_donor.h), for an agent
-  // with no cache of its own and a request that is not isolated: kIdle sets
-  // the agent up as a fork of the idle donor (FindRestoreSource then finds
-  // its blocks); kLeader fills `source` (a copy from the leader's slot);
-  // kWaitForLeader: keep waiting; kNone: nothing to share.
+  // that is not a fork and a request that is not isolated: kIdle sets the
+  // agent up as a fork of the idle donor (FindRestoreSource then finds its
+  // blocks); kLeader fills `source` (a copy from the leader's slot);
+  // kWaitForLeader: keep waiting; kNone: nothing to share (or the agent's
+  // own cache shares as much). A returning agent seeded gives up its own
+  // sequence (kept in w.own_before_seed) and its slot.
   DonorChoice::Kind SeedFromDonor(Waiting& w, Agent& agent, RestoreSource* source);
   Status Prepare(Waiting& w, Agent& agent, int slot, Active* a, RestoreSource source);
   // Pipelined restores (scheduler_pipelined.cc, sched/pipelined_restore.h).

@@ -1,5 +1,7 @@
 // Scheduler, inference thread: starting a new agent from another agent's
 // cache of the same prompt prefix (prefix donors, sched/prefix_donor.h).
+#include <algorithm>
+
 #include "prefix/prefix_match.h"
 #include "sched/scheduler.h"
 #include "sched/scheduler_types.h"
@@ -33,7 +35,22 @@ DonorChoice::Kind Scheduler::SeedFromDonor(Waiting& w, Agent& agent, RestoreSour
     leaders.push_back({CommonPrefixBytes(a->w->prompt, w.prompt), ComputedBytes(l.seq), a->decoding});
     leader_turns.push_back(a.get());
   }
-  const DonorChoice choice = ChooseDonor(0, idle, leaders);
+  // A returning agent's own cache is a candidate too: a donor must share
+  // kMinSharedPrefixBytes more of the prompt than it does.
+  const bool has_own = !agent.seq.tokens.empty();
+  const size_t own_common =
+      has_own ? std::min(CommonPrefixBytes(agent.seq.text, w.prompt), ComputedBytes(agent.seq)) : 0;
+  const DonorChoice choice = ChooseDonor(own_common, idle, leaders);
+  if (has_own && (choice.kind == DonorChoice::Kind::kIdle || choice.kind == DonorChoice::Kind::kLeader)) {
+    AKV_LOG_DEBUG("agent %s: a donor shares %zu bytes of its prompt, its own cache %zu", agent.key.agent_id.c_str(),
+                  choice.common_bytes, own_common);
+    w.own_before_seed = std::move(agent.seq);
+    agent.seq = {};
+    if (agent.slot >= 0) {  // its turn's end committed the slot to the pool (and the disk)
+      ctx_.ClearSlot(agent.slot);
+      slots_.Set(agent.slot, nullptr);
+    }
+  }
   switch (choice.kind) {
     case DonorChoice::Kind::kNone:
     case DonorChoice::Kind::kWaitForLeader:

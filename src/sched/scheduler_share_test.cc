@@ -111,6 +111,54 @@ TEST_F(SchedulerTest, AfterARestartANewAgentStartsFromADonorOnDisk) {
   EXPECT_EQ(b->usage().cache_state, api::CacheState::kWarm);
 }
 
+// A returning agent whose own cache shares less of its prompt than another
+// agent's (its system text changed to the team's) starts from the donor's
+// cache; one whose own cache shares as much keeps restoring its own.
+TEST_F(SchedulerTest, AReturningAgentStartsFromADonorThatSharesMoreThanItsOwnCache) {
+  Boot(2);
+  std::string prompt_r;
+  SureText sure;
+  for (int i = 1; i < 12 && sure.tokens < 3; ++i) {
+    prompt_r = SharedText() + Task(i);
+    sure = GreedyTextBeforeNearTie(prompt_r, 16, kTie);
+  }
+  ASSERT_GE(sure.tokens, 3) << "every candidate task has an early near-tie";
+  // Its first turn had another system text: its own cache shares ~nothing with the team's prompt.
+  auto r0 = Run("returning", Task(7) + Task(8), 8);
+  ASSERT_EQ(r0->usage().cache_state, api::CacheState::kCold);
+  Run("donor", SharedText() + Task(0), 8);
+  auto r1 = Run("returning", prompt_r, 16);
+  const api::Usage u = r1->usage();
+  EXPECT_NE(u.cache_state, api::CacheState::kCold);
+  EXPECT_GT(u.shared_tokens, u.prompt_tokens / 2) << "the team's text was prefilled again";
+  EXPECT_EQ(u.shared_tokens, u.cached_tokens);
+  // Oracle: the reply equals a cold prefill's up to the first near-tie.
+  EXPECT_TRUE(r1->text().starts_with(sure.text)) << r1->text() << " vs " << sure.text;
+  // Its next turn extends its own (seeded) cache, not the donor's again.
+  auto r2 = Run("returning", prompt_r + r1->text() + " More.", 8);
+  EXPECT_EQ(r2->usage().match, api::MatchType::kExtend);
+  EXPECT_EQ(r2->usage().shared_tokens, 0);
+  EXPECT_GT(r2->usage().cached_tokens, u.prompt_tokens);
+  // The donor is untouched.
+  auto d2 = Run("donor", SharedText() + Task(0) + " And then?", 4);
+  EXPECT_EQ(d2->usage().shared_tokens, 0);
+  EXPECT_GT(d2->usage().cached_tokens, d2->usage().prompt_tokens / 2);
+}
+
+// An isolated agent is never seeded, even when returning with the team's text.
+TEST_F(SchedulerTest, AReturningIsolatedAgentIsNeverSeeded) {
+  Boot(2);
+  api::GenerationRequest first = TenantRequest("team-a", "sealed", Task(7) + Task(8));
+  first.isolated = true;
+  Run(first);
+  Run(TenantRequest("team-a", "donor", SharedText() + Task(0)));
+  api::GenerationRequest again = TenantRequest("team-a", "sealed", SharedText() + Task(2));
+  again.isolated = true;
+  auto sealed = Run(again);
+  EXPECT_EQ(sealed->usage().shared_tokens, 0);
+  EXPECT_LT(sealed->usage().cached_tokens, sealed->usage().prompt_tokens / 4) << "seeded from another agent";
+}
+
 // Eight agents arrive together with the same new prefix: one computes it,
 // the others copy it from its slot once it has (counted in /metrics).
 TEST_F(SchedulerTest, AgentsArrivingTogetherPrefillTheirSharedPrefixOnce) {

@@ -191,6 +191,10 @@ bool Scheduler::TryAdmit(Waiting& w) {
                          .slot_draining = draining_.Draining(slot),
                          .is_fork = agent.fork_source.has_value()});
     if (undo.forget_leader_seq) agent.seq = {};
+    if (a->w->own_before_seed) {  // a returning agent's own cache is still its own
+      agent.seq = std::move(*a->w->own_before_seed);
+      agent.fork_source.reset();
+    }
     if (undo.clear_slot) ctx_.ClearSlot(slot);
     if (undo.drop_fork) {
       reindex_on_exit.a = nullptr;

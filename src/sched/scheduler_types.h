@@ -33,6 +33,10 @@ struct Scheduler::Waiting : PreparedPrompt {
   // Its agent starts from a prefix donor's cache (SeedFromDonor): any common
   // prefix is reused, however small a share of the donor's text it is.
   bool seeded = false;
+  // A returning agent seeded instead of restoring its own cache: its own
+  // sequence, put back if the turn's preparation fails (its blocks are still
+  // in the pool or on disk).
+  std::optional<CachedSequence> own_before_seed;
 };
 
 struct Scheduler::Active {
