@@ -64,9 +64,9 @@ Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::Start() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(lifecycle_mu_);
     if (thread_.joinable()) return;
-    stopping_ = false;
+    inbox_.Open();
     running_ = true;
     thread_ = std::thread([this] { Loop(); });
   }
@@ -77,21 +77,12 @@ void Scheduler::Start() {
   tiers_.Start(reserve);
 }
 
-void Scheduler::WakeLoopForRead() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    read_completed_ = true;
-  }
-  cv_.notify_all();
-}
-
 void Scheduler::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(lifecycle_mu_);
     if (!thread_.joinable()) return;
-    stopping_ = true;
+    inbox_.Close();
   }
-  cv_.notify_all();
   thread_.join();
   running_ = false;
   tiers_.Flush();
@@ -108,8 +99,8 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   }
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", request.namespace_id));
   const AgentKey key{request.namespace_id, request.agent_id};
-  auto refuse_if_full = [&]() -> Status {  // REQUIRES mu_ held
-    if (stopping_) return Status::Unavailable("submit: shutting down");
+  auto refuse_if_full = [&](bool closed) -> Status {  // under the inbox's lock
+    if (closed) return Status::Unavailable("submit: shutting down");
     if (n_waiting_.load() >= options_.max_queue) {
       return Status::ResourceExhausted("submit: queue full (" + std::to_string(options_.max_queue) + " waiting)");
     }
@@ -120,10 +111,7 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   // overlap other agents' compute. A refused request drops the read it began.
   bool began_read = false;
   if (!key.agent_id.empty()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      AGENTKV_RETURN_IF_ERROR(refuse_if_full());
-    }
+    AGENTKV_RETURN_IF_ERROR(inbox_.Push(nullptr, refuse_if_full));
     began_read = tiers_.BeginReadForSubmit(key);
   }
   auto refuse = [&](Status s) {
@@ -137,18 +125,12 @@ Status Scheduler::Submit(api::GenerationRequest request, std::shared_ptr<api::Ge
   if (Status s = prompter_.Prepare(request, ContextTokens(), w.get()); !s.ok()) return refuse(s);
   w->req = std::move(request);
   w->sink = std::move(sink);
-  Status full;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    full = refuse_if_full();
-    if (full.ok()) {
-      incoming_.push_back(std::move(w));
-      ++n_waiting_;  // submitted, not yet admitted or refused
-    }
-  }
-  if (!full.ok()) return refuse(full);  // (AgentTiers' lock is never taken under mu_)
-  cv_.notify_all();
-  return Status::OK();
+  Status full = inbox_.Push(&w, [&](bool closed) {
+    Status s = refuse_if_full(closed);
+    if (s.ok()) ++n_waiting_;  // submitted, not yet admitted or refused
+    return s;
+  });
+  return full.ok() ? full : refuse(full);  // (AgentTiers' lock is never taken under the inbox's)
 }
 
 void Scheduler::RunOnLoop(std::function<void()> task) {
@@ -158,24 +140,15 @@ void Scheduler::RunOnLoop(std::function<void()> task) {
   }
   auto done = std::make_shared<std::promise<void>>();
   auto fut = done->get_future();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks_.push_back([task = std::move(task), done] {
-      task();
-      done->set_value();
-    });
-  }
-  cv_.notify_all();
+  inbox_.Post([task = std::move(task), done] {
+    task();
+    done->set_value();
+  });
   fut.wait();
 }
 
 void Scheduler::RunTasks() {
-  std::deque<std::function<void()>> tasks;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks.swap(tasks_);
-  }
-  for (auto& t : tasks) t();
+  for (auto& t : inbox_.TakeTasks()) t();
 }
 
 void Scheduler::OnPoolEviction(const EvictionEvent&) { metrics_.CountEviction("pool"); }

@@ -57,6 +57,7 @@
 #include "sched/prefix_donor.h"
 #include "sched/scheduler_options.h"
 #include "sched/slot_owners.h"
+#include "sched/loop_inbox.h"
 #include "sched/tenant_round_robin.h"
 #include "sched/turn_plan.h"
 #include "sched/turn_prompter.h"
@@ -185,7 +186,7 @@ class Scheduler : public api::Backend {
   // (SettlePipelined, or AbandonPipelined, first).
   void Finish(Active& a, api::FinishReason reason);
   void FailActive(Active& a, const Status& s);
-  void WakeLoopForRead();  // a read completed: admission may proceed (any thread)
+  void WakeLoopForRead() { inbox_.Wake(); }  // a read completed: admission may proceed (any thread)
   void RunOnLoop(std::function<void()> task);                // from other threads: run and wait
 
   engine::Context& ctx_;
@@ -196,15 +197,11 @@ class Scheduler : public api::Backend {
   TurnPrompter prompter_;  // on the submitting threads (uses tiers_, constructed after it)
 
   // Shared with other threads.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Waiting>> incoming_;     // GUARDED_BY(mu_)
-  std::deque<std::function<void()>> tasks_;           // GUARDED_BY(mu_)
-  bool stopping_ = false;                             // GUARDED_BY(mu_)
+  LoopInbox<Waiting> inbox_;  // requests, tasks, wake-ups and the stop, for the loop
   std::atomic<bool> running_{false};
   std::atomic<size_t> n_waiting_{0}, n_active_{0};
-  bool read_completed_ = false;                        // GUARDED_BY(mu_): wakes the loop
-  std::thread thread_;
+  std::mutex lifecycle_mu_;
+  std::thread thread_;  // GUARDED_BY(lifecycle_mu_) (Start, Stop)
 
   // Inference thread only.
   std::deque<std::unique_ptr<Waiting>> waiting_;

@@ -39,8 +39,7 @@ bool Scheduler::StepRestoring() {
   // cancellations), rather than spin.
   if (live == 1 && piped->restore && !piped->done) {
     if (!piped->restore->WaitImportEndedFor(std::chrono::milliseconds(2))) return true;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(2));  // a read's completion, a request: notify cv_
+    inbox_.Nap(std::chrono::milliseconds(2));  // a read's completion or a request ends it
     return true;
   }
   return false;
@@ -62,10 +61,7 @@ bool Scheduler::StepPipelined(Active& a, bool alone) {
   metrics_.ObserveBatch(0, static_cast<uint32_t>(items.size()));
   Status decoded;
   // Used only if the read's last checks also came while nothing else wanted this thread.
-  auto give_up = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stopping_ || n_waiting_.load() > 0 || a.w->req.cancel.cancelled();
-  };
+  auto give_up = [&] { return inbox_.closed() || n_waiting_.load() > 0 || a.w->req.cancel.cancelled(); };
   if (restore.DecodeGated(items, n_waiting_, &decoded) && restore.WaitRead(give_up)) {
     if (!ResolvePipelined(a)) {
       RestartCold(a);

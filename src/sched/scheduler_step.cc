@@ -28,20 +28,9 @@ void Scheduler::Loop() {
     team.Wait();
   }
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      // Sleep only when there is nothing to compute; a waiting request is
-      // re-checked periodically (its agent may become free, its deadline pass).
-      cv_.wait_for(lock, std::chrono::milliseconds(waiting_.empty() ? 1000 : 5), [&] {
-        return stopping_ || !incoming_.empty() || !tasks_.empty() || !active_.empty() || read_completed_;
-      });
-      read_completed_ = false;
-      while (!incoming_.empty()) {
-        waiting_.push_back(std::move(incoming_.front()));
-        incoming_.pop_front();
-      }
-      if (stopping_) break;
-    }
+    // Sleep only when there is nothing to compute; a waiting request is
+    // re-checked periodically (its agent may become free, its deadline pass).
+    if (!inbox_.Wait(std::chrono::milliseconds(waiting_.empty() ? 1000 : 5), !active_.empty(), &waiting_)) break;
     RunTasks();
     for (auto& a : active_) {
       if (!a->done && a->w->req.cancel.cancelled() && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);
