@@ -22,8 +22,19 @@ size_t ComputedBytes(const CachedSequence& seq) {
 
 DonorChoice::Kind Scheduler::SeedFromDonor(Waiting& w, Agent& agent, RestoreSource* source) {
   const std::string& ns = agent.key.ns;
+  // A returning agent's own cache is a candidate too: a donor must share
+  // kMinSharedPrefixBytes more of the prompt than it does.
+  const bool has_own = !agent.seq.tokens.empty();
+  const size_t own_common =
+      has_own ? std::min(CommonPrefixBytes(agent.seq.text, w.prompt), ComputedBytes(agent.seq)) : 0;
+  // No donor can beat that (the usual next turn): no lookups.
+  if (has_own && w.prompt.size() < own_common + kMinSharedPrefixBytes) return DonorChoice::Kind::kNone;
   IdleDonor idle_donor;
-  const Agent* idle_agent = tiers_.FindIdleDonor(agent, w.prompt, &idle_donor);
+  // A returning agent never posts the namespace's index read (AgentTiers::
+  // MergeNamespaceIndex): after a restart it would queue before other
+  // agents' own reads; it looks among idle donors once a new agent has.
+  const bool look_idle = !has_own || tiers_.NamespaceMerged(ns);
+  const Agent* idle_agent = look_idle ? tiers_.FindIdleDonor(agent, w.prompt, &idle_donor) : nullptr;
   std::optional<IdleDonor> idle;
   if (idle_agent != nullptr) idle = idle_donor;
   std::vector<Leader> leaders;
@@ -35,11 +46,6 @@ DonorChoice::Kind Scheduler::SeedFromDonor(Waiting& w, Agent& agent, RestoreSour
     leaders.push_back({CommonPrefixBytes(a->w->prompt, w.prompt), ComputedBytes(l.seq), a->decoding});
     leader_turns.push_back(a.get());
   }
-  // A returning agent's own cache is a candidate too: a donor must share
-  // kMinSharedPrefixBytes more of the prompt than it does.
-  const bool has_own = !agent.seq.tokens.empty();
-  const size_t own_common =
-      has_own ? std::min(CommonPrefixBytes(agent.seq.text, w.prompt), ComputedBytes(agent.seq)) : 0;
   const DonorChoice choice = ChooseDonor(own_common, idle, leaders);
   if (has_own && (choice.kind == DonorChoice::Kind::kIdle || choice.kind == DonorChoice::Kind::kLeader)) {
     AKV_LOG_DEBUG("agent %s: a donor shares %zu bytes of its prompt, its own cache %zu", agent.key.agent_id.c_str(),
