@@ -259,10 +259,12 @@ test('tools: a tool_use cut by max_tokens goes back in the history', async () =>
 });
 
 // What we return is what we cache (issue 30): turn 2 echoes turn 1's text
-// verbatim and reads >= 99% of turn 1 (prompt and reply) from the cache,
-// with and without tools: all but the reply's last token (sampled, never
-// fed), or two where the echoed text tokenizes differently at the reply's
-// end; a dropped leading blank cost the whole reply (~16 tokens, ~95%). Sampled, so replies often start
+// verbatim and reads all of turn 1 (prompt and reply) from the cache but its
+// tail, with and without tools: at most 4 tokens, the reply's last (sampled,
+// never fed) and those where the echoed text tokenizes differently at the
+// reply's end (TurnPlan keeps tokens up to a boundary both tokenizations
+// share; CI once lost 3 on "...can theiriow"); and >= 99% over all pairs.
+// A dropped leading blank cost the whole reply (~16 tokens, ~95%). Sampled, so replies often start
 // with whitespace, which the tool parser used to drop from the response.
 test('an echoed reply continues the cache (20 seeds, with and without tools)', async () => {
   const bad = [];
@@ -281,13 +283,14 @@ test('an echoed reply continues the cache (20 seeds, with and without tools)', a
       const u1 = t1.usage.input_tokens + t1.usage.cache_read_input_tokens + t1.usage.output_tokens;
       cached += t2.usage.cache_read_input_tokens;
       turn1 += u1;
-      if (t2.usage.cache_read_input_tokens < 0.99 * u1) bad.push({ withTools, seed, text, turn1: u1, cached: t2.usage.cache_read_input_tokens });
+      if (u1 - t2.usage.cache_read_input_tokens > 4) bad.push({ withTools, seed, text, turn1: u1, cached: t2.usage.cache_read_input_tokens });
     }
   }
   console.log(`anthropic echo: 40 pairs, ${blankStarts} replies start with whitespace, ` +
     `turn 2 read ${(100 * cached / turn1).toFixed(2)}% of turn 1 from the cache`);
   assert.ok(blankStarts >= 3, `precondition: some replies start with whitespace (${blankStarts})`);
   assert.deepEqual(bad, []);
+  assert.ok(cached >= 0.99 * turn1, `${cached} of ${turn1}`);
 });
 
 test('errors: Anthropic shapes and statuses, and the server keeps serving', async () => {

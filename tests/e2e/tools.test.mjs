@@ -380,13 +380,17 @@ test('a call cut by max_tokens goes back in the history: chat completions and re
 });
 
 // What we return is what we cache: turn 2 echoes turn 1's reply verbatim
-// (as the SDKs do) and must read >= 99% of turn 1 (prompt and reply) from
-// the cache: all but the reply's last token (sampled, never fed), or two
-// where the echoed text tokenizes differently at the reply's end.
+// (as the SDKs do) and must read all of turn 1 (prompt and reply) from the
+// cache but its tail, at most ECHO_TAIL_LOSS tokens: the reply's last token
+// (sampled, never fed) and, where the echoed text tokenizes differently at
+// the reply's end (" their"+"i"+"ow" sampled, " the"+"iri"+"ow" re-tokenized),
+// the kept tokens end at the last boundary both share (TurnPlan); and >= 99%
+// of turn 1 over all pairs.
 // With tools, replies that began with whitespace lost it in the response
 // (common's parser) while the cache kept it: 15 of 40 probe seeds re-prefilled
 // the whole reply. Sampled (temperature 1), so replies start with blanks often.
 const ECHO_SEEDS = 20;
+const ECHO_TAIL_LOSS = 4;
 async function echoTurns(api, withTools, seed) {
   const agent = { 'Content-Type': 'application/json', 'X-Agent-Id': `echo-${api}-${withTools}-${seed}` };
   const call = async (route, body) => {
@@ -424,7 +428,7 @@ test(`an echoed reply continues the cache (${ECHO_SEEDS} seeds, with and without
         cached += e.cached;
         turn1 += e.turn1;
         if (/^\s/.test(e.reply ?? '')) blankStarts++;
-        if (e.cached < 0.99 * e.turn1) bad.push({ api, withTools, seed, ...e });
+        if (e.turn1 - e.cached > ECHO_TAIL_LOSS) bad.push({ api, withTools, seed, ...e });
       }
     }
   }
