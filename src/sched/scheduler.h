@@ -58,9 +58,9 @@
 #include "sched/scheduler_options.h"
 #include "sched/slot_owners.h"
 #include "sched/loop_inbox.h"
-#include "sched/tenant_round_robin.h"
 #include "sched/turn_plan.h"
 #include "sched/turn_prompter.h"
+#include "sched/waiting_queue.h"
 #include "remote/remote_tier.h"
 #include "store/agent_store.h"
 
@@ -120,7 +120,7 @@ class Scheduler : public api::Backend {
 
  private:
   struct Active;
-  struct Waiting;
+  using Waiting = WaitingTurn;
 
   // Inference thread.
   void Loop();
@@ -169,7 +169,6 @@ class Scheduler : public api::Backend {
   // other turn; also true without a restore), else its restore is abandoned
   // and the turn failed as cancelled.
   bool SettlePipelined(Active& a);
-  int AcquireSlot(const Agent& for_agent);                    // -1 if none free/evictable
   Status Step();                                              // one batch
   // Adds a's next `take` pending tokens to a batch (a.batch_fed, and
   // a.batch_row when the last one is among them); after the decode,
@@ -204,8 +203,7 @@ class Scheduler : public api::Backend {
   std::thread thread_;  // GUARDED_BY(lifecycle_mu_) (Start, Stop)
 
   // Inference thread only.
-  std::deque<std::unique_ptr<Waiting>> waiting_;
-  TenantRoundRobin admission_order_;                  // which waiting request Admit tries first
+  WaitingQueue waiting_;                              // requests waiting for admission
   std::vector<std::unique_ptr<Active>> active_;
   SlotOwners slots_;                                  // who holds each slot (IsResident: any thread)
   DrainingImports draining_;                          // abandoned restores' imports still copying into their slot

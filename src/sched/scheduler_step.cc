@@ -30,7 +30,7 @@ void Scheduler::Loop() {
   for (;;) {
     // Sleep only when there is nothing to compute; a waiting request is
     // re-checked periodically (its agent may become free, its deadline pass).
-    if (!inbox_.Wait(std::chrono::milliseconds(waiting_.empty() ? 1000 : 5), !active_.empty(), &waiting_)) break;
+    if (!inbox_.Wait(std::chrono::milliseconds(waiting_.empty() ? 1000 : 5), !active_.empty(), waiting_.entries())) break;
     RunTasks();
     for (auto& a : active_) {
       if (!a->done && a->w->req.cancel.cancelled() && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);
@@ -40,9 +40,7 @@ void Scheduler::Loop() {
     // Before the step, whose replies a client may answer with a look at
     // /metrics: a namespace merged by this Admit (or a task) never shows.
     if (table_.bytes() > table_.budget_bytes()) {  // drops disk-only agents no waiting request is for
-      std::set<AgentKey> waiting;
-      for (const auto& w : waiting_) waiting.insert({w->req.namespace_id, w->req.agent_id});
-      tiers_.TrimTable(waiting);
+      tiers_.TrimTable(waiting_.Keys());
     }
     if (!active_.empty() && !StepRestoring()) {
       Status s = Step();
@@ -57,8 +55,7 @@ void Scheduler::Loop() {
   // Shutdown: queued requests are refused, active ones end with what they
   // computed (committed and saved).
   RunTasks();
-  for (auto& w : waiting_) w->sink->OnError(Status::Unavailable("server shutting down"));
-  waiting_.clear();
+  waiting_.FailAll(Status::Unavailable("server shutting down"));
   n_waiting_ = 0;
   for (auto& a : active_) {
     if (!a->done && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);

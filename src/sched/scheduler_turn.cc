@@ -16,69 +16,20 @@
 #include "util/log.h"
 
 namespace agentkv::sched {
-int Scheduler::AcquireSlot(const Agent& for_agent) {
-  if (for_agent.slot >= 0) return for_agent.slot;
-  if (int free = slots_.Free([this](int s) { return !draining_.Draining(s); }); free >= 0) return free;
-  // Evict an idle resident agent; its cache was committed to the pool (and
-  // queued for disk) when its turn ended. No wait for its save: until that
-  // lands, its blocks stay in RAM (AgentTiers).
-  const int slot = slots_.Victim(for_agent);
-  if (slot < 0) return -1;
-  ctx_.ClearSlot(slot);
-  slots_.Set(slot, nullptr);
-  metrics_.CountEviction("slot");
-  return slot;
-}
-
 void Scheduler::Admit() {
-  const auto now = Clock::now();
   // Requests that end here (cancelled, past their deadline) first; a fork
   // made for one of them goes with it.
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    Waiting& w = **it;
-    const double waited_ms = std::chrono::duration<double, std::milli>(now - w.received).count();
-    const bool cancelled = w.req.cancel.cancelled();
-    if (!cancelled && waited_ms <= static_cast<double>(options_.queue_timeout_ms)) {
-      ++it;
-      continue;
-    }
-    if (cancelled) {
-      w.sink->OnError(Status::Cancelled("request cancelled while queued"));
-      metrics_.CountRequest("cancelled");
-    } else {
-      w.sink->OnError(Status::FailedPrecondition("timed out waiting for the agent or a free slot"));
-      metrics_.CountRequest("error");
-    }
-    const AgentKey key{w.req.namespace_id, w.req.agent_id};
-    it = waiting_.erase(it);
+  for (const AgentKey& key : waiting_.Expire(Clock::now(), options_.queue_timeout_ms, metrics_)) {
     --n_waiting_;
     DropUnstartedFork(key);
   }
-  if (waiting_.empty()) return;
   // Then the others, round-robin across tenants (TenantRoundRobin): not
   // FIFO, so one tenant's backlog does not take every slot that frees up.
-  std::vector<std::string_view> tenants;
-  tenants.reserve(waiting_.size());
-  for (const auto& w : waiting_) tenants.push_back(w->req.namespace_id);
   TenantRoundRobin::Counts running;
   for (const auto& a : active_) {
     if (!a->done) ++running[a->w->req.namespace_id];
   }
-  std::vector<bool> taken(waiting_.size(), false);
-  for (size_t i : admission_order_.Order(tenants, running)) {
-    const std::string ns = waiting_[i]->req.namespace_id;  // a copy: TryAdmit may move the request
-    taken[i] = TryAdmit(*waiting_[i]);
-    if (taken[i]) admission_order_.Admitted(ns);
-  }
-  size_t i = 0;
-  for (auto it = waiting_.begin(); it != waiting_.end(); ++i) {
-    if (taken[i]) {
-      it = waiting_.erase(it);
-      --n_waiting_;
-    } else {
-      ++it;
-    }
-  }
+  n_waiting_ -= waiting_.AdmitRoundRobin(running, [this](Waiting& w) { return TryAdmit(w); });
 }
 
 void Scheduler::DropUnstartedFork(const AgentKey& key) {
@@ -86,10 +37,7 @@ void Scheduler::DropUnstartedFork(const AgentKey& key) {
   // Never ran: a fork's copy of its source, nothing of its own (no slot, no
   // commit, nothing on disk).
   if (a == nullptr || !a->fork_source || a->busy || a->slot >= 0 || a->on_disk || a->version != 0) return;
-  for (const auto& w : waiting_) {
-    if (w->req.namespace_id == key.ns && w->req.agent_id == key.agent_id) return;  // still wanted (it forks again)
-  }
-  table_.Erase(key);
+  if (!waiting_.Wants(key)) table_.Erase(key);  // (else still wanted: it forks again)
 }
 
 bool Scheduler::TryAdmit(Waiting& w) {
@@ -171,7 +119,10 @@ bool Scheduler::TryAdmit(Waiting& w) {
   const DonorChoice::Kind donor = steps.try_donor ? SeedFromDonor(w, agent, &source) : DonorChoice::Kind::kNone;
   if (donor == DonorChoice::Kind::kWaitForLeader) return false;
   if (w.req.reuse_cache && donor != DonorChoice::Kind::kLeader && !FindRestoreSource(agent, &source)) return false;
-  const int slot = AcquireSlot(agent);
+  const int slot = slots_.Acquire(agent, [this](int s) { return !draining_.Draining(s); }, [this](int s) {
+    ctx_.ClearSlot(s);  // an idle agent's: committed to the pool when its turn ended (its save may still run)
+    metrics_.CountEviction("slot");
+  });
   if (slot < 0) return false;  // the read stays for the next attempt
   // Taken (a pipelined restore takes its read once it completes).
   if (source.read_key && !source.pipelined) tiers_.DropRead(*source.read_key);

@@ -11,33 +11,13 @@
 #include "engine/grammar.h"
 #include "sched/reply_emitter.h"
 #include "sched/scheduler.h"
+#include "sched/waiting_queue.h"
 #include "sched/turn_restore.h"
 #include "store/agent_record.h"
 
 namespace agentkv::sched {
 
 using Clock = std::chrono::steady_clock;
-
-// A request queued for admission, with its prompt prepared (TurnPrompter).
-struct Scheduler::Waiting : PreparedPrompt {
-  api::GenerationRequest req;
-  std::shared_ptr<api::GenerationSink> sink;
-  Clock::time_point received;
-  // Side requests (TryAdmit): decided once, at the first admission attempt;
-  // side_of is then the agent named by the client, req.agent_id the side agent.
-  bool side_checked = false;
-  std::optional<AgentKey> side_of;
-  // It takes the main role from a conversation of another head
-  // (SideDecision::takes_over): its agent's cache is dropped once it is idle.
-  bool takes_over = false;
-  // Its agent starts from a prefix donor's cache (SeedFromDonor): any common
-  // prefix is reused, however small a share of the donor's text it is.
-  bool seeded = false;
-  // A returning agent seeded instead of restoring its own cache: its own
-  // sequence, put back if the turn's preparation fails (its blocks are still
-  // in the pool or on disk).
-  std::optional<CachedSequence> own_before_seed;
-};
 
 struct Scheduler::Active {
   std::unique_ptr<Waiting> w;

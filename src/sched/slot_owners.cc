@@ -37,6 +37,17 @@ int SlotOwners::Victim(const Agent& for_agent) const {
   return pick == std::string::npos ? -1 : static_cast<int>(pick);
 }
 
+int SlotOwners::Acquire(const Agent& for_agent, const std::function<bool(int)>& usable,
+                        const std::function<void(int)>& evict) {
+  if (for_agent.slot >= 0) return for_agent.slot;
+  if (const int free = Free(usable); free >= 0) return free;
+  const int slot = Victim(for_agent);
+  if (slot < 0) return -1;
+  evict(slot);
+  Set(slot, nullptr);
+  return slot;
+}
+
 void SlotOwners::UpdateGauges() {
   uint64_t agents = 0, tokens = 0;
   for (const Agent* a : owners_) {

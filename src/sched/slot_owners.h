@@ -33,6 +33,11 @@ class SlotOwners {
   // first, least recently used first: PickSlotVictim; a slot with no owner
   // counts as busy); -1 if every slot is busy.
   int Victim(const Agent& for_agent) const;
+  // The slot `for_agent` runs in: its own, else the first free one `usable`
+  // accepts, else a Victim's, whose owner is then unset after `evict(slot)`
+  // ran (the caller empties the engine slot); -1 if none.
+  int Acquire(const Agent& for_agent, const std::function<bool(int slot)>& usable,
+              const std::function<void(int slot)>& evict);
   // After an iteration: recomputes the gauges from the owners.
   void UpdateGauges();
 

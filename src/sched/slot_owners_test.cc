@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace agentkv::sched {
 namespace {
 
@@ -53,6 +55,31 @@ TEST(SlotOwnersTest, VictimIsTheLeastRecentlyUsedIdleAgentAndNeverABusyOrFreeSlo
   EXPECT_EQ(slots.Victim(newcomer), 1);
   slots.Set(1, nullptr);  // a slot without owner (an import draining into it) is no victim
   EXPECT_EQ(slots.Victim(newcomer), -1);
+}
+
+TEST(SlotOwnersTest, AcquireGivesTheAgentsOwnSlotThenAFreeOneThenEvictsAVictim) {
+  SlotOwners slots(2);
+  Agent resident = Make("resident", 10), other = Make("other", 20);
+  std::vector<int> evicted;
+  auto evict = [&](int s) {
+    EXPECT_NE(slots.owner(s), nullptr);  // called while the victim still holds it
+    evicted.push_back(s);
+  };
+  slots.Set(1, &resident);
+  EXPECT_EQ(slots.Acquire(resident, [](int) { return true; }, evict), 1);  // its own
+  EXPECT_EQ(slots.Acquire(other, [](int) { return true; }, evict), 0);     // a free one
+  EXPECT_TRUE(evicted.empty());
+  // Slot 0 unusable (draining): the idle resident agent gives its slot up.
+  EXPECT_EQ(slots.Acquire(other, [](int s) { return s != 0; }, evict), 1);
+  EXPECT_EQ(evicted, std::vector<int>{1});
+  EXPECT_EQ(resident.slot, -1);
+  EXPECT_EQ(slots.owner(1), nullptr);
+  // Nothing free and no idle owner: none.
+  slots.Set(1, &other);
+  other.busy = true;
+  const Agent newcomer = Make("new");
+  EXPECT_EQ(slots.Acquire(newcomer, [](int s) { return s != 0; }, evict), -1);
+  EXPECT_EQ(evicted.size(), 1u);
 }
 
 TEST(SlotOwnersTest, GaugesCountResidentAgentsAndTheirTokens) {
