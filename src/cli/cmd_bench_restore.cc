@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "usage: agentkv bench restore -m MODEL [--tokens 1024,4096,8192] [--reps 5] [--slots 1]\n"
     "                             [--kv q4_0] [--slot-kv auto|f16|q8_0|q4_0] [-t THREADS] [--gpu-layers N]\n"
     "                             [--overlap-import auto|on|off] [--json OUT|-]\n"
-    "--kv: the blocks' type (at rest); --slot-kv: the slots' (auto: f16 on CPU, --kv's on a GPU);\n"
+    "--kv: the blocks' type (at rest); --slot-kv: the slots' (auto: --kv's);\n"
     "when they differ, the write/to-blocks stages convert rows (hybrid slots).\n"
     "--overlap-import: whether \"import (as served)\" writes the rows while llama.cpp copies\n"
     "them into the KV tensors (auto: from 4 MiB of state; engine/context.h).\n"
@@ -90,7 +90,7 @@ int CmdBenchRestore(int argc, char** argv) {
   co.n_slots = static_cast<int>(slots);
   co.slot_ctx = static_cast<int>(max_tokens + 256);
   co.type_k = co.type_v = *kv;
-  const engine::KvType slot_type = engine::ResolveSlotKvType(*slot_kv, *kv, (*model)->info().n_gpu_layers);
+  const engine::KvType slot_type = engine::ResolveSlotKvType(*slot_kv, *kv);
   co.slot_type_k = co.slot_type_v = slot_type;
   co.n_threads = static_cast<int>(threads);
   if (overlap != "auto") co.overlap_import = overlap == "on";

@@ -24,7 +24,7 @@ inline constexpr const char* kServeUsage =
     "                     [--pipelined-restore auto|on|off]\n"
     "                     [--read-threads N] [--read-chunk-kib N]\n"
     "--kv: the KV type at rest (RAM pool, disk, remote; default q4_0). --slot-kv: the type in the engine's\n"
-    "slots; auto (default) = f16 on CPU (faster prefill; restores convert), --kv's type on a GPU.\n"
+    "slots; auto (default) = --kv's type, CPU and GPU (f16: the hybrid, restores convert).\n"
     "--prefill-chunk: prompt tokens a step feeds (0, the default: 2048 with layers on a GPU, 512 on the CPU).\n"
     "Every flag is also read from AGENTKV_<FLAG> (e.g. AGENTKV_PORT, AGENTKV_CACHE_RAM).\n"
     "API keys: KEY, NAME:KEY or NAME:KEY:isolated (repeatable); keys of one NAME share a namespace. An\n"

@@ -187,7 +187,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   co.n_slots = config.n_slots;
   co.type_k = co.type_v = config.kv_type;
   co.slot_type_k = co.slot_type_v =
-      engine::ResolveSlotKvType(config.slot_kv_type, config.kv_type, stack->model_->info().n_gpu_layers);
+      engine::ResolveSlotKvType(config.slot_kv_type, config.kv_type);
   if (config.slot_ctx > 0) {
     co.slot_ctx = config.slot_ctx;
     if (!config.quiet) AKV_LOG_INFO("context: %d tokens per slot (-c)", co.slot_ctx);

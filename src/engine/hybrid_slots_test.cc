@@ -34,11 +34,10 @@ TEST(SlotKvTypeTest, ParseAndResolvePerBackend) {
   EXPECT_EQ(ParseSlotKvType("q8_0")->value(), KvType::kQ8_0);
   EXPECT_EQ(ParseSlotKvType("f32").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseSlotKvType("").status().code(), StatusCode::kInvalidArgument);
-  // auto: f16 on CPU only, the at-rest type as soon as layers are offloaded.
-  EXPECT_EQ(ResolveSlotKvType(std::nullopt, KvType::kQ4_0, 0), KvType::kF16);
-  EXPECT_EQ(ResolveSlotKvType(std::nullopt, KvType::kQ4_0, 999), KvType::kQ4_0);
-  EXPECT_EQ(ResolveSlotKvType(std::nullopt, KvType::kQ8_0, 12), KvType::kQ8_0);
-  EXPECT_EQ(ResolveSlotKvType(KvType::kQ4_0, KvType::kQ4_0, 0), KvType::kQ4_0);  // explicit wins
+  // auto: the at-rest type (CPU and GPU); an explicit choice wins.
+  EXPECT_EQ(ResolveSlotKvType(std::nullopt, KvType::kQ4_0), KvType::kQ4_0);
+  EXPECT_EQ(ResolveSlotKvType(std::nullopt, KvType::kQ8_0), KvType::kQ8_0);
+  EXPECT_EQ(ResolveSlotKvType(KvType::kF16, KvType::kQ4_0), KvType::kF16);
 }
 
 class HybridSlotsTest : public testing::BundledModelTest {

@@ -42,10 +42,7 @@ Result<std::optional<KvType>> ParseSlotKvType(std::string_view name) {
   return std::optional<KvType>(*t);
 }
 
-KvType ResolveSlotKvType(std::optional<KvType> choice, KvType at_rest, int n_gpu_layers) {
-  if (choice) return *choice;
-  return n_gpu_layers == 0 ? KvType::kF16 : at_rest;
-}
+KvType ResolveSlotKvType(std::optional<KvType> choice, KvType at_rest) { return choice.value_or(at_rest); }
 
 bool SlotRowsCanRoundToRest(KvType slot_k, KvType slot_v, KvType rest_k, KvType rest_v) {
   return slot_k == KvType::kF16 && slot_v == KvType::kF16 && rest_k == KvType::kQ4_0 && rest_v == KvType::kQ4_0;

@@ -19,12 +19,12 @@ size_t KvRowBytes(KvType t, size_t n_elements);
 
 // --slot-kv: "auto" (nullopt) or a KvType name; InvalidArgument for others.
 Result<std::optional<KvType>> ParseSlotKvType(std::string_view name);
-// The engine slots' KV type for a --slot-kv choice. auto: f16 when the model
-// runs on the CPU only (n_gpu_layers == 0: llama.cpp's CPU flash attention
-// prefills over f16 ~1.7x faster than over q4_0, bench/RESULTS.md), the
-// at-rest type on a GPU (its quantized kernels are within 4% of f16 there,
-// and VRAM is capacity).
-KvType ResolveSlotKvType(std::optional<KvType> choice, KvType at_rest, int n_gpu_layers);
+// The engine slots' KV type for a --slot-kv choice. auto: the at-rest type,
+// on a GPU (its quantized kernels are within 4% of f16, and VRAM is capacity)
+// and on the CPU (patch 0005 sends quantized K/V down the tiled flash
+// attention: prefill at parity with f16 slots, batched decode faster, restores
+// copy blocks without conversion; bench/RESULTS.md, stop 23).
+KvType ResolveSlotKvType(std::optional<KvType> choice, KvType at_rest);
 // Whether slot rows can be rounded through the at-rest type as they are
 // written (llama.cpp's type_kv_round, patch 0006) so that a restored slot is
 // bit-identical to the resident one: f16 slots over q4_0 blocks, K and V

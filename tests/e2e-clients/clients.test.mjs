@@ -91,7 +91,7 @@ for (const client of clients) {
       dir = await makeTemp(`client-${client.name}`);
       cwd = path.join(dir, 'project');  // empty: whatever a garbage tool call does happens here
       for (const d of [cwd, path.join(dir, 'home'), path.join(dir, 'cache')]) fs.mkdirSync(d, { recursive: true });
-      // -c 32768: the clients' first prompts are 5-14K tokens; f16 slots prefill fastest on CPU.
+      // -c 32768: the clients' first prompts are 5-14K tokens; the default slot type (q4_0, as at rest).
       server = await Server.start({ cacheDir: path.join(dir, 'cache'), ctx: 32768, slots: 2, slotKv: 'auto' });
       proxy = await RecordingProxy.start({ host: '127.0.0.1', port: server.port }, client.proxyOptions);
       client.setup(dir, proxy.baseURL);

@@ -1,5 +1,5 @@
-// Exactness under load, with the server's default configuration (on CPU:
-// f16 slots over q4_0 blocks, docs/engine.md "Exactness"): 6 different
+// Exactness under load, with the server's default configuration (q4_0 slots
+// over q4_0 blocks, batch-invariant flash attention: docs/engine.md "Exactness"): 6 different
 // prompts, each sent without an agent id and with one, first one request at
 // a time, then all 12 at once. At temperature 0 every answer equals the
 // serial answer to the same prompt. The second time, the id-less requests

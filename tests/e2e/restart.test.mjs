@@ -102,22 +102,25 @@ test('kill -9 after a saved turn, restart: next turn is warm, same output as col
   await restartScenario('restart-kill', 'SIGKILL');
 });
 
-// Named explicitly, the server's default slot type (--slot-kv auto: f16 slots
-// on CPU, q4_0 at rest): the turn's f16 rows are quantized to q4_0 blocks on
-// export and dequantized into the slot on restore; rounded through q4_0 as
-// they were written, they restore bit for bit, so the warm turn answers as a
-// cold agent does.
-test('SIGTERM right after a response (no waiting), default f16 slots: the save is flushed, next turn warm', async () => {
+// The hybrid, named explicitly (--slot-kv f16: f16 slots, q4_0 at rest; the
+// default, auto, keeps q4_0 in the slots too): the turn's f16 rows are
+// quantized to q4_0 blocks on export and dequantized into the slot on
+// restore; rounded through q4_0 as they were written, they restore bit for
+// bit, so the warm turn answers as a cold agent does.
+test('SIGTERM right after a response (no waiting), f16 slots: the save is flushed, next turn warm', async () => {
   // Graceful shutdown must flush the pending write-behind save.
   const msgs = [{ role: 'system', content: LONG_SYSTEM }, { role: 'user', content: 'Who rang the bell?' }];
-  const s1 = await start({ slotKv: 'auto' });
-  assert.match(s1.log, /kv q4_0 \(\d+ B\/token\) at rest, f16 in slots/, 'auto should pick f16 slots on CPU');
+  const auto = await start({ slotKv: 'auto' });
+  assert.match(auto.log, /kv q4_0 \(\d+ B\/token\) at rest, q4_0 in slots/, 'auto should keep q4_0 in the slots');
+  await auto.stop();
+  const s1 = await start({ slotKv: 'f16' });
+  assert.match(s1.log, /kv q4_0 \(\d+ B\/token\) at rest, f16 in slots/, s1.log);
   const t1 = await turn(s1, 'restart-flush', msgs);
   assert.ok(t1.reply.length > 0, JSON.stringify(t1));
   const info = await s1.stop();
   assert.equal(info.code, 0, s1.log);
   msgs.push({ role: 'assistant', content: t1.reply }, { role: 'user', content: 'When?' });
-  const s2 = await start({ slotKv: 'auto' });
+  const s2 = await start({ slotKv: 'f16' });
   const before = await rawRequest(s2, 'GET', '/v1/agents/restart-flush');
   assert.equal(before.json.tier, 'warm', before.text);
   // Blocks on disk are q4_0 whatever the slots hold: 1152 B/token on the bundled model.

@@ -332,7 +332,7 @@ test('forced calls with a free-text argument end when the call closes (named, re
 
 test('json_schema: bounded whitespace, the reply ends when the JSON closes', async () => {
   // maxLength closes the string within max_tokens whatever the tiny model rambles (with f16 slots, the
-  // default, one of these prompts does not close it on its own in 200 tokens); what is checked is what
+  // default until stop 23, one of these prompts does not close it on its own in 200 tokens); what is checked is what
   // follows the close: the object ends and so does the reply.
   const schema = { type: 'object', properties: { word: { type: 'string', maxLength: 64 } }, required: ['word'],
     additionalProperties: false };
