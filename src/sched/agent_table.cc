@@ -72,7 +72,11 @@ Agent& AgentTable::AddFromRecord(const AgentRecord& rec) {
 }
 
 void AgentTable::Reindex(Agent& agent) {
-  const bool candidate = !agent.busy && !agent.isolated && !agent.seq.tokens.empty() && !agent.seq.text.empty();
+  // A fork that has not run yet holds its source's sequence, not a cache of
+  // its own: offering it (as an implicit match or a prefix donor) would send
+  // others to a cache that is not there.
+  const bool candidate = !agent.busy && !agent.isolated && !agent.fork_source && !agent.seq.tokens.empty() &&
+                         !agent.seq.text.empty();
   auto index = implicit_index_.find(agent.key.ns);
   uint64_t index_bytes_before = 0;
   if (candidate || agent.indexed) {

@@ -8,7 +8,8 @@
 // tasks on that thread). Agent pointers stay valid until Erase or Trim drops
 // the agent.
 // Invariants: the index of a namespace holds exactly its agents that are
-// not busy, not isolated and have tokens and text (after each Reindex);
+// not busy, not isolated, not a fork that has not run (fork_source) and have
+// tokens and text (after each Reindex);
 // bytes() approximates the agents' and the index's memory.
 
 #include <atomic>

@@ -56,5 +56,25 @@ TEST_F(FindIdleDonorTest, NeverItselfNorABusyAgent) {
   EXPECT_EQ(tiers_.FindIdleDonor(fresh, "Something else", &donor), nullptr);
 }
 
+// A waiting agent seeded from a donor (a fork that has not run) holds the
+// donor's sequence but no cache of its own: it is never offered (the second
+// wave of a team used to fork such agents and prefill cold).
+TEST_F(FindIdleDonorTest, NeverAForkThatHasNotRun) {
+  Add("ns", "donor", "You are a helpful");
+  Agent& seeded = Add("ns", "seeded", "You are a helpful assistant");  // its source's text, say longer
+  seeded.fork_source = AgentKey{"ns", "donor"};
+  tiers_.table().Reindex(seeded);
+  Agent& fresh = tiers_.table().GetOrAdd({"ns", "new"});
+  IdleDonor donor;
+  const Agent* found = tiers_.FindIdleDonor(fresh, "You are a helpful assistant", &donor);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->key.agent_id, "donor");
+  seeded.fork_source.reset();  // it ran: its cache is its own
+  tiers_.table().Reindex(seeded);
+  found = tiers_.FindIdleDonor(fresh, "You are a helpful assistant", &donor);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->key.agent_id, "seeded");
+}
+
 }  // namespace
 }  // namespace agentkv::sched

@@ -108,7 +108,8 @@ void AgentTiers::CommitTurn(Agent& agent, const engine::Context& ctx, const std:
 const Agent* AgentTiers::FindIdleDonor(const Agent& agent, std::string_view prompt, IdleDonor* donor) {
   const std::string& ns = agent.key.ns;
   (void)MergeNamespaceIndex(ns);
-  // The index holds exactly the namespace's idle, non-isolated agents with a text (AgentTable::Reindex).
+  // The index holds exactly the namespace's idle, non-isolated agents with a cache and text of their own
+  // (AgentTable::Reindex).
   const auto hit = table_.LongestPrefix(ns, prompt);
   if (!hit || hit->id == agent.key.agent_id) return nullptr;
   const Agent* idle = table_.Find({ns, hit->id});
