@@ -41,7 +41,7 @@ struct ModelCacheSpec {
   // flash attention, swa_full, the at-rest layout shape,
   // kEngineLayoutVersion. Deliberately NOT the slot types: the blocks are the
   // same at-rest bytes whatever the slots hold, so a cache written by a
-  // server with f16 slots (CPU) restores on one with q4_0 slots (GPU) and
+  // server with f16 slots (--slot-kv f16) restores on one with q4_0 slots and
   // vice versa, through every tier (docs/engine.md, "KV type in slots").
   std::string fingerprint;
   // What decides a request's output: `fingerprint` when the slots hold the

@@ -36,7 +36,7 @@ struct ContextOptions {
   KvType type_v = KvType::kQ4_0;
   // KV types of the engine's slots (llama.cpp's KV cache); unset: the
   // at-rest types (restores are a memcpy). When they differ ("hybrid
-  // slots", e.g. f16 slots on CPU), exports quantize slot rows to the
+  // slots", e.g. --slot-kv f16), exports quantize slot rows to the
   // at-rest type and imports dequantize them (engine/seq_state.h);
   // ResolveSlotKvType picks them for --slot-kv auto.
   std::optional<KvType> slot_type_k;
@@ -45,7 +45,7 @@ struct ContextOptions {
   // written into the slots (patch 0006), so that a slot restored from any
   // tier is bit-identical to the resident slot it replaces (docs/engine.md,
   // "Exactness"). Unset: on whenever SlotRowsCanRoundToRest (f16 slots over
-  // q4_0 blocks, the CPU default). true elsewhere: Create() fails with
+  // q4_0 blocks, the hybrid). true elsewhere: Create() fails with
   // InvalidArgument. false: f16 slots hold unrounded rows (a restore is then
   // only tolerance-equal; for measuring what the rounding costs).
   std::optional<bool> round_slot_rows;

@@ -25,8 +25,7 @@
 // Pure byte manipulation: no llama.h here, so it is testable on synthetic bytes.
 //
 // Hybrid slots: the slots' KV element type may differ from the blocks' (at
-// rest): e.g. f16 slots on CPU (f16 prefill is faster there) with q4_0
-// blocks. A KvLayout names both shapes; export quantizes each slot row to the
+// rest): e.g. f16 slots (--slot-kv f16) with q4_0 blocks. A KvLayout names both shapes; export quantizes each slot row to the
 // at-rest type, import dequantizes at-rest rows into slot rows
 // (engine/kv_row_convert.h, ggml's conversions). Blocks, their bytes and
 // their names are the at-rest type's either way. With equal shapes rows are
