@@ -23,11 +23,12 @@ if [ -f tests/e2e-clients/package.json ]; then
   (cd tests/e2e-clients && npm install --silent --no-audit --no-fund --no-save && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
 # Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; the shared team's plan and
-# summaries; the client replay's second sessions and checks; < 1 s).
+# summaries; the client replay's second sessions and checks; the leader-wait summary; < 1 s).
 /usr/bin/python3 bench/paired_test.py
 /usr/bin/python3 bench/oracle_test.py
 /usr/bin/python3 bench/shared_team_test.py
 /usr/bin/python3 bench/client_replay_test.py
+/usr/bin/python3 bench/leader_wait_test.py
 /usr/bin/python3 bench/decode_load_test.py
 /usr/bin/python3 bench/vs_llama_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.
