@@ -99,7 +99,8 @@ def main(argv=None):
     lib.resolve_model(args)
     d, work, meta = lib.start_driver(args, SUB, "leader_wait")
     corpus = lib.Corpus(args.text)
-    ctx = args.ctx or ((args.shared_tokens + args.own_tokens + args.max_tokens + 64 + 255) // 256) * 256
+    # (the corpus' chars per token vary by slice: a quarter of margin)
+    ctx = args.ctx or ((int(1.25 * (args.shared_tokens + args.own_tokens)) + args.max_tokens + 64 + 255) // 256) * 256
     extra = ["--api-key", "team:" + KEYS["shared"], "--api-key", "solo:%s:isolated" % KEYS["isolated"]]
     extra += args.agentkv_extra.split()
     srv = lib.Agentkv(args, work, slots=args.agents, ctx=ctx, extra=extra)
