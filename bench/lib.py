@@ -561,7 +561,7 @@ class Agentkv(Proc):
                "--slots", str(slots), "-c", str(ctx), "--kv", kv, "-t", str(args.threads)]
         if cache_ram is not None:
             cmd += ["--cache-ram", str(int(cache_ram))]
-        if getattr(args, "slot_kv", None):  # the engine slots' KV type (default auto: f16 on CPU)
+        if getattr(args, "slot_kv", None):  # the engine slots' KV type (default auto: the at-rest type)
             cmd += ["--slot-kv", args.slot_kv]
         cmd += list(extra or [])
         Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port)

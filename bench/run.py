@@ -642,7 +642,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--kv", default="q4_0", help="KV type of the agentkv server (and llama-server)")
     ap.add_argument("--slot-kv", choices=["auto", "f16", "q8_0", "q4_0"],
-                    help="KV type of the agentkv server's engine slots (default: the server's, auto = f16 on CPU)")
+                    help="KV type of the agentkv server's engine slots (default: the server's, auto = the at-rest type)")
     ap.add_argument("--ls-kv", help="vs-llama-server: llama-server's KV type if not --kv (f16 = its default)")
     ap.add_argument("--contexts", help="comma-separated target context sizes in tokens")
     ap.add_argument("--reps", type=int, help="measured repetitions (default 5, quick 2)")
