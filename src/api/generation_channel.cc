@@ -61,7 +61,7 @@ void GenerationChannel::OnError(const Status& status) {
 
 void GenerationChannel::Push(GenerationEvent event) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;  // contract violation by the backend; drop quietly
     closed_ = event.terminal();
     GenerationEvent* last = events_.empty() ? nullptr : &events_.back();
@@ -75,12 +75,13 @@ void GenerationChannel::Push(GenerationEvent event) {
       events_.push_back(std::move(event));
     }
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 bool GenerationChannel::Wait(std::chrono::milliseconds timeout, std::vector<GenerationEvent>* out) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return false;
+  MutexLock lock(&mu_);
+  // The predicate runs with mu_ held (CondVar::WaitFor); the analysis cannot see that.
+  if (!cv_.WaitFor(&lock, timeout, [this]() NO_THREAD_SAFETY_ANALYSIS { return !events_.empty(); })) return false;
   for (GenerationEvent& e : events_) out->push_back(std::move(e));
   events_.clear();
   return true;

@@ -10,13 +10,12 @@
 // after a terminal event (finish or error).
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "api/backend.h"
+#include "util/mutex.h"
 
 namespace agentkv::api {
 
@@ -52,10 +51,10 @@ class GenerationChannel final : public GenerationSink {
  private:
   void Push(GenerationEvent event);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<GenerationEvent> events_;  // guarded by mu_
-  bool closed_ = false;                 // guarded by mu_: a terminal event was pushed
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<GenerationEvent> events_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;  // a terminal event was pushed
   Usage prompt_usage_;                  // written by the backend's thread before OnStart only
 };
 

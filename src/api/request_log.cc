@@ -87,19 +87,19 @@ RequestLog::~RequestLog() { Finish(499, "client_gone"); }
 
 void RequestLog::SetAgent(const std::string& namespace_id, const std::string& agent_id,
                           const std::string& agent_source) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   entry_.namespace_id = namespace_id;
   entry_.agent_id = agent_id;
   entry_.agent_source = agent_source;
 }
 
 void RequestLog::SetUsage(const Usage& usage) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   entry_.usage = usage;
 }
 
 void RequestLog::Finish(int status, const std::string& error_type) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (logged_) return;
   logged_ = true;
   const LogLevel level = RequestLogLevel(entry_.method, entry_.route, status);

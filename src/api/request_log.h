@@ -13,13 +13,13 @@
 // client can neither forge a line nor a field. docs/api.md, "Request log".
 
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "api/backend.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace agentkv::api {
 
@@ -56,15 +56,15 @@ class RequestLog {
 
   void SetAgent(const std::string& namespace_id, const std::string& agent_id, const std::string& agent_source);
   void SetUsage(const Usage& usage);
-  void SetStream() { std::lock_guard<std::mutex> lock(mu_); entry_.stream = true; }
+  void SetStream() { MutexLock lock(&mu_); entry_.stream = true; }
   // The first call logs the line with this status and error type (empty:
   // none); later calls do nothing.
   void Finish(int status, const std::string& error_type);
 
  private:
-  std::mutex mu_;
-  RequestLogEntry entry_;  // GUARDED_BY(mu_)
-  bool logged_ = false;    // GUARDED_BY(mu_)
+  Mutex mu_;
+  RequestLogEntry entry_ GUARDED_BY(mu_);
+  bool logged_ GUARDED_BY(mu_) = false;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 

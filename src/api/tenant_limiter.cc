@@ -4,7 +4,7 @@ namespace agentkv::api {
 
 std::shared_ptr<void> TenantLimiter::Acquire(const std::string& namespace_id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     size_t& n = in_flight_[namespace_id];
     if (max_per_tenant_ > 0 && n >= max_per_tenant_) {
       if (n == 0) in_flight_.erase(namespace_id);
@@ -20,13 +20,13 @@ std::shared_ptr<void> TenantLimiter::Acquire(const std::string& namespace_id) {
 }
 
 void TenantLimiter::Release(const std::string& namespace_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = in_flight_.find(namespace_id);
   if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
 }
 
 size_t TenantLimiter::in_flight(const std::string& namespace_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = in_flight_.find(namespace_id);
   return it == in_flight_.end() ? 0 : it->second;
 }

@@ -13,8 +13,9 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "util/mutex.h"
 
 namespace agentkv::api {
 
@@ -35,8 +36,9 @@ class TenantLimiter {
   void Release(const std::string& namespace_id);
 
   const size_t max_per_tenant_;
-  mutable std::mutex mu_;
-  std::map<std::string, size_t> in_flight_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, size_t> in_flight_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentkv::api
+

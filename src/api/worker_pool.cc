@@ -15,7 +15,7 @@ WorkerPool::WorkerPool(size_t min_threads, size_t max_threads, std::chrono::mill
 WorkerPool::~WorkerPool() { shutdown(); }
 
 bool WorkerPool::enqueue(std::function<void()> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return false;
   jobs_.push_back(std::move(fn));
   if (n_idle_ < jobs_.size() && n_threads_ < max_threads_) {
@@ -23,15 +23,17 @@ bool WorkerPool::enqueue(std::function<void()> fn) {
     // Detached: shutdown() waits for n_threads_ to reach 0 instead of joining.
     std::thread([this] { Work(); }).detach();
   }
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   return true;
 }
 
 void WorkerPool::Work() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
     ++n_idle_;
-    const bool woken = work_cv_.wait_for(lock, idle_exit_, [&] { return !jobs_.empty() || stopping_; });
+    // The predicate runs with mu_ held (CondVar::WaitFor); the analysis cannot see that.
+    const bool woken =
+        work_cv_.WaitFor(&lock, idle_exit_, [&]() NO_THREAD_SAFETY_ANALYSIS { return !jobs_.empty() || stopping_; });
     --n_idle_;
     if (jobs_.empty()) {
       if (stopping_ || (!woken && n_threads_ > min_threads_)) break;
@@ -39,7 +41,7 @@ void WorkerPool::Work() {
     }
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     // An exception out of a connection's job (std::bad_alloc outside
     // httplib's handler guard) would terminate every tenant's server: the
     // one connection is lost instead.
@@ -50,21 +52,21 @@ void WorkerPool::Work() {
     } catch (...) {
       AKV_LOG_ERROR("http worker: a connection ended by an unknown exception");
     }
-    lock.lock();
+    lock.Lock();
   }
   --n_threads_;
-  exit_cv_.notify_all();
+  exit_cv_.NotifyAll();
 }
 
 void WorkerPool::shutdown() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stopping_ = true;
-  work_cv_.notify_all();
-  exit_cv_.wait(lock, [&] { return n_threads_ == 0; });
+  work_cv_.NotifyAll();
+  while (n_threads_ != 0) exit_cv_.Wait(&lock);
 }
 
 size_t WorkerPool::threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return n_threads_;
 }
 

@@ -15,13 +15,13 @@
 // queued only while n_idle_ < jobs_.size() implies n_threads_ == max_threads_.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 
 #include <cpp-httplib/httplib.h>
+
+#include "util/mutex.h"
 
 namespace agentkv::api {
 
@@ -45,13 +45,14 @@ class WorkerPool final : public httplib::TaskQueue {
   const size_t min_threads_;
   const size_t max_threads_;
   const std::chrono::milliseconds idle_exit_;
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;   // a job was queued, or shutdown
-  std::condition_variable exit_cv_;   // a thread exited
-  std::deque<std::function<void()>> jobs_;  // guarded by mu_
-  size_t n_threads_ = 0;                    // guarded by mu_
-  size_t n_idle_ = 0;                       // guarded by mu_
-  bool stopping_ = false;                   // guarded by mu_
+  mutable Mutex mu_;
+  CondVar work_cv_;  // a job was queued, or shutdown
+  CondVar exit_cv_;  // a thread exited
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  size_t n_threads_ GUARDED_BY(mu_) = 0;
+  size_t n_idle_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace agentkv::api
+

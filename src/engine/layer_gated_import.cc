@@ -26,8 +26,11 @@ Result<std::unique_ptr<LayerGatedImport>> LayerGatedImport::Start(Context& ctx, 
   ctx.ClearSlot(slot);
   import->thread_ = std::thread([p = import.get()] { p->Run(); });
   {
-    std::unique_lock<std::mutex> lock(import->mu_);
-    import->cv_.wait(lock, [&] { return import->cells_set_ || import->ended_; });
+    MutexLock lock(&import->mu_);
+    import->cv_.Wait(&lock, [&] {
+      import->mu_.AssertHeld();  // the predicate runs with the lock held
+      return import->cells_set_ || import->ended_;
+    });
     if (import->cells_set_ || import->accepted_) return import;  // (accepted: a state without rows)
   }
   return import->Finish();  // refused before its first row: Corruption, slot cleared
@@ -41,12 +44,12 @@ void LayerGatedImport::Run() {
   const size_t read =
       llama_state_seq_set_data_wait(ctx_.raw(), state_.data(), state_.size(), slot_, 0, &OnWait, this);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ended_ = true;
     accepted_ = read != 0;
     if (accepted_) rows_in_ = writer_.n_row_copies();
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void LayerGatedImport::OnWait(void* self, size_t offset, size_t size) {
@@ -57,11 +60,11 @@ void LayerGatedImport::OnWait(void* self, size_t offset, size_t size) {
   const size_t lo = g->writer_.FirstRowCopyEndingAfter(offset);
   if (lo < g->writer_.n_row_copies() && g->writer_.RowBytes(lo) == std::make_pair(offset, offset + size)) {
     {
-      std::lock_guard<std::mutex> lock(g->mu_);
+      MutexLock lock(&g->mu_);
       g->cells_set_ = true;
       g->rows_in_ = std::max(g->rows_in_, lo);
     }
-    g->cv_.notify_all();
+    g->cv_.NotifyAll();
   }
   if (g->wait_ != nullptr) g->wait_(g->user_, offset, size);
 }
@@ -70,8 +73,11 @@ bool LayerGatedImport::WaitLayer(int il) {
   if (il < 0 || static_cast<size_t>(il) >= layer_rows_end_.size() || layer_rows_end_[il] == 0) return true;
   waited_[il] = true;
   const size_t need = layer_rows_end_[il];
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return rows_in_ >= need || ended_; });
+  MutexLock lock(&mu_);
+  cv_.Wait(&lock, [&] {
+    mu_.AssertHeld();  // the predicate runs with the lock held
+    return rows_in_ >= need || ended_;
+  });
   return rows_in_ >= need;
 }
 
@@ -83,18 +89,21 @@ bool LayerGatedImport::LayerReady(int il) {
 
 bool LayerGatedImport::LayerIn(int il) const {
   if (il < 0 || static_cast<size_t>(il) >= layer_rows_end_.size()) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return rows_in_ >= layer_rows_end_[il];
 }
 
 bool LayerGatedImport::Ended() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return ended_;
 }
 
 bool LayerGatedImport::WaitEndedFor(std::chrono::microseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return ended_; });
+  MutexLock lock(&mu_);
+  return cv_.WaitFor(&lock, timeout, [&] {
+    mu_.AssertHeld();  // the predicate runs with the lock held
+    return ended_;
+  });
 }
 
 void LayerGatedImport::NoteWaited(int il) {
@@ -114,7 +123,7 @@ Status LayerGatedImport::Finish() {
   if (thread_.joinable()) thread_.join();
   bool accepted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     accepted = accepted_;
   }
   if (!accepted) {

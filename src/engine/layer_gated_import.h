@@ -22,11 +22,9 @@
 // import thread meanwhile (rows only: it set every cell before Start returned).
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
@@ -34,6 +32,7 @@
 #include "engine/context.h"
 #include "engine/layer_gate.h"
 #include "engine/seq_state.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace agentkv::engine {
@@ -99,12 +98,12 @@ class LayerGatedImport final : public LayerGate {
   std::vector<size_t> layer_rows_end_;
   std::vector<bool> waited_;  // per layer; the decoding thread's
 
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  size_t rows_in_ = 0;        // GUARDED_BY(mu_): row copies [0, rows_in_) are in the cache
-  bool cells_set_ = false;    // GUARDED_BY(mu_): llama.cpp began copying rows
-  bool ended_ = false;        // GUARDED_BY(mu_): the import call returned
-  bool accepted_ = false;     // GUARDED_BY(mu_): ... and read the whole state
+  mutable Mutex mu_;
+  mutable CondVar cv_;
+  size_t rows_in_ GUARDED_BY(mu_) = 0;  // row copies [0, rows_in_) are in the cache
+  bool cells_set_ GUARDED_BY(mu_) = false;  // llama.cpp began copying rows
+  bool ended_ GUARDED_BY(mu_) = false;  // the import call returned
+  bool accepted_ GUARDED_BY(mu_) = false;  // ... and read the whole state
   bool finished_ = false;     // Finish() ran
   std::thread thread_;
 };

@@ -18,16 +18,16 @@ void RowCopyPipeline::Work() {
   for (;;) {
     size_t i;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (next_ == done_.size()) return;
       i = next_++;
     }
     writer_.CopyRows(i);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       done_[i] = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 
@@ -58,8 +58,11 @@ void RowCopyPipeline::WaitReady(size_t offset, size_t size) {
   const size_t first = PartitionPoint(n, [&](size_t i) { return writer_.RowBytes(i).second <= offset; });
   const size_t last = PartitionPoint(n, [&](size_t i) { return writer_.RowBytes(i).first < offset + size; });
   if (first >= last) return;  // header bytes only
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return std::all_of(done_.begin() + first, done_.begin() + last, [](bool d) { return d; }); });
+  MutexLock lock(&mu_);
+  cv_.Wait(&lock, [&] {
+    mu_.AssertHeld();  // the predicate runs with the lock held
+    return std::all_of(done_.begin() + first, done_.begin() + last, [](bool d) { return d; });
+  });
 }
 
 void RowCopyPipeline::WaitFn(void* self, size_t offset, size_t size) {

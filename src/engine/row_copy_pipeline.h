@@ -12,13 +12,12 @@
 // thread's WorkerTeam (util/parallel.h): that thread must not call
 // ParallelFor while the pipeline lives.
 
-#include <condition_variable>
 #include <cstddef>
-#include <mutex>
 #include <functional>
 #include <vector>
 
 #include "engine/seq_state.h"
+#include "util/mutex.h"
 #include "util/parallel.h"
 
 namespace agentkv::engine {
@@ -42,10 +41,10 @@ class RowCopyPipeline {
   void Work();
 
   const BlocksStateWriter& writer_;
-  size_t next_ = 0;              // GUARDED_BY(mu_): the next row copy to hand out
-  std::vector<bool> done_;       // GUARDED_BY(mu_)
-  std::mutex mu_;
-  std::condition_variable cv_;  // a row copy finished
+  size_t next_ GUARDED_BY(mu_) = 0;  // the next row copy to hand out
+  std::vector<bool> done_ GUARDED_BY(mu_);
+  Mutex mu_;
+  CondVar cv_;  // a row copy finished
   const std::function<void(size_t)> work_;  // what each worker runs: Work()
   WorkerTeam& team_;
 };

@@ -44,7 +44,7 @@ Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<PoolBlock> bl
   Status status;
   uint64_t version = 0;
   {
-    Lock lock(mu_);
+    Lock lock(&mu_);
     // Cheap lower bound first, so an impossible Put evicts nobody.
     size_t own_bytes = 0;
     for (const PoolBlock& b : blocks) {
@@ -93,7 +93,7 @@ Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<PoolBlock> bl
 }
 
 Result<AgentSnapshot> BlockPool::Get(const AgentKey& agent) {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   auto it = agents_.find(agent);
   if (it == agents_.end()) return Status::NotFound("block pool get: " + Name(agent));
   Touch(it->second);
@@ -101,19 +101,19 @@ Result<AgentSnapshot> BlockPool::Get(const AgentKey& agent) {
 }
 
 bool BlockPool::Contains(const AgentKey& agent) const {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   return agents_.count(agent) != 0;
 }
 
 Result<AgentInfo> BlockPool::Info(const AgentKey& agent) const {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   auto it = agents_.find(agent);
   if (it == agents_.end()) return Status::NotFound("block pool info: " + Name(agent));
   return InfoLocked(agent, it->second);
 }
 
 Status BlockPool::Pin(const AgentKey& agent) {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   auto it = agents_.find(agent);
   if (it == agents_.end()) return Status::NotFound("block pool pin: " + Name(agent));
   ++it->second.pins;
@@ -122,14 +122,14 @@ Status BlockPool::Pin(const AgentKey& agent) {
 }
 
 void BlockPool::Unpin(const AgentKey& agent) {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   auto it = agents_.find(agent);
   assert(it != agents_.end() && it->second.pins > 0 && "Unpin without Pin");
   if (it != agents_.end() && it->second.pins > 0) --it->second.pins;
 }
 
 bool BlockPool::MarkClean(const AgentKey& agent, uint64_t version) {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   auto it = agents_.find(agent);
   if (it == agents_.end() || it->second.version != version) return false;
   it->second.dirty = false;
@@ -137,7 +137,7 @@ bool BlockPool::MarkClean(const AgentKey& agent, uint64_t version) {
 }
 
 Status BlockPool::Erase(const AgentKey& agent) {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   auto it = agents_.find(agent);
   if (it == agents_.end()) return Status::NotFound("block pool erase: " + Name(agent));
   if (it->second.pins > 0) return Status::FailedPrecondition("block pool erase: " + Name(agent) + ": pinned");
@@ -149,7 +149,7 @@ Status BlockPool::EvictToDisk(const AgentKey& agent) {
   const std::string op = "block pool evict " + Name(agent);
   std::vector<EvictionEvent> events;
   {
-    Lock lock(mu_);
+    Lock lock(&mu_);
     auto it = agents_.find(agent);
     if (it == agents_.end()) return Status::NotFound(op);
     if (it->second.pins > 0) return Status::FailedPrecondition(op + ": pinned");
@@ -162,7 +162,7 @@ Status BlockPool::EvictToDisk(const AgentKey& agent) {
 }
 
 BlockPoolStats BlockPool::Stats() const {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   BlockPoolStats s;
   s.budget_bytes = budget_bytes_;
   s.used_bytes = used_bytes_;
@@ -177,7 +177,7 @@ BlockPoolStats BlockPool::Stats() const {
 }
 
 std::vector<AgentInfo> BlockPool::ListAgents(const std::string& ns) const {
-  Lock lock(mu_);
+  Lock lock(&mu_);
   std::vector<std::pair<uint64_t, AgentInfo>> found;
   for (auto it = agents_.lower_bound(AgentKey{ns, ""}); it != agents_.end() && it->first.ns == ns; ++it) {
     found.emplace_back(it->second.last_use_tick, InfoLocked(it->first, it->second));

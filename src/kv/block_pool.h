@@ -46,12 +46,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "store/kv_block.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -178,31 +178,30 @@ class BlockPool {
     bool dirty = false;
     uint64_t version = 0;
   };
-  using Lock = std::unique_lock<std::mutex>;
+  using Lock = MutexLock;
 
-  // All below REQUIRE mu_ held.
-  void Touch(AgentEntry& entry);
-  size_t BytesAfterPut(const AgentKey& agent, const std::vector<PoolBlock>& blocks) const;
-  void Release(const std::string& ns, const std::vector<std::string>& ids);
-  size_t Drop(std::map<AgentKey, AgentEntry>::iterator it);  // returns freed bytes
-  AgentInfo InfoLocked(const AgentKey& key, const AgentEntry& entry) const;
-  std::vector<PoolBlock> SnapshotLocked(const AgentKey& key, const AgentEntry& entry) const;
+  void Touch(AgentEntry& entry) REQUIRES(mu_);
+  size_t BytesAfterPut(const AgentKey& agent, const std::vector<PoolBlock>& blocks) const REQUIRES(mu_);
+  void Release(const std::string& ns, const std::vector<std::string>& ids) REQUIRES(mu_);
+  size_t Drop(std::map<AgentKey, AgentEntry>::iterator it) REQUIRES(mu_);  // returns freed bytes
+  AgentInfo InfoLocked(const AgentKey& key, const AgentEntry& entry) const REQUIRES(mu_);
+  std::vector<PoolBlock> SnapshotLocked(const AgentKey& key, const AgentEntry& entry) const REQUIRES(mu_);
   // Drops the LRU candidate (clean, unpinned, not `exclude`) and appends its
   // event. Returns false if there is none.
-  bool EvictOne(const AgentKey& exclude, std::vector<EvictionEvent>& events);
-  void Notify(const std::vector<EvictionEvent>& events) const;  // REQUIRES mu_ NOT held
+  bool EvictOne(const AgentKey& exclude, std::vector<EvictionEvent>& events) REQUIRES(mu_);
+  void Notify(const std::vector<EvictionEvent>& events) const EXCLUDES(mu_);
 
   const size_t budget_bytes_;
   const EvictionObserver on_evict_;
   const std::function<int64_t()> now_ms_;
 
-  mutable std::mutex mu_;
-  std::map<BlockKey, BlockEntry> blocks_;    // guarded by mu_
-  std::map<AgentKey, AgentEntry> agents_;    // guarded by mu_
-  size_t used_bytes_ = 0;                    // guarded by mu_
-  uint64_t tick_ = 0;                        // guarded by mu_
-  uint64_t next_version_ = 1;                // guarded by mu_
-  uint64_t evictions_ = 0;                   // guarded by mu_
+  mutable Mutex mu_;
+  std::map<BlockKey, BlockEntry> blocks_ GUARDED_BY(mu_);
+  std::map<AgentKey, AgentEntry> agents_ GUARDED_BY(mu_);
+  size_t used_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t tick_ GUARDED_BY(mu_) = 0;
+  uint64_t next_version_ GUARDED_BY(mu_) = 1;
+  uint64_t evictions_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace agentkv

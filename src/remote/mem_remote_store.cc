@@ -17,7 +17,7 @@ Status MemRemoteStore::Enter(const char* op) {
 
 Result<std::vector<bool>> MemRemoteStore::BlocksExist(const RemoteScope& scope, std::span<const std::string> ids) {
   AGENTKV_RETURN_IF_ERROR(Enter("exists"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<bool> out;
   for (const auto& id : ids) out.push_back(blocks_.count(Key(scope, id)) != 0);
   return out;
@@ -27,7 +27,7 @@ Result<std::vector<std::optional<std::string>>> MemRemoteStore::GetBlocks(const 
                                                                          std::span<const std::string> ids) {
   AGENTKV_RETURN_IF_ERROR(Enter("get"));
   blocks_requested_ += ids.size();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<std::optional<std::string>> out;
   for (const auto& id : ids) {
     auto it = blocks_.find(Key(scope, id));
@@ -39,7 +39,7 @@ Result<std::vector<std::optional<std::string>>> MemRemoteStore::GetBlocks(const 
 Result<uint32_t> MemRemoteStore::PutBlocksIfAbsent(const RemoteScope& scope,
                                                    std::span<const std::pair<std::string, std::string_view>> blocks) {
   AGENTKV_RETURN_IF_ERROR(Enter("put"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   uint32_t n = 0;
   for (const auto& [id, bytes] : blocks) n += blocks_.emplace(Key(scope, id), std::string(bytes)).second;
   return n;
@@ -47,7 +47,7 @@ Result<uint32_t> MemRemoteStore::PutBlocksIfAbsent(const RemoteScope& scope,
 
 Status MemRemoteStore::DeleteBlocks(const RemoteScope& scope, std::span<const std::string> ids) {
   AGENTKV_RETURN_IF_ERROR(Enter("delete"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (const auto& id : ids) blocks_.erase(Key(scope, id));
   return Status::OK();
 }
@@ -55,7 +55,7 @@ Status MemRemoteStore::DeleteBlocks(const RemoteScope& scope, std::span<const st
 Status MemRemoteStore::ClaimBlocks(const RemoteScope& scope, std::string_view agent_id,
                                    std::span<const std::string> ids) {
   AGENTKV_RETURN_IF_ERROR(Enter("claim"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto& mine = agent_blocks_[Key(scope, agent_id)];
   for (const auto& id : ids) {
     mine.insert(id);
@@ -67,7 +67,7 @@ Status MemRemoteStore::ClaimBlocks(const RemoteScope& scope, std::string_view ag
 Result<uint32_t> MemRemoteStore::ReleaseBlocks(const RemoteScope& scope, std::string_view agent_id,
                                                std::span<const std::string> keep, uint64_t if_version) {
   AGENTKV_RETURN_IF_ERROR(Enter("release"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (if_version > 0) {
     auto m = manifests_.find(Key(scope, agent_id));
     if (m == manifests_.end() || m->second.bytes.empty() || m->second.version != if_version) return 0u;
@@ -95,7 +95,7 @@ Result<uint32_t> MemRemoteStore::ReleaseBlocks(const RemoteScope& scope, std::st
 
 Result<std::optional<RemoteManifest>> MemRemoteStore::GetManifest(const RemoteScope& scope, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(Enter("get manifest"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = manifests_.find(Key(scope, agent_id));
   if (it == manifests_.end()) return std::optional<RemoteManifest>();
   return std::optional<RemoteManifest>(it->second);
@@ -104,7 +104,7 @@ Result<std::optional<RemoteManifest>> MemRemoteStore::GetManifest(const RemoteSc
 Result<bool> MemRemoteStore::PutManifestIfNewer(const RemoteScope& scope, std::string_view agent_id, uint64_t version,
                                                 std::string_view bytes) {
   AGENTKV_RETURN_IF_ERROR(Enter("put manifest"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto& m = manifests_[Key(scope, agent_id)];
   if (!m.bytes.empty() && m.version >= version) return false;
   m = RemoteManifest{version, std::string(bytes)};
@@ -113,14 +113,14 @@ Result<bool> MemRemoteStore::PutManifestIfNewer(const RemoteScope& scope, std::s
 
 Status MemRemoteStore::DeleteManifest(const RemoteScope& scope, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(Enter("delete manifest"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   manifests_.erase(Key(scope, agent_id));
   return Status::OK();
 }
 
 Result<std::vector<RemoteManifest>> MemRemoteStore::ListManifests(const RemoteScope& scope) {
   AGENTKV_RETURN_IF_ERROR(Enter("list"));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<RemoteManifest> out;
   for (const auto& [k, m] : manifests_) {
     const size_t a = k.find('/'), b = k.find('/', a + 1);

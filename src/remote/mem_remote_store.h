@@ -9,10 +9,10 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "remote/remote_store.h"
+#include "util/mutex.h"
 
 namespace agentkv {
 
@@ -35,7 +35,7 @@ class MemRemoteStore : public RemoteStore {
                                  uint64_t if_version) override;
   // Blocks stored, over every scope (tests: nothing leaks).
   size_t block_count() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return blocks_.size();
   }
   Result<std::optional<RemoteManifest>> GetManifest(const RemoteScope& scope, std::string_view agent_id) override;
@@ -52,12 +52,12 @@ class MemRemoteStore : public RemoteStore {
   std::atomic<bool> available_{true};
   std::atomic<uint64_t> calls_{0};
   std::atomic<uint64_t> blocks_requested_{0};
-  std::mutex mu_;
-  std::map<std::string, std::string> blocks_;        // GUARDED_BY(mu_)
-  std::map<std::string, RemoteManifest> manifests_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, std::string> blocks_ GUARDED_BY(mu_);
+  std::map<std::string, RemoteManifest> manifests_ GUARDED_BY(mu_);
   // Key(scope, agent) -> its claimed block ids; Key(scope, block) -> agents.
-  std::map<std::string, std::set<std::string>> agent_blocks_;  // GUARDED_BY(mu_)
-  std::map<std::string, std::set<std::string>> block_agents_;  // GUARDED_BY(mu_)
+  std::map<std::string, std::set<std::string>> agent_blocks_ GUARDED_BY(mu_);
+  std::map<std::string, std::set<std::string>> block_agents_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentkv

@@ -136,7 +136,7 @@ Result<RedisRemoteStore::ContextPtr> RedisRemoteStore::Dial() {
 
 Result<RedisRemoteStore::ContextPtr> RedisRemoteStore::Acquire() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!idle_.empty()) {
       ContextPtr c = std::move(idle_.back());
       idle_.pop_back();
@@ -148,7 +148,7 @@ Result<RedisRemoteStore::ContextPtr> RedisRemoteStore::Acquire() {
   }
   auto c = Dial();
   if (!c.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     down_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.retry_after_ms);
     last_error_ = c.status().message();
   }
@@ -157,13 +157,13 @@ Result<RedisRemoteStore::ContextPtr> RedisRemoteStore::Acquire() {
 
 void RedisRemoteStore::Release(ContextPtr c, bool healthy) {
   if (!healthy || c == nullptr || c->err != 0) return;  // dropped: the next call dials anew
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   idle_.push_back(std::move(c));
 }
 
 Status RedisRemoteStore::Ping() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     down_until_ = {};
   }
   auto r = Pipeline<bool>({{"PING"}}, [](redisReply*) -> Result<bool> { return true; });

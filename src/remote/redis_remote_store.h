@@ -18,11 +18,11 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "remote/redis_options.h"
 #include "remote/remote_store.h"
+#include "util/mutex.h"
 
 struct redisContext;
 
@@ -76,10 +76,10 @@ class RedisRemoteStore : public RemoteStore {
   Result<std::vector<T>> Pipeline(const std::vector<std::vector<std::string_view>>& argvs, Take take);
 
   const RedisOptions options_;
-  std::mutex mu_;
-  std::vector<ContextPtr> idle_;                      // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point down_until_;  // GUARDED_BY(mu_): fail fast before this
-  std::string last_error_;                            // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<ContextPtr> idle_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point down_until_ GUARDED_BY(mu_);  // fail fast before this
+  std::string last_error_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentkv

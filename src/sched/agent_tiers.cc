@@ -70,7 +70,7 @@ void AgentTiers::FlushSaves() {
 }
 
 void AgentTiers::ReadDoneNotify() {
-  reads_cv_.notify_all();
+  reads_cv_.NotifyAll();
   on_read_done_();
 }
 
@@ -93,7 +93,7 @@ void AgentTiers::PostRead(const AgentKey& key) {
     read.done = true;
     read.id = id;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = reads_by_key_.find(key);
       // Dropped meanwhile (a commit or delete made it stale, a cancelled
       // pipelined restore abandoned it), perhaps replaced by a newer read: discard.
@@ -107,7 +107,7 @@ bool AgentTiers::BeginReadForSubmit(const AgentKey& key) {
   if (store_ == nullptr || (slots_ != nullptr && slots_->IsResident(key))) return false;
   std::optional<uint64_t> index_read;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (reads_by_key_.count(key) || pool_.Contains(key)) return false;
     if (remote_ == nullptr && !unsaved_.count(key)) {
       index_read = BeginRead(key, nullptr);
@@ -126,7 +126,7 @@ void AgentTiers::ReadFromStoreIndex(const AgentKey& key, uint64_t read_id) {
   auto summary = store_->GetSummary(key.ns, key.agent_id);
   const bool absent = !summary.ok() && summary.status().code() == StatusCode::kNotFound;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = reads_by_key_.find(key);
     // Dropped meanwhile (a commit or a delete: admission reads it if it must).
     if (it == reads_by_key_.end() || it->second.id != read_id) return;
@@ -137,17 +137,17 @@ void AgentTiers::ReadFromStoreIndex(const AgentKey& key, uint64_t read_id) {
     }
     it->second.done = true;  // the read's answer (no manifest, no blocks) without the read
   }
-  reads_cv_.notify_all();
+  reads_cv_.NotifyAll();
 }
 
 void AgentTiers::DropRead(const AgentKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   reads_by_key_.erase(key);
 }
 
 ReadLookup AgentTiers::Lookup(const AgentKey& key, uint64_t known_version) {
   ReadLookup out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = reads_by_key_.find(key);
   if (it == reads_by_key_.end()) {
     PostRead(key);  // from disk, or from RAM if its save has not landed
@@ -174,7 +174,7 @@ ReadLookup AgentTiers::Lookup(const AgentKey& key, uint64_t known_version) {
 
 std::optional<AgentRecord> AgentTiers::RecordOf(const AgentKey& key, bool early, bool* pending) {
   *pending = true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = reads_by_key_.find(key);
   if (it == reads_by_key_.end()) {
     PostRead(key);
@@ -193,21 +193,22 @@ std::optional<AgentRecord> AgentTiers::RecordOf(const AgentKey& key, bool early,
 }
 
 bool AgentTiers::ReadDone(const AgentKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = reads_by_key_.find(key);
   return it == reads_by_key_.end() || it->second.done;
 }
 
 bool AgentTiers::WaitReadDone(const AgentKey& key, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return reads_cv_.wait_for(lock, timeout, [&] {
+  MutexLock lock(&mu_);
+  return reads_cv_.WaitFor(&lock, timeout, [&] {
+    mu_.AssertHeld();  // the predicate runs with the lock held
     auto it = reads_by_key_.find(key);
     return it == reads_by_key_.end() || it->second.done;
   });
 }
 
 std::optional<AgentRead> AgentTiers::TakeRead(const AgentKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = reads_by_key_.find(key);
   if (it == reads_by_key_.end() || !it->second.done) return std::nullopt;
   AgentRead read = std::move(it->second);
@@ -218,9 +219,10 @@ std::optional<AgentRead> AgentTiers::TakeRead(const AgentKey& key) {
 std::shared_ptr<const engine::PromptTokens> AgentTiers::PreviousPrompt(const AgentKey& key,
                                                                        std::chrono::milliseconds wait) {
   if (auto prev = prompt_tokens_.Get(key); prev != nullptr) return prev;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!reads_by_key_.count(key)) return nullptr;
-  const bool done = reads_cv_.wait_for(lock, wait, [&] {
+  const bool done = reads_cv_.WaitFor(&lock, wait, [&] {
+    mu_.AssertHeld();  // the predicate runs with the lock held
     auto it = reads_by_key_.find(key);
     return it == reads_by_key_.end() || it->second.done;
   });
@@ -241,7 +243,7 @@ std::shared_ptr<const engine::PromptTokens> AgentTiers::PreviousPrompt(const Age
 AgentRead AgentTiers::ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing) {
   AgentRead read;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (erasing_.count(key)) return read;
     if (auto it = unsaved_.find(key); it != unsaved_.end()) {
       read.record = it->second.turn->record;
@@ -318,7 +320,7 @@ void AgentTiers::PostNamespaceRead(const std::string& ns) {
 
 void AgentTiers::ReadNamespaceIndex(const std::string& ns) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (ns_index_.count(ns) || ns_merged_.count(ns)) {  // read, or already in the agent table
       ns_reading_.erase(ns);
       return;
@@ -333,7 +335,7 @@ void AgentTiers::ReadNamespaceIndex(const std::string& ns) {
       }
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ns_reading_.erase(ns);
   ns_index_.emplace(ns, std::move(records));
 }
@@ -342,7 +344,7 @@ std::vector<AgentRecord> AgentTiers::TakeNamespaceIndex(const std::string& ns, b
   *ready = true;
   std::vector<AgentRecord> records;
   if (store_ == nullptr) return records;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (ns_merged_.count(ns)) return records;
   auto it = ns_index_.find(ns);
   if (it == ns_index_.end()) {
@@ -354,12 +356,12 @@ std::vector<AgentRecord> AgentTiers::TakeNamespaceIndex(const std::string& ns, b
   ns_index_.erase(it);
   ns_merged_.insert(ns);
   // An agent being erased must not come back.
-  std::erase_if(records, [&](const AgentRecord& r) { return erasing_.count({ns, r.agent_id}) != 0; });
+  std::erase_if(records, [&](const AgentRecord& r) REQUIRES(mu_) { return erasing_.count({ns, r.agent_id}) != 0; });
   return records;
 }
 
 bool AgentTiers::NamespaceMerged(const std::string& ns) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return ns_merged_.count(ns) != 0;
 }
 

@@ -28,11 +28,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -49,6 +47,7 @@
 #include "sched/prompt_token_cache.h"
 #include "sched/read_landing.h"
 #include "store/agent_store.h"
+#include "util/mutex.h"
 
 namespace agentkv::engine {
 class Context;
@@ -249,16 +248,15 @@ class AgentTiers {
   std::string RemoteMetricsText() const;
 
  private:
-  // REQUIRES mu_ held.
-  uint64_t BeginRead(const AgentKey& key, std::shared_ptr<ReadLanding::Ticket> landing);
-  void PostRead(const AgentKey& key);
-  void PostNamespaceRead(const std::string& ns);
-  void SavePosted(const AgentKey& key) { ++saves_pending_[key]; }
-  void SaveRan(const AgentKey& key);
-  // Not holding mu_.
-  void ReadFromStoreIndex(const AgentKey& key, uint64_t read_id);
-  AgentRead ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing);  // read executor
-  void ReadDoneNotify();
+  uint64_t BeginRead(const AgentKey& key, std::shared_ptr<ReadLanding::Ticket> landing) REQUIRES(mu_);
+  void PostRead(const AgentKey& key) REQUIRES(mu_);
+  void PostNamespaceRead(const std::string& ns) REQUIRES(mu_);
+  void SavePosted(const AgentKey& key) REQUIRES(mu_) { ++saves_pending_[key]; }
+  void SaveRan(const AgentKey& key) REQUIRES(mu_);
+  void ReadFromStoreIndex(const AgentKey& key, uint64_t read_id) EXCLUDES(mu_);
+  // read executor
+  AgentRead ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing) EXCLUDES(mu_);
+  void ReadDoneNotify() EXCLUDES(mu_);
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
                 uint64_t pool_version);
   // Remote tier (agent_tiers_remote.cc). On a local miss (or, with
@@ -294,18 +292,18 @@ class AgentTiers {
   std::atomic<bool> remote_down_{false};            // the last remote call failed (for the log)
   std::atomic<bool> reserve_refill_posted_{false};  // a RefillReadReserveWhenIdle job is queued
 
-  mutable std::mutex mu_;
-  std::condition_variable reads_cv_;  // a read completed
-  std::condition_variable saves_cv_;  // a save ran
-  std::map<AgentKey, AgentRead> reads_by_key_;                // GUARDED_BY(mu_): done or in flight
-  uint64_t next_read_id_ = 0;                                 // GUARDED_BY(mu_)
-  std::map<std::string, std::vector<AgentRecord>> ns_index_;  // GUARDED_BY(mu_): read, not yet merged
-  std::set<std::string> ns_reading_;                          // GUARDED_BY(mu_)
-  std::set<std::string> ns_merged_;                           // GUARDED_BY(mu_): merged into the table
-  std::map<AgentKey, UnsavedTurn> unsaved_;                   // GUARDED_BY(mu_)
-  std::set<AgentKey> erasing_;                                // GUARDED_BY(mu_)
-  uint64_t next_save_seq_ = 0;                                // GUARDED_BY(mu_)
-  std::map<AgentKey, int> saves_pending_;                     // GUARDED_BY(mu_): posted, not yet run
+  mutable Mutex mu_;
+  CondVar reads_cv_;  // a read completed
+  CondVar saves_cv_;  // a save ran
+  std::map<AgentKey, AgentRead> reads_by_key_ GUARDED_BY(mu_);  // done or in flight
+  uint64_t next_read_id_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::vector<AgentRecord>> ns_index_ GUARDED_BY(mu_);  // read, not yet merged
+  std::set<std::string> ns_reading_ GUARDED_BY(mu_);
+  std::set<std::string> ns_merged_ GUARDED_BY(mu_);  // merged into the table
+  std::map<AgentKey, UnsavedTurn> unsaved_ GUARDED_BY(mu_);
+  std::set<AgentKey> erasing_ GUARDED_BY(mu_);
+  uint64_t next_save_seq_ GUARDED_BY(mu_) = 0;
+  std::map<AgentKey, int> saves_pending_ GUARDED_BY(mu_);  // posted, not yet run
 
   // Last: destroyed first, so no job outlives the state it uses.
   IoExecutor reads_;  // agent and namespace reads, FIFO

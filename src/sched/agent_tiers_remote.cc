@@ -45,7 +45,7 @@ bool AgentTiers::ReadFromRemote(const AgentKey& key, AgentRead* read, uint64_t n
   if (newer_than > 0 && !got.complete) return false;
   if (!got.complete && got.stop_reason.code() == StatusCode::kCorruption) metrics_.CountCorruption(1);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (erasing_.count(key)) return false;
   }
   read->blocks.reserve(got.blocks.size());
@@ -63,13 +63,13 @@ bool AgentTiers::ReadFromRemote(const AgentKey& key, AgentRead* read, uint64_t n
 
 void AgentTiers::PostWriteThrough(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     SavePosted(key);  // an erasure waits for it (WaitForSaves)
   }
   saves_.Post([this, key, record = std::move(record), blocks = std::move(blocks)] {
     bool erased = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       erased = erasing_.count(key) != 0;
     }
     if (!erased) {
@@ -82,10 +82,10 @@ void AgentTiers::PostWriteThrough(const AgentKey& key, AgentRecord record, std::
       }
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       SaveRan(key);
     }
-    saves_cv_.notify_all();
+    saves_cv_.NotifyAll();
   });
 }
 
@@ -93,7 +93,7 @@ void AgentTiers::PostRemotePush(AgentRecord saved, std::shared_ptr<const void> k
                                std::vector<const KvBlock*> blocks) {
   remote_writes_.Post([this, saved = std::move(saved), keep_alive = std::move(keep_alive), blocks = std::move(blocks)] {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (erasing_.count({saved.ns, saved.agent_id})) return;
     }
     const auto start = std::chrono::steady_clock::now();

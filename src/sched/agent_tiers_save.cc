@@ -29,7 +29,7 @@ void AgentTiers::PostSave(const AgentKey& key, AgentRecord record, std::vector<P
   auto turn = std::make_shared<const UnsavedTurn::Data>(UnsavedTurn::Data{std::move(record), std::move(blocks)});
   uint64_t seq = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     seq = ++next_save_seq_;
     SavePosted(key);
     unsaved_[key] = UnsavedTurn{turn, seq};
@@ -51,12 +51,12 @@ void AgentTiers::PostSave(const AgentKey& key, AgentRecord record, std::vector<P
       }
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = unsaved_.find(key);
       if (saved.ok() && it != unsaved_.end() && it->second.seq == seq) unsaved_.erase(it);
       SaveRan(key);
     }
-    saves_cv_.notify_all();
+    saves_cv_.NotifyAll();
   });
 }
 
@@ -65,26 +65,29 @@ void AgentTiers::SaveRan(const AgentKey& key) {
 }
 
 void AgentTiers::WaitForSaves(const AgentKey& key) {
-  std::unique_lock<std::mutex> lock(mu_);
-  saves_cv_.wait(lock, [&] { return saves_pending_.count(key) == 0; });
+  MutexLock lock(&mu_);
+  saves_cv_.Wait(&lock, [&] {
+    mu_.AssertHeld();  // the predicate runs with the lock held
+    return saves_pending_.count(key) == 0;
+  });
 }
 
 bool AgentTiers::HasUnsaved(const AgentKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return unsaved_.count(key) != 0;
 }
 
 void AgentTiers::BeginErase(const AgentKey& key) {
   prompt_tokens_.Erase(key);  // it holds the agent's text
   (void)pool_.Erase(key);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   erasing_.insert(key);  // no read may bring it back while its files go
   unsaved_.erase(key);
   reads_by_key_.erase(key);
 }
 
 bool AgentTiers::Erasing(const AgentKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return erasing_.count(key) != 0;
 }
 
@@ -101,7 +104,7 @@ Status AgentTiers::EraseStored(const AgentKey& key, bool erase_disk, bool must_e
       result = Status::Unavailable("agent erased here, but not from the remote tier (retry): " + r.message());
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   erasing_.erase(key);
   reads_by_key_.erase(key);
   return result;
@@ -138,7 +141,7 @@ std::optional<AgentSummary> AgentTiers::DiskAgent(const AgentKey& key) {
 void AgentTiers::FillGauges(SchedulerMetrics::Gauges* g) const {
   g->io_pending = reads_.Pending() + saves_.Pending() + remote_writes_.Pending();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     g->unsaved_agents = unsaved_.size();
   }
   g->read_reserve_bytes = WarmMemory::Get().HeldBytes();

@@ -11,30 +11,33 @@ IoExecutor::IoExecutor(int nice) : nice_(nice), thread_([this] { Run(); }) {}
 
 IoExecutor::~IoExecutor() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 void IoExecutor::Post(std::function<void()> job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     jobs_.push_back(std::move(job));
     ++posted_;
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void IoExecutor::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t target = posted_;
-  idle_cv_.wait(lock, [&] { return done_ >= target; });
+  idle_cv_.Wait(&lock, [&] {
+    mu_.AssertHeld();  // the predicate runs with the lock held
+    return done_ >= target;
+  });
 }
 
 size_t IoExecutor::Pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<size_t>(posted_ - done_);
 }
 
@@ -45,17 +48,20 @@ void IoExecutor::Run() {
       AKV_LOG_DEBUG("io executor: could not lower its priority (nice %d)", nice_);
     }
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    cv_.Wait(&lock, [&] {
+      mu_.AssertHeld();  // the predicate runs with the lock held
+      return stop_ || !jobs_.empty();
+    });
     if (jobs_.empty()) return;  // stop_ and drained
     auto job = std::move(jobs_.front());
     jobs_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     job();
-    lock.lock();
+    lock.Lock();
     ++done_;
-    idle_cv_.notify_all();
+    idle_cv_.NotifyAll();
   }
 }
 

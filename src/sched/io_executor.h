@@ -7,11 +7,11 @@
 // one at a time on the executor's thread. The destructor finishes every
 // queued job (no save is dropped) and joins.
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "util/mutex.h"
 
 namespace agentkv::sched {
 
@@ -34,13 +34,13 @@ class IoExecutor {
  private:
   void Run();
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;       // signals new jobs / stop
-  std::condition_variable idle_cv_;  // signals a finished job
-  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
-  uint64_t posted_ = 0;                     // GUARDED_BY(mu_)
-  uint64_t done_ = 0;                       // GUARDED_BY(mu_)
-  bool stop_ = false;                       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;       // signals new jobs / stop
+  CondVar idle_cv_;  // signals a finished job
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  uint64_t posted_ GUARDED_BY(mu_) = 0;
+  uint64_t done_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
   const int nice_;
   std::thread thread_;
 };

@@ -9,13 +9,12 @@
 // Thread safety: thread-safe; Wait and TakeTasks are the loop's.
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <utility>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace agentkv::sched {
@@ -28,40 +27,40 @@ class LoopInbox {
   Status Push(std::unique_ptr<Item>* item, const std::function<Status(bool closed)>& admit) {
     Status s;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       s = admit(closed_);
       if (s.ok() && item != nullptr) items_.push_back(std::move(*item));
     }
-    if (s.ok() && item != nullptr) cv_.notify_all();
+    if (s.ok() && item != nullptr) cv_.NotifyAll();
     return s;
   }
   void Post(std::function<void()> task) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       tasks_.push_back(std::move(task));
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   void Wake() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       woken_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = false;
   }
   void Close() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       closed_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   bool closed() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return closed_;
   }
 
@@ -69,8 +68,13 @@ class LoopInbox {
   // all when `busy`), then appends the requests that arrived to *out. False
   // once closed (the requests are still moved).
   bool Wait(std::chrono::milliseconds timeout, bool busy, std::deque<std::unique_ptr<Item>>* out) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, timeout, [&] { return closed_ || busy || woken_ || !items_.empty() || !tasks_.empty(); });
+    MutexLock lock(&mu_);
+    // The predicate runs with mu_ held (CondVar::WaitFor); the analysis cannot see that
+    // inside a lambda, hence AssertHeld.
+    cv_.WaitFor(&lock, timeout, [&] {
+      mu_.AssertHeld();
+      return closed_ || busy || woken_ || !items_.empty() || !tasks_.empty();
+    });
     woken_ = false;
     while (!items_.empty()) {
       out->push_back(std::move(items_.front()));
@@ -80,21 +84,21 @@ class LoopInbox {
   }
   // Sleeps for at most `timeout`, less if anything is pushed, posted or woken.
   void Nap(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, timeout);
+    MutexLock lock(&mu_);
+    cv_.WaitFor(&lock, timeout);
   }
   std::deque<std::function<void()>> TakeTasks() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return std::exchange(tasks_, {});
   }
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Item>> items_;     // GUARDED_BY(mu_)
-  std::deque<std::function<void()>> tasks_;     // GUARDED_BY(mu_)
-  bool closed_ = false;                         // GUARDED_BY(mu_)
-  bool woken_ = false;                          // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<std::unique_ptr<Item>> items_ GUARDED_BY(mu_);
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool woken_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace agentkv::sched

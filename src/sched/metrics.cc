@@ -51,88 +51,88 @@ SchedulerMetrics::SchedulerMetrics()
       remote_push_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}) {}
 
 void SchedulerMetrics::CountRequest(const std::string& outcome) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++requests_[outcome];
 }
 void SchedulerMetrics::ObserveTtft(const std::string& state, double ms) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ttft_.try_emplace(state, kTtftBoundsMs).first->second.Observe(ms);
 }
 void SchedulerMetrics::CountMatch(const std::string& match) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++matches_[match];
 }
 void SchedulerMetrics::AddTokenized(uint64_t tokens, uint64_t reused) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   tokenized_ += tokens;
   tokenized_reused_ += reused;
 }
 
 void SchedulerMetrics::AddTokens(uint64_t prefilled, uint64_t reused, uint64_t generated) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   prefilled_ += prefilled;
   reused_ += reused;
   generated_ += generated;
 }
 void SchedulerMetrics::ObserveBatch(uint32_t decode_tokens, uint32_t prefill_tokens) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   batch_tokens_.Observe(decode_tokens + prefill_tokens);
   prefill_tokens_.Observe(prefill_tokens);
 }
 void SchedulerMetrics::ObserveDiskWait(double ms) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   disk_wait_ms_.Observe(ms);
 }
 void SchedulerMetrics::ObserveRemoteFetch(double ms) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   remote_fetch_ms_.Observe(ms);
 }
 void SchedulerMetrics::ObserveRemotePush(double ms) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   remote_push_ms_.Observe(ms);
 }
 void SchedulerMetrics::CountEviction(const std::string& what, uint64_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   evictions_[what] += n;
 }
 void SchedulerMetrics::CountCorruption(uint64_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   corruption_ += n;
 }
 
 void SchedulerMetrics::CountSaveFailure() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++save_failures_;
 }
 
 void SchedulerMetrics::CountReadFailure() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++read_failures_;
 }
 
 void SchedulerMetrics::AddSharedPrefix(const std::string& source, uint64_t tokens) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++shared_hits_[source];
   shared_tokens_[source] += tokens;
 }
 
 void SchedulerMetrics::CountLandedRestore() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++landed_restores_;
 }
 
 void SchedulerMetrics::CountPipelinedRestore(bool fell_back) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++(fell_back ? pipelined_fallbacks_ : pipelined_restores_);
 }
 
 void SchedulerMetrics::CountPipelinedAbandoned() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++pipelined_abandoned_;
 }
 
 std::string SchedulerMetrics::Render(const Gauges& g) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::string out;
   auto counter_family = [&](const std::string& name, const std::string& help, const std::string& label,
                             const std::map<std::string, uint64_t>& m) {

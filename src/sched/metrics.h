@@ -5,9 +5,10 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace agentkv::sched {
 
@@ -69,16 +70,30 @@ class SchedulerMetrics {
   std::string Render(const Gauges& g) const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t> requests_, matches_, evictions_, shared_hits_, shared_tokens_;
-  std::map<std::string, Histogram> ttft_;
-  uint64_t prefilled_ = 0, reused_ = 0, generated_ = 0, corruption_ = 0, save_failures_ = 0, read_failures_ = 0;
-  uint64_t landed_restores_ = 0;
-  uint64_t pipelined_restores_ = 0;
-  uint64_t pipelined_fallbacks_ = 0;
-  uint64_t pipelined_abandoned_ = 0;
-  uint64_t tokenized_ = 0, tokenized_reused_ = 0;
-  Histogram batch_tokens_, prefill_tokens_, disk_wait_ms_, remote_fetch_ms_, remote_push_ms_;
+  mutable Mutex mu_;
+  std::map<std::string, uint64_t> requests_ GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> matches_ GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> evictions_ GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> shared_hits_ GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> shared_tokens_ GUARDED_BY(mu_);
+  std::map<std::string, Histogram> ttft_ GUARDED_BY(mu_);
+  uint64_t prefilled_ GUARDED_BY(mu_) = 0;
+  uint64_t reused_ GUARDED_BY(mu_) = 0;
+  uint64_t generated_ GUARDED_BY(mu_) = 0;
+  uint64_t corruption_ GUARDED_BY(mu_) = 0;
+  uint64_t save_failures_ GUARDED_BY(mu_) = 0;
+  uint64_t read_failures_ GUARDED_BY(mu_) = 0;
+  uint64_t landed_restores_ GUARDED_BY(mu_) = 0;
+  uint64_t pipelined_restores_ GUARDED_BY(mu_) = 0;
+  uint64_t pipelined_fallbacks_ GUARDED_BY(mu_) = 0;
+  uint64_t pipelined_abandoned_ GUARDED_BY(mu_) = 0;
+  uint64_t tokenized_ GUARDED_BY(mu_) = 0;
+  uint64_t tokenized_reused_ GUARDED_BY(mu_) = 0;
+  Histogram batch_tokens_ GUARDED_BY(mu_);
+  Histogram prefill_tokens_ GUARDED_BY(mu_);
+  Histogram disk_wait_ms_ GUARDED_BY(mu_);
+  Histogram remote_fetch_ms_ GUARDED_BY(mu_);
+  Histogram remote_push_ms_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentkv::sched

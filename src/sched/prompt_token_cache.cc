@@ -10,7 +10,7 @@ size_t PromptTokenCache::BytesOf(const engine::PromptTokens& prompt) {
 }
 
 std::shared_ptr<const engine::PromptTokens> PromptTokenCache::Get(const AgentKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second.lru_pos);
@@ -19,7 +19,7 @@ std::shared_ptr<const engine::PromptTokens> PromptTokenCache::Get(const AgentKey
 
 void PromptTokenCache::Put(const AgentKey& key, std::shared_ptr<const engine::PromptTokens> prompt) {
   const size_t bytes = BytesOf(*prompt) + key.ns.size() + key.agent_id.size();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
   if (bytes > max_bytes_) return;
   while (bytes_ + bytes > max_bytes_ && !lru_.empty()) EraseLocked(entries_.find(lru_.back()));
@@ -29,7 +29,7 @@ void PromptTokenCache::Put(const AgentKey& key, std::shared_ptr<const engine::Pr
 }
 
 void PromptTokenCache::Erase(const AgentKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
 }
 
@@ -40,12 +40,12 @@ void PromptTokenCache::EraseLocked(std::map<AgentKey, Entry>::iterator it) {
 }
 
 size_t PromptTokenCache::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 
 size_t PromptTokenCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return entries_.size();
 }
 

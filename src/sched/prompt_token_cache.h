@@ -18,10 +18,10 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "engine/tokenizer.h"
 #include "kv/block_pool.h"
+#include "util/mutex.h"
 
 namespace agentkv::sched {
 
@@ -48,13 +48,13 @@ class PromptTokenCache {
     std::list<AgentKey>::iterator lru_pos;
     size_t bytes = 0;
   };
-  void EraseLocked(std::map<AgentKey, Entry>::iterator it);
+  void EraseLocked(std::map<AgentKey, Entry>::iterator it) REQUIRES(mu_);
 
   const size_t max_bytes_;
-  mutable std::mutex mu_;
-  size_t bytes_ = 0;
-  std::list<AgentKey> lru_;
-  std::map<AgentKey, Entry> entries_;
+  mutable Mutex mu_;
+  size_t bytes_ GUARDED_BY(mu_) = 0;
+  std::list<AgentKey> lru_ GUARDED_BY(mu_);
+  std::map<AgentKey, Entry> entries_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentkv::sched

@@ -56,7 +56,7 @@ void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layo
   BlockBytes& bytes = block_bytes_[index];
   std::vector<size_t> complete;  // tensors whose last bytes this range brought
   {
-    std::lock_guard<std::mutex> lock(bytes.mu);
+    MutexLock lock(&bytes.mu);
     if (bytes.left.empty()) {
       for (size_t k : layout.file_order) bytes.left.push_back(tensors[k].data.size());
     }
@@ -71,7 +71,7 @@ void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layo
       at += size;
     }
   }
-  std::shared_lock<std::shared_mutex> copying(copy_mu_);
+  ReaderMutexLock copying(&copy_mu_);
   if (stopped_) return;  // abandoned: the state is no longer this read's to write
   for (size_t k : complete) {
     const KvTensor& t = tensors[k];
@@ -83,10 +83,10 @@ void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layo
     }
     if (blocks_left_[it->second].fetch_sub(1, std::memory_order_acq_rel) == 1) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         ++copies_landed_;
       }
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
   }
 }
@@ -94,14 +94,14 @@ void ReadLanding::Ticket::OnDataRead(uint32_t index, const BlockFileLayout& layo
 void ReadLanding::Ticket::OnRecord(const AgentRecord& record) {
   if (on_progress_ == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     record_ = std::make_shared<const AgentRecord>(record);
   }
   on_progress_();
 }
 
 std::shared_ptr<const AgentRecord> ReadLanding::Ticket::EarlyRecord() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return record_;
 }
 
@@ -109,23 +109,26 @@ void ReadLanding::Ticket::WaitFn(void* self, size_t offset, size_t size) {
   auto* t = static_cast<Ticket*>(self);
   if (size == 0 || !t->Streams()) return;
   const engine::BlocksStateWriter& w = *t->writer_;
-  std::unique_lock<std::mutex> lock(t->mu_);
+  MutexLock lock(&t->mu_);
   for (size_t i = w.FirstRowCopyEndingAfter(offset); i < w.n_row_copies() && w.RowBytes(i).first < offset + size;
        ++i) {
-    t->cv_.wait(lock, [&] { return t->abandoned_ || t->blocks_left_[i].load(std::memory_order_acquire) == 0; });
+    t->cv_.Wait(&lock, [&] {
+      t->mu_.AssertHeld();  // the predicate runs with the lock held
+      return t->abandoned_ || t->blocks_left_[i].load(std::memory_order_acquire) == 0;
+    });
   }
 }
 
 void ReadLanding::Ticket::Abandon() {
   {
-    std::unique_lock<std::shared_mutex> copies(copy_mu_);  // waits for the copies in progress
+    WriterMutexLock copies(&copy_mu_);  // waits for the copies in progress
     stopped_ = true;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     abandoned_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ReadLanding::Ticket::OnBlockRead(uint32_t index, const KvBlock& block) {
@@ -134,7 +137,7 @@ void ReadLanding::Ticket::OnBlockRead(uint32_t index, const KvBlock& block) {
     landed_[index].store(true, std::memory_order_release);
     return;
   }
-  std::shared_lock<std::shared_mutex> copying(copy_mu_);
+  ReaderMutexLock copying(&copy_mu_);
   if (stopped_) return;
   if (Status st = writer_->CopyBlock(block); !st.ok()) {
     AKV_LOG_DEBUG("read landing: block %u not landed: %s", index, st.ToString().c_str());
@@ -149,7 +152,7 @@ std::span<const uint8_t> ReadLanding::Ticket::StateFor(const std::vector<PoolBlo
     if (blocks[i].id != ids_[i] || !landed_[i].load(std::memory_order_acquire)) return {};
   }
   if (Streams()) {  // and every row copy got every block's tensor
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (copies_landed_ != writer_->n_row_copies()) return {};
   }
   return state_;

@@ -33,13 +33,10 @@
 // once WaitFn returned for them (landed, or Abandon stopped every copy).
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +45,7 @@
 #include "engine/staging_buffer.h"
 #include "kv/block_pool.h"
 #include "store/agent_store.h"
+#include "util/mutex.h"
 
 namespace agentkv::sched {
 
@@ -139,19 +137,19 @@ class ReadLanding::Ticket : public LoadObserver {
   // Per block: its tensors' bytes still to come, in file order (sized by
   // the block's first OnDataRead), under that block's mutex.
   struct BlockBytes {
-    std::mutex mu;
-    std::vector<uint64_t> left;
+    Mutex mu;
+    std::vector<uint64_t> left GUARDED_BY(mu);
   };
   std::unique_ptr<BlockBytes[]> block_bytes_;
   // Held shared by each copy into the state (read threads), exclusively by
   // Abandon: after it, stopped_ keeps every copy out.
-  std::shared_mutex copy_mu_;
-  bool stopped_ = false;  // GUARDED_BY(copy_mu_)
-  mutable std::mutex mu_;
-  std::condition_variable cv_;                  // a row copy landed, or abandoned
-  size_t copies_landed_ = 0;                    // GUARDED_BY(mu_) (count; which: blocks_left_)
-  bool abandoned_ = false;                      // GUARDED_BY(mu_)
-  std::shared_ptr<const AgentRecord> record_;  // GUARDED_BY(mu_)
+  SharedMutex copy_mu_;
+  bool stopped_ GUARDED_BY(copy_mu_) = false;
+  mutable Mutex mu_;
+  CondVar cv_;  // a row copy landed, or abandoned
+  size_t copies_landed_ GUARDED_BY(mu_) = 0;  // (count; which: blocks_left_)
+  bool abandoned_ GUARDED_BY(mu_) = false;
+  std::shared_ptr<const AgentRecord> record_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentkv::sched

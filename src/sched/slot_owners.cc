@@ -14,7 +14,7 @@ void SlotOwners::Set(int slot, Agent* agent) {
   if (owner != nullptr) owner->slot = -1;
   owner = agent;
   if (agent != nullptr) agent->slot = slot;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   keys_[static_cast<size_t>(slot)] = agent != nullptr ? agent->key : AgentKey{};
 }
 
@@ -61,7 +61,7 @@ void SlotOwners::UpdateGauges() {
 
 bool SlotOwners::IsResident(const AgentKey& key) const {
   if (key.agent_id.empty()) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
 }
 

@@ -12,10 +12,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <vector>
 
 #include "sched/agent_table.h"
+#include "util/mutex.h"
 
 namespace agentkv::sched {
 
@@ -48,8 +48,8 @@ class SlotOwners {
 
  private:
   std::vector<Agent*> owners_;  // per slot, null if free
-  mutable std::mutex mu_;
-  std::vector<AgentKey> keys_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<AgentKey> keys_ GUARDED_BY(mu_);
   std::atomic<uint64_t> agents_gauge_{0}, tokens_gauge_{0};
 };
 

@@ -97,7 +97,7 @@ AgentSummary AgentStore::SummaryLocked(const NamespaceState& ns, const std::stri
 }
 
 std::vector<std::string> AgentStore::ListNamespaces() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<std::string> out;
   for (const auto& [name, ns] : namespaces_) {
     if (!ns.agents.empty()) out.push_back(name);
@@ -107,7 +107,7 @@ std::vector<std::string> AgentStore::ListNamespaces() {
 
 Result<std::vector<AgentSummary>> AgentStore::ListAgents(std::string_view ns_name) {
   AGENTKV_RETURN_IF_ERROR(ValidateName("namespace", ns_name));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   std::vector<AgentSummary> out;
   if (ns == nullptr) return out;
@@ -117,7 +117,7 @@ Result<std::vector<AgentSummary>> AgentStore::ListAgents(std::string_view ns_nam
 
 Result<AgentSummary> AgentStore::GetSummary(std::string_view ns_name, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns != nullptr) {
     auto it = ns->agents.find(std::string(agent_id));
@@ -183,7 +183,7 @@ Result<AgentRecord> AgentStore::GetRecord(std::string_view ns_name, std::string_
   NamespaceState* ns = nullptr;
   uint64_t stamp = 0;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     AGENTKV_ASSIGN_OR_RETURN(ns, PrepareLocked(ns_name));
     if (ns == nullptr) return Status::NotFound("agent " + id + ": not found");
     AGENTKV_RETURN_IF_ERROR(CheckReadableLocked(*ns, id));
@@ -192,7 +192,7 @@ Result<AgentRecord> AgentStore::GetRecord(std::string_view ns_name, std::string_
   // Read without the lock (ns->dir is immutable; a manifest is replaced by
   // rename, so this reads the old or the new file), checked under it.
   Result<std::string> bytes = fs_->ReadFile(ManifestPath(*ns, id));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return DecodeRecordLocked(ns, id, std::move(bytes), stamp);
 }
 
@@ -261,7 +261,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   uint64_t stamp = 0;
   double lock_ms = 0;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     lock_ms = ms_since(start);
     AGENTKV_ASSIGN_OR_RETURN(ns, PrepareLocked(ns_name));
     if (ns == nullptr) return Status::NotFound("agent " + id + ": not found");
@@ -329,7 +329,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   const Clock::time_point manifest_start = Clock::now();
   Result<std::string> manifest = fs_->ReadFile(ManifestPath(*ns, id));
   Result<AgentRecord> rec_or = [&] {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return DecodeRecordLocked(ns, id, std::move(manifest), stamp);
   }();
   const double manifest_ms = ms_since(manifest_start);
@@ -352,7 +352,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
     if (!got[b]->ok()) break;
   }
   const Clock::time_point checks_start = Clock::now();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   // A save or erasure ran while the files were read (agent_store.h):
   // erased, the read's result is dropped; saved again, blocks its garbage
   // collection took are where the result stops, not faults of the cache.
@@ -413,7 +413,7 @@ void AgentStore::StartReadThreads(const std::function<void(size_t reader, size_t
 
 Result<VerifyReport> AgentStore::VerifyAgent(std::string_view ns_name, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns == nullptr) return Status::NotFound("agent " + std::string(agent_id) + ": not found");
   VerifyReport rep;
@@ -522,7 +522,7 @@ Result<SaveResult> AgentStore::SaveAgent(std::string_view ns_name, const AgentRe
       return res;
     }
     if (!IsNoSpace(res.status())) return res;
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     ++stats_.saves_out_of_space;
     auto evicted = EvictForSpaceLocked(rec.ns, rec.agent_id);
     if (!evicted.ok()) {
@@ -540,8 +540,8 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   const std::string ns_name = rec.ns;
   // One save at a time; loads, listings and deletes go on while its new
   // block files are written (see below).
-  std::lock_guard<std::mutex> save_lock(save_mu_);
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock save_lock(&save_mu_);
+  MutexLock l(&mu_);
   NamespaceState* ns = FindNamespaceLocked(ns_name);
   if (ns == nullptr) {
     ns = &namespaces_[rec.ns];
@@ -553,8 +553,8 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   // (the cache dir's lock), and nothing else raises a version.
   AGENTKV_RETURN_IF_ERROR(CheckNotStaleLocked(ns, &rec).WithContext(where));
   // From here on, a failure repairs what this save left (or, if it cannot,
-  // leaves the namespace to be rescanned from disk). REQUIRES l held.
-  auto fail = [&](const Status& st) {
+  // leaves the namespace to be rescanned from disk).
+  auto fail = [&](const Status& st) REQUIRES(mu_, save_mu_) {
     RepairFailedSaveLocked(ns, rec.agent_id, ids);
     return st.WithContext(where);
   };
@@ -583,7 +583,7 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   Status write_status;
   if (!to_write.empty()) {
     ++ns->writes_in_flight;
-    l.unlock();
+    l.Unlock();
     for (uint32_t i : to_write) {
       auto w = WriteBlockFile(*ns, rec, ids, i, provider);
       if (!w.ok()) {
@@ -592,11 +592,11 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
       }
       written.push_back(*w);
     }
-    l.lock();
+    l.Lock();
     --ns->writes_in_flight;
   }
-  // REQUIRES mu_: a written file joins the namespace's blocks (not yet durable).
-  auto add_written = [&](const WrittenBlock& w) {
+  // A written file joins the namespace's blocks (not yet durable).
+  auto add_written = [&](const WrittenBlock& w) REQUIRES(mu_) {
     ++res.blocks_written;
     res.bytes_written += w.file_bytes;
     ++stats_.blocks_written;
@@ -649,14 +649,14 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
 Status AgentStore::DeleteAgent(std::string_view ns_name, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id).WithContext("delete agent"));
   if (options_.read_only) return Status::FailedPrecondition("delete agent: store is read-only");
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns == nullptr) return Status::NotFound("delete agent " + std::string(agent_id) + ": not found");
   return DeleteAgentLocked(ns, std::string(agent_id));
 }
 
 StoreStats AgentStore::stats() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   StoreStats s = stats_;
   s.agents = s.block_files = s.disk_bytes = 0;
   for (const auto& [name, ns] : namespaces_) {

@@ -48,7 +48,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,6 +59,7 @@
 #include "store/block_read.h"
 #include "store/file_system.h"
 #include "store/kv_block.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -335,38 +335,40 @@ class AgentStore {
   explicit AgentStore(AgentStoreOptions options);
 
   // agent_store_scan.cc
-  Status ScanAllLocked();
+  Status ScanAllLocked() REQUIRES(mu_);
   // Rebuilds `ns` from disk. Unless read_only: first fsyncs agents/ (so the
   // durable state equals what is seen), then removes temp files, orphan
   // blocks and quarantines bad manifests.
-  Status ScanNamespaceLocked(NamespaceState* ns);
-  Status CleanIfDirtyLocked(NamespaceState* ns);
-  void RecountRefsLocked(NamespaceState* ns);
+  Status ScanNamespaceLocked(NamespaceState* ns) REQUIRES(mu_);
+  Status CleanIfDirtyLocked(NamespaceState* ns) REQUIRES(mu_);
+  void RecountRefsLocked(NamespaceState* ns) REQUIRES(mu_);
   // Moves a bad file into quarantine/ (or deletes it if that fails).
-  void QuarantineLocked(NamespaceState* ns, const std::string& path);
+  void QuarantineLocked(NamespaceState* ns, const std::string& path) REQUIRES(mu_);
   // Deletes blocks with refs == 0. Returns how many were deleted.
-  uint32_t CollectGarbageLocked(NamespaceState* ns);
-  Status EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id, uint32_t* evicted);
+  uint32_t CollectGarbageLocked(NamespaceState* ns) REQUIRES(mu_);
+  Status EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id, uint32_t* evicted) REQUIRES(mu_);
   // The least recently used agent other than keep_id of keep_ns (nullptr:
   // none kept); false if there is none. *total_bytes (if given): the bytes
   // of every namespace's manifests and block files. only_ns (if given):
   // that namespace alone, for both the victim and the total.
   bool PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id, NamespaceState** victim_ns,
-                           std::string* victim_id, uint64_t* total_bytes, const NamespaceState* only_ns = nullptr);
+                           std::string* victim_id, uint64_t* total_bytes, const NamespaceState* only_ns = nullptr)
+      REQUIRES(mu_);
   // disk_budget_per_ns_bytes for one namespace.
-  Status EnforceNamespaceBudgetLocked(NamespaceState* ns, std::string_view keep_id, uint32_t* evicted);
+  Status EnforceNamespaceBudgetLocked(NamespaceState* ns, std::string_view keep_id, uint32_t* evicted) REQUIRES(mu_);
   // After a save ran out of space: rescans dirty namespaces (removing what
   // failed saves left) and deletes the least recently used agent other than
   // keep_id. false if there was none to delete.
-  Result<bool> EvictForSpaceLocked(std::string_view keep_ns, std::string_view keep_id);
-  Status DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id);
+  Result<bool> EvictForSpaceLocked(std::string_view keep_ns, std::string_view keep_id) REQUIRES(mu_);
+  Status DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id) REQUIRES(mu_);
   // The state a scan derives from an agent's manifest.
   AgentState StateOfManifest(const AgentRecord& rec, uint64_t manifest_bytes) const;
 
-  // save_repair.cc. After SaveAgentOnce failed part-way (REQUIRES mu_ and
-  // save_mu_ held): brings `ns` back in line with the disk for `agent_id`
+  // save_repair.cc. After SaveAgentOnce failed part-way (mu_ and save_mu_
+  // held): brings `ns` back in line with the disk for `agent_id`
   // (block ids `ids`), or marks it dirty if it cannot.
-  void RepairFailedSaveLocked(NamespaceState* ns, const std::string& agent_id, const std::vector<std::string>& ids);
+  void RepairFailedSaveLocked(NamespaceState* ns, const std::string& agent_id, const std::vector<std::string>& ids)
+      REQUIRES(mu_, save_mu_);
 
   // agent_store.cc
   // One attempt of SaveAgent on a validated record (ns and fingerprint set,
@@ -380,15 +382,15 @@ class AgentStore {
                                       const std::vector<std::string>& ids, uint32_t i, const BlockProvider& provider);
   // SaveAgent's version rule (see there): OK, and rec->version set, if `rec`
   // may replace what `ns` holds for its agent.
-  Status CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec);
-  NamespaceState* FindNamespaceLocked(std::string_view ns);
-  Result<NamespaceState*> PrepareLocked(std::string_view ns);  // find + clean if dirty
+  Status CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec) REQUIRES(mu_);
+  NamespaceState* FindNamespaceLocked(std::string_view ns) REQUIRES(mu_);
+  Result<NamespaceState*> PrepareLocked(std::string_view ns) REQUIRES(mu_);  // find + clean if dirty
   // The agent's manifest, read and checked under the lock (the admin paths
   // and saves): CheckReadableLocked, then the file, then DecodeRecordLocked.
-  Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id);
+  Result<AgentRecord> ReadRecordLocked(NamespaceState* ns, const std::string& agent_id) REQUIRES(mu_);
   // NotFound if the index holds no such agent, FailedPrecondition if its kv
   // types differ; else OK: its manifest may be read.
-  Status CheckReadableLocked(const NamespaceState& ns, const std::string& agent_id) const;
+  Status CheckReadableLocked(const NamespaceState& ns, const std::string& agent_id) const REQUIRES(mu_);
   // The record in `bytes` (the manifest file's content, or why it could not
   // be read): a bad one is quarantined and the namespace marked dirty, a
   // vanished file marks it dirty. `stamp`: the file was read without the lock
@@ -396,7 +398,7 @@ class AgentStore {
   // removed since, nothing is quarantined or marked: the result is a
   // record of this agent that decodes, else NotFound (erased) or Unavailable.
   Result<AgentRecord> DecodeRecordLocked(NamespaceState* ns, const std::string& agent_id,
-                                         Result<std::string> bytes, std::optional<uint64_t> stamp);
+                                         Result<std::string> bytes, std::optional<uint64_t> stamp) REQUIRES(mu_);
   // How to read block files of these sizes at once (ReadBlockFiles, when
   // fs_->ConcurrentReads()): options_' threads and chunk size or the
   // defaults (a streaming read's: StreamReadChunkBytes).
@@ -406,8 +408,8 @@ class AgentStore {
   // corrupt file is quarantined. `read` is the block file already read and
   // decoded by a read-ahead task, or empty to do it here.
   Result<KvBlock> ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i,
-                                  std::optional<Result<DecodedBlock>> read = std::nullopt);
-  AgentSummary SummaryLocked(const NamespaceState& ns, const std::string& id, const AgentState& a) const;
+                                  std::optional<Result<DecodedBlock>> read = std::nullopt) REQUIRES(mu_);
+  AgentSummary SummaryLocked(const NamespaceState& ns, const std::string& id, const AgentState& a) const REQUIRES(mu_);
   int64_t NowMs() const;
   std::string AgentsDir(const NamespaceState& ns) const { return ns.dir + "/agents"; }
   std::string BlocksDir(const NamespaceState& ns) const { return ns.dir + "/blocks"; }
@@ -421,15 +423,15 @@ class AgentStore {
   std::unique_ptr<FileLock> lock_;  // writable stores: <cache_dir>/LOCK, released last
   bool live_ = false;               // set by Open, then constant
 
-  std::mutex save_mu_;  // serializes SaveAgent (held without mu_ while it writes block files)
-  std::mutex mu_;
-  std::map<std::string, NamespaceState> namespaces_;  // by name; GUARDED_BY(mu_)
-  StoreStats stats_;                                  // GUARDED_BY(mu_); counters only
-  uint64_t quarantine_seq_ = 0;                       // GUARDED_BY(mu_)
-  // GUARDED_BY(mu_): manifest writes and removals begun (a save, an erasure):
-  // a read done without the lock checks it to tell a change made meanwhile
-  // from a fault of the files (DecodeRecordLocked, LoadBlocks).
-  uint64_t manifest_changes_ = 0;
+  Mutex save_mu_;  // serializes SaveAgent (held without mu_ while it writes block files)
+  Mutex mu_;
+  std::map<std::string, NamespaceState> namespaces_ GUARDED_BY(mu_);  // by name
+  StoreStats stats_ GUARDED_BY(mu_);  // counters only
+  uint64_t quarantine_seq_ GUARDED_BY(mu_) = 0;
+  // Manifest writes and removals begun (a save, an erasure): a read done
+  // without the lock checks it to tell a change made meanwhile from a fault
+  // of the files (DecodeRecordLocked, LoadBlocks).
+  uint64_t manifest_changes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace agentkv

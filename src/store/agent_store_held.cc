@@ -15,7 +15,7 @@ Result<std::vector<std::optional<KvBlock>>> AgentStore::ReadHeldBlocks(std::stri
   std::vector<std::string> paths;
   std::vector<uint64_t> file_bytes;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
     if (ns == nullptr) return held;
     for (uint32_t i = 0; i < rec.blocks.size(); ++i) {
@@ -35,7 +35,7 @@ Result<std::vector<std::optional<KvBlock>>> AgentStore::ReadHeldBlocks(std::stri
     std::vector<Result<DecodedBlock>> got = ReadBlockFiles(fs_, paths, ReadOptionsFor(file_bytes));
     for (size_t k = 0; k < got.size(); ++k) read[k] = std::move(got[k]);
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   NamespaceState* ns = FindNamespaceLocked(ns_name);
   if (ns == nullptr) return held;  // erased meanwhile
   for (size_t k = 0; k < indexes.size(); ++k) {

@@ -63,7 +63,7 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) 
   if (options.cache_dir.empty()) return Status::InvalidArgument("open store: empty cache_dir");
   if (!IsHeaderText(options.kv_types)) return Status::InvalidArgument("open store: bad kv_types");
   std::unique_ptr<AgentStore> store(new AgentStore(std::move(options)));
-  std::lock_guard<std::mutex> l(store->mu_);
+  MutexLock l(&store->mu_);
   const std::string lock_path = CacheLockPath(store->options_.cache_dir);
   if (!store->options_.read_only) {
     AGENTKV_RETURN_IF_ERROR(CreateDirsDurably(store->fs_, store->root_, ParentDir(store->options_.cache_dir)).WithContext("open store"));

@@ -32,45 +32,45 @@ class FaultInjectingFileSystem::Writer final : public WritableFile {
 };
 
 void FaultInjectingFileSystem::FailOpAt(uint64_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   fail_at_ = n;
 }
 
 void FaultInjectingFileSystem::CrashAtOp(uint64_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   crash_at_ = n;
 }
 
 void FaultInjectingFileSystem::SetNoSpaceAfterBytes(uint64_t bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   no_space_after_ = bytes;
 }
 
 void FaultInjectingFileSystem::SetCapacityBytes(uint64_t bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   capacity_ = bytes;
 }
 
 void FaultInjectingFileSystem::FailOps(std::string op, std::string path_part) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   fail_op_ = std::move(op);
   fail_path_part_ = std::move(path_part);
 }
 
 uint64_t FaultInjectingFileSystem::used_bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return used_;
 }
 
 void FaultInjectingFileSystem::ReleaseBytesOf(const std::string& path) {
   auto size = base_->FileSize(path);
   if (!size.ok()) return;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   used_ = used_ > *size ? used_ - *size : 0;
 }
 
 void FaultInjectingFileSystem::Reset() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ops_ = fail_at_ = crash_at_ = bytes_appended_ = used_ = 0;
   crashed_ = false;
   no_space_after_ = capacity_ = UINT64_MAX;
@@ -80,22 +80,22 @@ void FaultInjectingFileSystem::Reset() {
 }
 
 bool FaultInjectingFileSystem::crashed() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return crashed_;
 }
 
 uint64_t FaultInjectingFileSystem::op_count() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return ops_;
 }
 
 std::vector<std::string> FaultInjectingFileSystem::log() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return log_;
 }
 
 size_t FaultInjectingFileSystem::CountOps(std::string_view op, std::string_view path_part) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return static_cast<size_t>(std::count_if(log_.begin(), log_.end(), [&](const std::string& line) {
     return line.compare(0, op.size(), op) == 0 && line.size() > op.size() && line[op.size()] == ' ' &&
            line.find(path_part, op.size()) != std::string::npos;
@@ -103,7 +103,7 @@ size_t FaultInjectingFileSystem::CountOps(std::string_view op, std::string_view 
 }
 
 Status FaultInjectingFileSystem::Begin(std::string_view op, const std::string& path) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++ops_;
   log_.push_back(std::string(op) + " " + path);
   if (crash_at_ != 0 && ops_ >= crash_at_) crashed_ = true;
@@ -118,7 +118,7 @@ Status FaultInjectingFileSystem::Begin(std::string_view op, const std::string& p
 }
 
 size_t FaultInjectingFileSystem::ReserveBytes(size_t size) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   uint64_t room = no_space_after_ > bytes_appended_ ? no_space_after_ - bytes_appended_ : 0;
   if (capacity_ != UINT64_MAX) room = std::min<uint64_t>(room, capacity_ > used_ ? capacity_ - used_ : 0);
   size_t fits = static_cast<size_t>(std::min<uint64_t>(room, size));

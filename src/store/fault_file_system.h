@@ -26,10 +26,10 @@
 //
 // Thread safety: internally synchronized.
 
-#include <mutex>
 #include <string>
 
 #include "store/file_system.h"
+#include "util/mutex.h"
 
 namespace agentkv {
 
@@ -84,17 +84,18 @@ class FaultInjectingFileSystem final : public FileSystem {
   void ReleaseBytesOf(const std::string& path);
 
   FileSystem* const base_;
-  mutable std::mutex mu_;
-  uint64_t ops_ = 0;
-  uint64_t fail_at_ = 0;
-  uint64_t crash_at_ = 0;
-  bool crashed_ = false;
-  uint64_t bytes_appended_ = 0;
-  uint64_t no_space_after_ = UINT64_MAX;
-  uint64_t capacity_ = UINT64_MAX;
-  uint64_t used_ = 0;
-  std::string fail_op_, fail_path_part_;
-  std::vector<std::string> log_;
+  mutable Mutex mu_;
+  uint64_t ops_ GUARDED_BY(mu_) = 0;
+  uint64_t fail_at_ GUARDED_BY(mu_) = 0;
+  uint64_t crash_at_ GUARDED_BY(mu_) = 0;
+  bool crashed_ GUARDED_BY(mu_) = false;
+  uint64_t bytes_appended_ GUARDED_BY(mu_) = 0;
+  uint64_t no_space_after_ GUARDED_BY(mu_) = UINT64_MAX;
+  uint64_t capacity_ GUARDED_BY(mu_) = UINT64_MAX;
+  uint64_t used_ GUARDED_BY(mu_) = 0;
+  std::string fail_op_ GUARDED_BY(mu_);
+  std::string fail_path_part_ GUARDED_BY(mu_);
+  std::vector<std::string> log_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentkv

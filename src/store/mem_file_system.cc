@@ -20,12 +20,12 @@ class MemFileSystem::Writer final : public WritableFile {
  public:
   Writer(MemFileSystem* fs, std::shared_ptr<File> file) : fs_(fs), file_(std::move(file)) {}
   Status Append(std::string_view data) override {
-    std::lock_guard<std::mutex> l(fs_->mu_);
+    MutexLock l(&fs_->mu_);
     file_->data.append(data);
     return Status::OK();
   }
   Status Sync() override {
-    std::lock_guard<std::mutex> l(fs_->mu_);
+    MutexLock l(&fs_->mu_);
     file_->synced = file_->data;
     return Status::OK();
   }
@@ -40,7 +40,7 @@ class MemFileSystem::Lock final : public FileLock {
  public:
   Lock(MemFileSystem* fs, std::string path) : fs_(fs), path_(std::move(path)) {}
   ~Lock() override {
-    std::lock_guard<std::mutex> l(fs_->mu_);
+    MutexLock l(&fs_->mu_);
     fs_->locked_.erase(path_);
   }
 
@@ -63,7 +63,7 @@ bool MemFileSystem::IsDirLocked(const std::string& path) const {
 
 Result<std::unique_ptr<WritableFile>> MemFileSystem::NewWritableFile(const std::string& path_in) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!IsDirLocked(ParentDir(path))) return Status::NotFound("create " + path + ": no parent directory");
   if (IsDirLocked(path)) return Status::IOError("create " + path + ": is a directory");
   auto& slot = files_[path];
@@ -77,7 +77,7 @@ Result<std::unique_ptr<WritableFile>> MemFileSystem::NewWritableFile(const std::
 
 Result<std::string> MemFileSystem::ReadFile(const std::string& path_in) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return Status::NotFound("read " + path + ": no such file");
   return it->second->data;
@@ -85,7 +85,7 @@ Result<std::string> MemFileSystem::ReadFile(const std::string& path_in) {
 
 Result<std::string> MemFileSystem::ReadRange(const std::string& path_in, uint64_t offset, size_t n) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return Status::NotFound("read " + path + ": no such file");
   const std::string& d = it->second->data;
@@ -95,7 +95,7 @@ Result<std::string> MemFileSystem::ReadRange(const std::string& path_in, uint64_
 
 Result<uint64_t> MemFileSystem::FileSize(const std::string& path_in) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return Status::NotFound("stat " + path + ": no such file");
   return static_cast<uint64_t>(it->second->data.size());
@@ -103,13 +103,13 @@ Result<uint64_t> MemFileSystem::FileSize(const std::string& path_in) {
 
 bool MemFileSystem::Exists(const std::string& path_in) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return files_.count(path) > 0 || IsDirLocked(path);
 }
 
 Status MemFileSystem::RenameFile(const std::string& from_in, const std::string& to_in) {
   std::string from = Norm(from_in), to = Norm(to_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = files_.find(from);
   if (it == files_.end()) return Status::NotFound("rename " + from + ": no such file");
   if (!IsDirLocked(ParentDir(to))) return Status::NotFound("rename to " + to + ": no parent directory");
@@ -123,14 +123,14 @@ Status MemFileSystem::RenameFile(const std::string& from_in, const std::string& 
 
 Status MemFileSystem::RemoveFile(const std::string& path_in) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (files_.erase(path) == 0) return Status::NotFound("unlink " + path + ": no such file");
   return Status::OK();
 }
 
 Result<std::vector<DirEntry>> MemFileSystem::ListDir(const std::string& dir_in) {
   std::string dir = Norm(dir_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!IsDirLocked(dir)) return Status::NotFound("opendir " + dir + ": no such directory");
   std::vector<DirEntry> out;
   for (const auto& [p, f] : files_) {
@@ -144,7 +144,7 @@ Result<std::vector<DirEntry>> MemFileSystem::ListDir(const std::string& dir_in) 
 
 Status MemFileSystem::CreateDirs(const std::string& dir_in) {
   std::string dir = Norm(dir_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<std::string> chain = Ancestors(dir);
   std::reverse(chain.begin(), chain.end());
   if (!IsRoot(dir)) chain.push_back(dir);
@@ -157,7 +157,7 @@ Status MemFileSystem::CreateDirs(const std::string& dir_in) {
 
 Status MemFileSystem::RemoveDir(const std::string& dir_in) {
   std::string dir = Norm(dir_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!dirs_.count(dir)) return Status::NotFound("rmdir " + dir + ": no such directory");
   for (const auto& [p, f] : files_) {
     if (ParentDir(p) == dir) return Status::IOError("rmdir " + dir + ": not empty");
@@ -171,7 +171,7 @@ Status MemFileSystem::RemoveDir(const std::string& dir_in) {
 
 Status MemFileSystem::SyncDir(const std::string& dir_in) {
   std::string dir = Norm(dir_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!IsDirLocked(dir)) return Status::NotFound("fsync dir " + dir + ": no such directory");
   for (auto it = durable_files_.begin(); it != durable_files_.end();) {
     it = ParentDir(it->first) == dir ? durable_files_.erase(it) : std::next(it);
@@ -190,7 +190,7 @@ Status MemFileSystem::SyncDir(const std::string& dir_in) {
 
 Result<std::unique_ptr<FileLock>> MemFileSystem::LockFile(const std::string& path_in) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!IsDirLocked(ParentDir(path))) return Status::NotFound("create lock file " + path + ": no parent directory");
   if (IsDirLocked(path)) return Status::IOError("create lock file " + path + ": is a directory");
   if (locked_.count(path)) return Status::FailedPrecondition("lock " + path + ": held by another process");
@@ -201,13 +201,13 @@ Result<std::unique_ptr<FileLock>> MemFileSystem::LockFile(const std::string& pat
 
 Result<bool> MemFileSystem::IsLockHeld(const std::string& path_in) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return locked_.count(path) > 0;
 }
 
 void MemFileSystem::SimulateCrash() {
-  std::lock_guard<std::mutex> l(mu_);
-  auto reachable = [&](const std::string& p) {
+  MutexLock l(&mu_);
+  auto reachable = [&](const std::string& p) REQUIRES(mu_) {
     for (const auto& a : Ancestors(p)) {
       if (!durable_dirs_.count(a)) return false;
     }
@@ -231,7 +231,7 @@ void MemFileSystem::SimulateCrash() {
 
 Status MemFileSystem::CorruptFile(const std::string& path_in, const std::string& new_bytes) {
   std::string path = Norm(path_in);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return Status::NotFound("corrupt " + path + ": no such file");
   it->second->data = new_bytes;
@@ -240,7 +240,7 @@ Status MemFileSystem::CorruptFile(const std::string& path_in, const std::string&
 }
 
 std::vector<std::string> MemFileSystem::AllFiles() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<std::string> out;
   for (const auto& [p, f] : files_) out.push_back(p);
   return out;

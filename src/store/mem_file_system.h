@@ -17,10 +17,10 @@
 // Thread safety: all methods are internally synchronized (one mutex).
 
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "store/file_system.h"
+#include "util/mutex.h"
 
 namespace agentkv {
 
@@ -64,15 +64,15 @@ class MemFileSystem final : public FileSystem {
   class Lock;
   friend class Lock;
 
-  bool IsDirLocked(const std::string& path) const;
+  bool IsDirLocked(const std::string& path) const REQUIRES(mu_);
   static std::string Norm(const std::string& path);
 
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<File>> files_;          // current
-  std::set<std::string> dirs_;                                  // current
-  std::map<std::string, std::shared_ptr<File>> durable_files_;  // durable entries
-  std::set<std::string> durable_dirs_;
-  std::set<std::string> locked_;  // paths whose lock is held
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<File>> files_ GUARDED_BY(mu_);          // current
+  std::set<std::string> dirs_ GUARDED_BY(mu_);                                  // current
+  std::map<std::string, std::shared_ptr<File>> durable_files_ GUARDED_BY(mu_);  // durable entries
+  std::set<std::string> durable_dirs_ GUARDED_BY(mu_);
+  std::set<std::string> locked_ GUARDED_BY(mu_);  // paths whose lock is held
 };
 
 }  // namespace agentkv

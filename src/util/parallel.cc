@@ -17,10 +17,10 @@ WorkerTeam& WorkerTeam::ForThisThread() {
 
 WorkerTeam::~WorkerTeam() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   for (auto& t : threads_) t.join();
 }
 
@@ -33,7 +33,7 @@ void WorkerTeam::Launch(size_t n_workers, const std::function<void(size_t)>* fn)
     });
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (running_ != 0) {  // a contract violation that would corrupt the running job: fail loudly
       std::fprintf(stderr, "agentkv: WorkerTeam::Launch while a job runs (call Wait first)\n");
       std::abort();
@@ -43,27 +43,27 @@ void WorkerTeam::Launch(size_t n_workers, const std::function<void(size_t)>* fn)
     running_ = n_workers;
     ++generation_;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
 }
 
 void WorkerTeam::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [this] { return running_ == 0; });
+  MutexLock lock(&mu_);
+  while (running_ != 0) done_.Wait(&lock);
 }
 
 void WorkerTeam::Loop(size_t id) {
   uint64_t seen = 0;  // a worker started for a job has not run it yet
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    while (!stop_ && generation_ == seen) wake_.Wait(&lock);
     if (stop_) return;
     seen = generation_;
     if (id >= wanted_) continue;  // not needed for this job
     const std::function<void(size_t)>* fn = job_;
-    lock.unlock();
+    lock.Unlock();
     (*fn)(id);
-    lock.lock();
-    if (--running_ == 0) done_.notify_all();
+    lock.Lock();
+    if (--running_ == 0) done_.NotifyAll();
   }
 }
 

@@ -12,9 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace agentkv {
 
@@ -46,14 +47,14 @@ class WorkerTeam {
   WorkerTeam() = default;
   void Loop(size_t id);
 
-  std::mutex mu_;
-  std::condition_variable wake_;  // a job was launched, or stop
-  std::condition_variable done_;  // the last worker of a job finished
-  uint64_t generation_ = 0;       // GUARDED_BY(mu_): one per Launch
-  size_t wanted_ = 0;             // GUARDED_BY(mu_): workers [0, wanted_) run the job
-  size_t running_ = 0;            // GUARDED_BY(mu_): of those, not yet finished
-  const std::function<void(size_t)>* job_ = nullptr;  // GUARDED_BY(mu_)
-  bool stop_ = false;             // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar wake_;  // a job was launched, or stop
+  CondVar done_;  // the last worker of a job finished
+  uint64_t generation_ GUARDED_BY(mu_) = 0;  // one per Launch
+  size_t wanted_ GUARDED_BY(mu_) = 0;        // workers [0, wanted_) run the job
+  size_t running_ GUARDED_BY(mu_) = 0;       // of those, not yet finished
+  const std::function<void(size_t)>* job_ GUARDED_BY(mu_) = nullptr;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // the caller's only
 };
 

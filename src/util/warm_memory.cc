@@ -27,7 +27,7 @@ WarmMemory& WarmMemory::Get() {
 void WarmMemory::SetTargets(const std::vector<std::pair<size_t, size_t>>& targets) {
   std::vector<void*> to_free;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (auto& [bytes, c] : classes_) c.target = 0;
     for (const auto& [bytes, count] : targets) {
       if (bytes >= kMinBytes) classes_[bytes].target += count;
@@ -47,7 +47,7 @@ void WarmMemory::FillShare(size_t share, size_t n_shares) {
   if (n_shares == 0 || share >= n_shares) return;
   std::vector<std::pair<size_t, size_t>> plan;  // (bytes, buffers this share fills)
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (auto& [bytes, c] : classes_) {
       const size_t quota = c.target * (share + 1) / n_shares - c.target * share / n_shares;
       const size_t lack = c.target - std::min(c.target, c.held.size() + c.filling);
@@ -67,7 +67,7 @@ void WarmMemory::FillShare(size_t share, size_t n_shares) {
     }
     std::vector<void*> extra;  // the target shrank meanwhile
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       SizeClass& c = classes_[bytes];
       c.filling -= n;
       for (void* p : made) {
@@ -85,7 +85,7 @@ void WarmMemory::FillShare(size_t share, size_t n_shares) {
 
 void* WarmMemory::Take(size_t bytes) {
   if (bytes < kMinBytes) return nullptr;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = classes_.find(bytes);
   if (it == classes_.end() || it->second.held.empty()) return nullptr;
   void* p = it->second.held.back();
@@ -97,7 +97,7 @@ void* WarmMemory::Take(size_t bytes) {
 
 bool WarmMemory::Give(void* p, size_t bytes) {
   if (bytes < kMinBytes) return false;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = classes_.find(bytes);
   if (it == classes_.end() || it->second.held.size() >= it->second.target) return false;
   it->second.held.push_back(p);
@@ -106,17 +106,17 @@ bool WarmMemory::Give(void* p, size_t bytes) {
 }
 
 size_t WarmMemory::HeldBytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return held_bytes_;
 }
 
 uint64_t WarmMemory::TakenBytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return taken_bytes_;
 }
 
 size_t WarmMemory::TargetBytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   size_t total = 0;
   for (const auto& [bytes, c] : classes_) total += bytes * c.target;
   return total;

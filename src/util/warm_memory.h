@@ -24,10 +24,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace agentkv {
 
@@ -68,10 +69,10 @@ class WarmMemory {
     size_t filling = 0;             // buffers FillShare is faulting in now
     std::vector<void*> held;
   };
-  mutable std::mutex mu_;
-  std::unordered_map<size_t, SizeClass> classes_;  // GUARDED_BY(mu_), by buffer bytes
-  size_t held_bytes_ = 0;                          // GUARDED_BY(mu_)
-  uint64_t taken_bytes_ = 0;                       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<size_t, SizeClass> classes_ GUARDED_BY(mu_);  // by buffer bytes
+  size_t held_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t taken_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace agentkv
