@@ -64,7 +64,7 @@ Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::Start() {
   {
-    std::lock_guard<std::mutex> lock(lifecycle_mu_);
+    MutexLock lock(&lifecycle_mu_);
     if (thread_.joinable()) return;
     inbox_.Open();
     running_ = true;
@@ -78,11 +78,9 @@ void Scheduler::Start() {
 }
 
 void Scheduler::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(lifecycle_mu_);
-    if (!thread_.joinable()) return;
-    inbox_.Close();
-  }
+  MutexLock lock(&lifecycle_mu_);
+  if (!thread_.joinable()) return;
+  inbox_.Close();
   thread_.join();
   running_ = false;
   tiers_.Flush();

@@ -63,6 +63,7 @@
 #include "sched/waiting_queue.h"
 #include "remote/remote_tier.h"
 #include "store/agent_store.h"
+#include "util/mutex.h"
 
 namespace agentkv::sched {
 struct RestoreSource;  // sched/turn_restore.h
@@ -199,8 +200,10 @@ class Scheduler : public api::Backend {
   LoopInbox<Waiting> inbox_;  // requests, tasks, wake-ups and the stop, for the loop
   std::atomic<bool> running_{false};
   std::atomic<size_t> n_waiting_{0}, n_active_{0};
-  std::mutex lifecycle_mu_;
-  std::thread thread_;  // GUARDED_BY(lifecycle_mu_) (Start, Stop)
+  // Start and Stop run under it whole (Stop joins under it: the loop never
+  // takes it), so concurrent Stops return once the scheduler has stopped.
+  Mutex lifecycle_mu_;
+  std::thread thread_ GUARDED_BY(lifecycle_mu_);
 
   // Inference thread only.
   WaitingQueue waiting_;                              // requests waiting for admission

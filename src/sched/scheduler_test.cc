@@ -64,6 +64,20 @@ TEST_F(SchedulerTest, ConcurrentAgentsMatchSerialRuns) {
 // queueing it; the tokens travel with the request (no per-thread cache keeps
 // the largest prompt alive). The byte bound api/ checks first is an upper
 // bound: a prompt over it really has more tokens than the context.
+// Stop from two threads at once (a signal handler's shutdown beside the
+// destructor): both return once the scheduler has stopped, the loop joined
+// once and the agent's turn saved (a double join was undefined behaviour).
+TEST_F(SchedulerTest, ConcurrentStopsReturnOnceStopped) {
+  Boot(1);
+  Run("stopper", "The mill stood by the river.", 4);
+  std::thread a([&] { sched_->Stop(); });
+  std::thread b([&] { sched_->Stop(); });
+  a.join();
+  b.join();
+  EXPECT_FALSE(sched_->IsReady());
+  EXPECT_TRUE(sched_->Submit({}, std::make_shared<testing::RecordingSink>()).code() == StatusCode::kUnavailable);
+}
+
 TEST_F(SchedulerTest, SubmitRefusesPromptsThatDoNotFitTheContext) {
   Boot(1);
   api::GenerationRequest r;
