@@ -69,8 +69,8 @@ class WaitingQueue {
                                SchedulerMetrics& metrics);
   // Offers every request to `try_admit` once, in TenantRoundRobin order given
   // the turns each tenant runs (`running`); those it takes (true) leave the
-  // queue. `try_admit` may change the request (its agent id) but must not
-  // touch the queue. Returns how many left.
+  // queue. `try_admit` may change the request (its agent id) and read the
+  // queue (Wants), but must not add or remove entries. Returns how many left.
   size_t AdmitRoundRobin(const TenantRoundRobin::Counts& running, const std::function<bool(WaitingTurn&)>& try_admit);
   // Whether a waiting request is for `key`.
   bool Wants(const AgentKey& key) const;
