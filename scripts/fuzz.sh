@@ -28,15 +28,17 @@ export CCACHE_BASEDIR=$PWD
 # (util/thread_annotations.h) are built too, and -Werror=thread-safety fails it on a
 # GUARDED_BY field touched without its lock. (Set on every run: an older build dir's cache
 # held fewer layers.)
-FUZZ_LAYERS="util;store;remote;kv;api"
+# engine/ and sched/ are compiled too, not linked: with CMAKE_OPTIMIZE_DEPENDENCIES a static
+# library builds without its dependencies, so llama.cpp (configured for its headers) is not built.
+FUZZ_LAYERS="util;store;remote;prefix;engine;kv;sched;api"
 if [ ! -f "$B/build.ninja" ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_LAYERS="$FUZZ_LAYERS" >/dev/null
+    -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DCMAKE_OPTIMIZE_DEPENDENCIES=ON -DAGENTKV_LAYERS="$FUZZ_LAYERS" >/dev/null
 else
-  cmake "$B" -DAGENTKV_LAYERS="$FUZZ_LAYERS" >/dev/null
+  cmake "$B" -DCMAKE_OPTIMIZE_DEPENDENCIES=ON -DAGENTKV_LAYERS="$FUZZ_LAYERS" >/dev/null
 fi
 ninja -C "$B" -j "${AGENTKV_FUZZ_JOBS:-$(nproc)}" block_file_fuzz manifest_fuzz openai_json_fuzz agentkv_fuzz_seeds \
-  agentkv_util agentkv_store agentkv_remote agentkv_kv agentkv_api
+  agentkv_util agentkv_store agentkv_remote agentkv_prefix agentkv_kv agentkv_engine agentkv_sched agentkv_api
 
 mkdir -p "$B/corpus/block_file_fuzz" "$B/corpus/manifest_fuzz" "$B/corpus/openai_json_fuzz" "$B/crashes"
 "$B/src/store/agentkv_fuzz_seeds" "$B/corpus/block_file_fuzz" "$B/corpus/manifest_fuzz" 16
