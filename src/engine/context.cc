@@ -395,11 +395,16 @@ Status Context::CopySlotPrefix(int src, int dst, int32_t n) {
   return s;
 }
 
-Status Context::SetSlotState(int slot, std::span<const uint8_t> state, llama_state_wait_fn wait, void* wait_user) {
+Status Context::ClearSlotForImport(int slot) {
   ClearSlot(slot);
   // A queued copy would overwrite rows written into its dst, or copy the
   // new rows of its src: apply it first, the cleared slot taking the token.
-  if (ImportNeedsApply(slot)) AGENTKV_RETURN_IF_ERROR(ApplyPendingCopies(slot).WithContext("import slot"));
+  if (ImportNeedsApply(slot)) return ApplyPendingCopies(slot).WithContext("import slot");
+  return Status::OK();
+}
+
+Status Context::SetSlotState(int slot, std::span<const uint8_t> state, llama_state_wait_fn wait, void* wait_user) {
+  AGENTKV_RETURN_IF_ERROR(ClearSlotForImport(slot));
   const size_t read = llama_state_seq_set_data_wait(ctx_, state.data(), state.size(), slot, 0, wait, wait_user);
   if (read == 0) {
     ClearSlot(slot);

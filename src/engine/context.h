@@ -180,6 +180,12 @@ class Context {
   Result<std::vector<KvBlock>> ExportSlotBlocks(int slot, uint32_t first_block = 0) const;
   Status ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens);
 
+  // For importers that write a slot's state through llama.cpp themselves
+  // (engine/layer_gated_import.h): clears `slot` and applies the pending
+  // device copies it takes part in (CopySlotPrefix), so that none lands on
+  // the rows about to be written. Internal (slot cleared) if that fails.
+  Status ClearSlotForImport(int slot);
+
   llama_context* raw() const { return ctx_; }
   // Whether state transfers go through page-locked memory (GPU models).
   bool staging_pinned() const { return staging_.pinned(); }
