@@ -51,7 +51,8 @@ class ArchTest : public ::testing::TestWithParam<const char*> {
   // A context on the model (null, with a failure, if it cannot be created);
   // slot_kv unset: q4_0 slots; round: ContextOptions::round_slot_rows.
   std::unique_ptr<Context> NewContext(int n_slots, int slot_ctx, std::optional<KvType> slot_kv = std::nullopt,
-                                      std::optional<bool> round = std::nullopt, bool device_slot_copy = true) {
+                                      std::optional<bool> round = std::nullopt,
+                                      std::optional<bool> device_slot_copy = std::nullopt) {
     ContextOptions o;
     o.device_slot_copy = device_slot_copy;
     o.round_slot_rows = round;

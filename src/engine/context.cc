@@ -300,7 +300,7 @@ Status Context::ImportSlotState(int slot, std::span<const uint8_t> state) {
 }
 
 bool Context::CanCopyOnDevice(int src, int dst, int32_t n) const {
-  if (!options_.device_slot_copy) return false;
+  if (!options_.device_slot_copy.value_or(model_.info().n_gpu_layers > 0)) return false;
   const bool windowed = spec_.HasSlidingWindow();
   // Windowed layers: an export leaves out the cells outside the window of
   // its last position (llama_kv_cache::state_write), so the staging route

@@ -65,8 +65,11 @@ struct ContextOptions {
   std::optional<bool> overlap_import;
   // CopySlotPrefix copies between slots on the device where it can
   // (llama_memory_seq_cp); false: always through the staging buffer (the
-  // route it falls back on; for measuring). The result is the same either way.
-  bool device_slot_copy = true;
+  // route it falls back on). Unset: on for a model on a GPU (no round trip
+  // through the host), off on CPU, where both routes are memcpy and the
+  // device copy moves the whole stream (slot_ctx rows) and re-reserves the
+  // graph, measured no faster (docs/engine.md). The result is the same either way.
+  std::optional<bool> device_slot_copy;
 };
 
 // One token to evaluate: append `token` at position `pos` of `slot`.
