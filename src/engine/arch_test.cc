@@ -274,7 +274,7 @@ TEST_P(ArchTest, HybridRoundedRestoreEqualsTheResidentSlot) {
 // usual way) and by Start.
 TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   const std::string& preset = preset_;
-  auto ctx = NewContext(3, 1024);
+  auto ctx = NewContext(3, 1024, std::nullopt, std::nullopt, /*device_slot_copy=*/true);
   ASSERT_NE(ctx, nullptr);
   const ModelCacheSpec& spec = ctx->spec();
   const std::vector<int32_t> tokens = SampleTokens(8000, 2 * kBlockTokens + 80);
@@ -302,8 +302,13 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   auto whole = testing::Prefill(*ctx, 1, {tokens.back()});
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
 
+  // A device copy into the target still queued in llama.cpp (CopySlotPrefix)
+  // must be applied before the import writes rows, not by the gated decode.
+  ASSERT_TRUE(ctx->CopySlotPrefix(0, 2, static_cast<int32_t>(n)).ok());
+  ASSERT_EQ(ctx->slot_copy_counts().device, 1u);
   auto import = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr, nullptr);
   ASSERT_TRUE(import.ok()) << import.status().ToString();
+  EXPECT_EQ(ctx->slot_copy_counts().applied, 1u);
   struct EveryLayer : LayerGate {  // stops before every layer (no LayerReady)
     explicit EveryLayer(LayerGatedImport& in) : in(in) {}
     bool WaitLayer(int il) override {
