@@ -68,7 +68,8 @@ struct ContextOptions {
   // route it falls back on). Unset: on for a model on a GPU (no round trip
   // through the host), off on CPU, where both routes are memcpy and the
   // device copy moves the whole stream (slot_ctx rows) and re-reserves the
-  // graph, measured no faster (docs/engine.md). The result is the same either way.
+  // graph: slower for a short prefix of a long slot, faster near a full one
+  // (docs/engine.md, "Copying a slot"). The result is the same either way.
   std::optional<bool> device_slot_copy;
 };
 
