@@ -51,8 +51,10 @@ class ArchTest : public ::testing::TestWithParam<const char*> {
   // A context on the model (null, with a failure, if it cannot be created);
   // slot_kv unset: q4_0 slots; round: ContextOptions::round_slot_rows.
   std::unique_ptr<Context> NewContext(int n_slots, int slot_ctx, std::optional<KvType> slot_kv = std::nullopt,
-                                      std::optional<bool> round = std::nullopt) {
+                                      std::optional<bool> round = std::nullopt,
+                                      std::optional<bool> device_slot_copy = std::nullopt) {
     ContextOptions o;
+    o.device_slot_copy = device_slot_copy;
     o.round_slot_rows = round;
     o.n_slots = n_slots;
     o.slot_ctx = slot_ctx;
@@ -272,7 +274,7 @@ TEST_P(ArchTest, HybridRoundedRestoreEqualsTheResidentSlot) {
 // usual way) and by Start.
 TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   const std::string& preset = preset_;
-  auto ctx = NewContext(3, 1024);
+  auto ctx = NewContext(3, 1024, std::nullopt, std::nullopt, /*device_slot_copy=*/true);
   ASSERT_NE(ctx, nullptr);
   const ModelCacheSpec& spec = ctx->spec();
   const std::vector<int32_t> tokens = SampleTokens(8000, 2 * kBlockTokens + 80);
@@ -300,8 +302,13 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   auto whole = testing::Prefill(*ctx, 1, {tokens.back()});
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
 
+  // A device copy into the target still queued in llama.cpp (CopySlotPrefix)
+  // must be applied before the import writes rows, not by the gated decode.
+  ASSERT_TRUE(ctx->CopySlotPrefix(0, 2, static_cast<int32_t>(n)).ok());
+  ASSERT_EQ(ctx->slot_copy_counts().device, 1u);
   auto import = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr, nullptr);
   ASSERT_TRUE(import.ok()) << import.status().ToString();
+  EXPECT_EQ(ctx->slot_copy_counts().applied, 1u);
   struct EveryLayer : LayerGate {  // stops before every layer (no LayerReady)
     explicit EveryLayer(LayerGatedImport& in) : in(in) {}
     bool WaitLayer(int il) override {
@@ -318,6 +325,54 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   ASSERT_TRUE((*import)->Finish().ok());
   const std::vector<float> gated(ctx->Logits(0).begin(), ctx->Logits(0).end());
   EXPECT_EQ(gated, *whole);
+}
+
+// CopySlotPrefix on the device (llama_memory_seq_cp) on every architecture,
+// sliding-window (gemma3) and MLA (deepseek2, no V rows) included: exported
+// right after the copy, before any decode ran llama.cpp's queued row copy,
+// dst's state and blocks equal the staging route's (same status where a
+// window forbids the cut), and dst continues exactly like a cold prefill.
+TEST_P(ArchTest, DeviceSlotCopyEqualsTheStagingRoute) {
+  const std::vector<int32_t> tokens = SampleTokens(12000, 3 * kBlockTokens + 80);
+  const auto len = static_cast<int32_t>(tokens.size()) - 16;
+  const std::vector<int32_t> head(tokens.begin(), tokens.begin() + len);
+  for (int32_t n : {len / 2, len - 1, len}) {
+    SCOPED_TRACE(preset_ + ", n " + std::to_string(n));
+    auto dev = NewContext(3, 2048, std::nullopt, std::nullopt, true);
+    auto staged = NewContext(3, 2048, std::nullopt, std::nullopt, false);
+    ASSERT_TRUE(dev && staged);
+    ASSERT_TRUE(testing::Prefill(*dev, 0, head).ok());
+    ASSERT_TRUE(testing::Prefill(*staged, 0, head).ok());
+    const Status sd = dev->CopySlotPrefix(0, 1, n);
+    const Status ss = staged->CopySlotPrefix(0, 1, n);
+    EXPECT_EQ(sd.code(), ss.code()) << sd.ToString() << " vs " << ss.ToString();
+    // Windowed layers: on the device for the whole slot only (Context::CopySlotPrefix).
+    const bool on_device = !dev->spec().HasSlidingWindow() || n == len;
+    EXPECT_EQ(dev->slot_copy_counts().device, on_device ? 1u : 0u);
+    if (!ss.ok()) {
+      EXPECT_EQ(dev->SlotLength(1), 0) << "a failed copy clears dst";
+      continue;
+    }
+    auto state_dev = dev->ExportSlotState(1);
+    auto state_staged = staged->ExportSlotState(1);
+    ASSERT_TRUE(state_dev.ok() && state_staged.ok());
+    EXPECT_EQ(dev->slot_copy_counts().applied, on_device ? 1u : 0u);
+    EXPECT_TRUE(*state_dev == *state_staged) << "exported states differ";
+    auto blocks_dev = dev->ExportSlotBlocks(1);
+    auto blocks_staged = staged->ExportSlotBlocks(1);
+    ASSERT_TRUE(blocks_dev.ok() && blocks_staged.ok());
+    EXPECT_TRUE(*blocks_dev == *blocks_staged) << "exported blocks differ";
+
+    std::vector<int32_t> suffix(tokens.begin() + n, tokens.end());
+    auto copied = testing::Prefill(*dev, 1, suffix);
+    auto cold = testing::Prefill(*dev, 2, tokens);
+    ASSERT_TRUE(copied.ok() && cold.ok());
+    EXPECT_EQ(*copied, *cold) << "max |diff| " << testing::MaxAbsDiff(*copied, *cold);
+    auto gd = testing::GreedyDecode(*dev, 1, *copied, 16);
+    auto gc = testing::GreedyDecode(*dev, 2, *cold, 16);
+    ASSERT_TRUE(gd.ok() && gc.ok());
+    EXPECT_EQ(*gd, *gc);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, ArchTest, ::testing::Values("tiny-llama", "tiny-gemma3", "tiny-deepseek2"),

@@ -90,6 +90,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   cp.kv_unified = false;  // one stream per slot: agents never attend to each other's cells
   cp.swa_full = kSwaFull;
   cp.no_perf = true;
+  ctx->copy_role_.assign(static_cast<size_t>(options.n_slots), 0);
   ctx->ctx_ = llama_init_from_model(model.raw(), cp);
   if (ctx->ctx_ == nullptr) return Status::Internal(op + ": llama.cpp could not create the context");
   // The start-up decodes run on a thread of their own that ends here. With
@@ -228,6 +229,8 @@ Status Context::Decode(std::span<const BatchItem> items) {
   batch.n_tokens = static_cast<int32_t>(items.size());
   const int32_t rc = llama_decode(ctx_, batch);
   llama_batch_free(batch);
+  // 0, 1 and 2 come after llama.cpp's memory update, which ran any queued copy.
+  if (rc >= 0) copy_pending_ = false;
   if (rc == 1) return Status::ResourceExhausted("decode: no KV cells available");
   if (rc == 2) return Status::Cancelled("decode: aborted");
   if (rc != 0) return Status::Internal("decode: llama_decode returned " + std::to_string(rc));
@@ -276,6 +279,8 @@ size_t Context::SlotStateSize(int slot, int32_t pos_min) const {
 }
 
 Status Context::CopySlotState(int slot, std::span<uint8_t> dst, int32_t pos_min) const {
+  // A pending device copy into `slot` has not written its rows yet.
+  if (ExportNeedsApply(slot)) AGENTKV_RETURN_IF_ERROR(ApplyPendingCopies().WithContext("export slot"));
   // Our llama.cpp patch (patches/llama.cpp): cells below pos_min stay where they are.
   const size_t written = llama_state_seq_get_data_from(ctx_, dst.data(), dst.size(), slot, 0, pos_min);
   if (written != dst.size()) {
@@ -294,16 +299,94 @@ Status Context::ImportSlotState(int slot, std::span<const uint8_t> state) {
   return SetSlotState(slot, state, nullptr, nullptr);
 }
 
+bool Context::CanCopyOnDevice(int src, int dst, int32_t n) const {
+  if (!options_.device_slot_copy.value_or(model_.info().n_gpu_layers > 0)) return false;
+  const bool windowed = spec_.HasSlidingWindow();
+  // Windowed layers: an export leaves out the cells outside the window of
+  // its last position (llama_kv_cache::state_write), so the staging route
+  // gives dst only src's last window, and seq_cp all the cells src still
+  // holds. Equal (and so bit-identical exports) only for the whole slot.
+  if (windowed && n != SlotLength(src)) return false;
+  // Recurrent state is not a cell table per position; such models also have
+  // no spec (Probe) today. Checked so that it never silently gets this route.
+  if (llama_model_is_recurrent(model_.raw()) || llama_model_is_hybrid(model_.raw())) return false;
+  // ApplyPendingCopies must find a place for its scratch token (context.h).
+  for (int s = 0; s < options_.n_slots; ++s) {
+    if (s == dst) continue;  // full after the copy, as far as this goes
+    const int32_t len = SlotLength(s);
+    if (len == 0 || (!windowed && len < options_.slot_ctx)) return true;
+  }
+  return false;
+}
+
+Status Context::ApplyPendingCopies(int scratch) const {
+  if (!copy_pending_) return Status::OK();
+  // llama.cpp runs its queued stream copies at the start of llama_decode
+  // (llama_context::memory_update); it has no other public call that does.
+  // So: one token, no logits, in a slot where it disturbs nothing.
+  const bool windowed = spec_.HasSlidingWindow();
+  if (scratch < 0) {
+    for (int s = 0; s < options_.n_slots && scratch < 0; ++s) {
+      if (SlotLength(s) == 0) scratch = s;
+    }
+  }
+  if (scratch < 0 && !windowed) {
+    // Full attention: a cell is only taken if free, and freeing it again
+    // leaves the slot's cells as they were.
+    for (int s = 0; s < options_.n_slots && scratch < 0; ++s) {
+      if (SlotLength(s) < options_.slot_ctx) scratch = s;
+    }
+  }
+  if (scratch < 0) return Status::Internal("apply slot copies: no slot can take the scratch token");
+  const int32_t pos = SlotLength(scratch);
+  llama_token tok = llama_vocab_bos(model_.vocab());
+  if (tok == LLAMA_TOKEN_NULL) tok = 0;
+  llama_batch batch = llama_batch_init(1, 0, 1);
+  batch.token[0] = tok;
+  batch.pos[0] = pos;
+  batch.n_seq_id[0] = 1;
+  batch.seq_id[0][0] = scratch;
+  batch.logits[0] = false;
+  batch.n_tokens = 1;
+  const int32_t rc = llama_decode(ctx_, batch);
+  llama_batch_free(batch);
+  last_logit_rows_.clear();
+  if (rc < 0) return Status::Internal("apply slot copies: llama_decode returned " + std::to_string(rc));
+  copy_pending_ = false;
+  std::fill(copy_role_.begin(), copy_role_.end(), uint8_t{0});
+  ++copy_counts_.applied;
+  llama_memory_seq_rm(llama_get_memory(ctx_), scratch, pos, -1);  // (rc 1: nothing was placed)
+  return Status::OK();
+}
+
 Status Context::CopySlotPrefix(int src, int dst, int32_t n) {
   if (src == dst) return Status::InvalidArgument("copy slot: source and destination are slot " + std::to_string(src));
-  if (n > SlotLength(src)) {
-    return Status::OutOfRange("copy slot: " + std::to_string(n) + " positions > the " + std::to_string(SlotLength(src)) +
+  const int32_t src_len = SlotLength(src);
+  if (n > src_len) {
+    return Status::OutOfRange("copy slot: " + std::to_string(n) + " positions > the " + std::to_string(src_len) +
                               " of slot " + std::to_string(src));
   }
   if (n <= 0) {
     ClearSlot(dst);
     return Status::OK();
   }
+  llama_memory_t mem = llama_get_memory(ctx_);
+  if (CanCopyOnDevice(src, dst, n)) {
+    // Cells now, rows at the next llama_decode (context.h).
+    llama_memory_seq_cp(mem, src, dst, -1, -1);
+    if (!copy_pending_) std::fill(copy_role_.begin(), copy_role_.end(), uint8_t{0});
+    copy_pending_ = true;
+    copy_role_[src] |= kCopySrc;
+    copy_role_[dst] |= kCopyDst;
+    if (SlotLength(dst) == src_len && llama_memory_seq_pos_min(mem, dst) == llama_memory_seq_pos_min(mem, src)) {
+      ++copy_counts_.device;
+      Status s = TruncateSlot(dst, n);
+      if (!s.ok()) ClearSlot(dst);
+      return s;
+    }
+    ClearSlot(dst);  // not the copy we asked for: the staging route below (its import applies the queue first)
+  }
+  ++copy_counts_.staged;
   std::span<uint8_t> buf = staging_.Get(SlotStateSize(src));
   AGENTKV_RETURN_IF_ERROR(CopySlotState(src, buf));
   AGENTKV_RETURN_IF_ERROR(ImportSlotState(dst, buf));
@@ -312,8 +395,16 @@ Status Context::CopySlotPrefix(int src, int dst, int32_t n) {
   return s;
 }
 
-Status Context::SetSlotState(int slot, std::span<const uint8_t> state, llama_state_wait_fn wait, void* wait_user) {
+Status Context::ClearSlotForImport(int slot) {
   ClearSlot(slot);
+  // A queued copy would overwrite rows written into its dst, or copy the
+  // new rows of its src: apply it first, the cleared slot taking the token.
+  if (ImportNeedsApply(slot)) return ApplyPendingCopies(slot).WithContext("import slot");
+  return Status::OK();
+}
+
+Status Context::SetSlotState(int slot, std::span<const uint8_t> state, llama_state_wait_fn wait, void* wait_user) {
+  AGENTKV_RETURN_IF_ERROR(ClearSlotForImport(slot));
   const size_t read = llama_state_seq_set_data_wait(ctx_, state.data(), state.size(), slot, 0, wait, wait_user);
   if (read == 0) {
     ClearSlot(slot);

@@ -63,6 +63,14 @@ struct ContextOptions {
   // and on 2 CPU cores with f16 slots (8K: 6.4-6.6 -> 5.7-5.8 ms; bench/RESULTS.md).
   // The result is the same either way.
   std::optional<bool> overlap_import;
+  // CopySlotPrefix copies between slots on the device where it can
+  // (llama_memory_seq_cp); false: always through the staging buffer (the
+  // route it falls back on). Unset: on for a model on a GPU (no round trip
+  // through the host), off on CPU, where both routes are memcpy and the
+  // device copy moves the whole stream (slot_ctx rows) and re-reserves the
+  // graph: slower for a short prefix of a long slot, faster near a full one
+  // (docs/engine.md, "Copying a slot"). The result is the same either way.
+  std::optional<bool> device_slot_copy;
 };
 
 // One token to evaluate: append `token` at position `pos` of `slot`.
@@ -114,7 +122,9 @@ class Context {
   // garbage rows (callers truncate them). llama.cpp's eval callback, which
   // stops it, is set for this decode only: other decodes do not pay for it.
   Status DecodeGated(std::span<const BatchItem> items, LayerGate* gate);
-  // Logits of items[i] of the last Decode(); REQUIRES items[i].want_logits.
+  // Logits of items[i] of the last Decode(); REQUIRES items[i].want_logits,
+  // and no export or import since that applied a pending device copy (see
+  // CopySlotPrefix: it decodes a scratch token, which ends those logits).
   std::span<const float> Logits(int i) const;
 
   int32_t SlotLength(int slot) const;  // number of positions held (0 if empty)
@@ -125,12 +135,43 @@ class Context {
   Status TruncateSlot(int slot, int32_t n);
 
   // Makes `dst` hold positions [0, n) of `src` (src unchanged): another
-  // agent's cache as the start of a new turn (sched/prefix_donor.h). The
-  // rows go through the staging buffer (a device -> host -> device round
-  // trip on a GPU; O(SlotLength(src)) rows). InvalidArgument for src == dst,
-  // OutOfRange for n > SlotLength(src); FailedPrecondition (dst cleared)
-  // when src's sliding-window layers no longer hold the window before n.
+  // agent's cache as the start of a new turn (sched/prefix_donor.h).
+  // InvalidArgument for src == dst, OutOfRange for n > SlotLength(src);
+  // FailedPrecondition (dst cleared) when src's sliding-window layers no
+  // longer hold the window before n.
+  //
+  // On the device where it can (ContextOptions::device_slot_copy):
+  // llama_memory_seq_cp copies dst's cell table at once but only queues the
+  // copy of the rows (the whole of src's stream: O(slot_ctx) on the device,
+  // nothing through the host), and llama.cpp runs that queue at the start of
+  // its next llama_decode, with no public call to run it sooner. So until
+  // the next Decode() the copy is "pending"; every call stays correct:
+  //  - Decode/DecodeGated, TruncateSlot, ClearSlot, SlotLength and further
+  //    copies need nothing (the queue runs in order before any compute);
+  //  - an export of a pending dst (ExportSlotState/ExportSlotBlocks) and an
+  //    import into a pending src or dst first apply the queue by decoding
+  //    one scratch token into an empty slot (an import: its own, cleared
+  //    target; full-attention models with no empty slot: the end of a slot
+  //    that has room, removed again), which ends the last Decode's Logits().
+  // So the device copy is taken only when that scratch token will have a
+  // place: an empty slot besides dst, or (no sliding-window layers, where a
+  // new token may overwrite a cell of the window) a slot with room. With
+  // sliding-window layers only for n == SlotLength(src): an export keeps
+  // only the window of its last position, so the staging route gives dst
+  // fewer windowed cells than seq_cp would (and fails for n < SlotLength-1).
+  // Elsewhere, and for recurrent/hybrid models, the rows go through the
+  // staging buffer (a device -> host -> device round trip on a GPU;
+  // O(SlotLength(src)) rows). If the device copy leaves dst with another
+  // cell table than src's, dst is cleared and the staging route is taken.
   Status CopySlotPrefix(int src, int dst, int32_t n);
+  // What CopySlotPrefix did so far: copies on the device, through the
+  // staging buffer, and scratch tokens that applied pending device copies.
+  struct SlotCopyCounts {
+    uint64_t device = 0;
+    uint64_t staged = 0;
+    uint64_t applied = 0;
+  };
+  SlotCopyCounts slot_copy_counts() const { return copy_counts_; }
 
   // Raw llama.cpp state of one slot, and back into any (empty) slot.
   Result<std::vector<uint8_t>> ExportSlotState(int slot) const;
@@ -142,6 +183,12 @@ class Context {
   // into `slot` (cleared first).
   Result<std::vector<KvBlock>> ExportSlotBlocks(int slot, uint32_t first_block = 0) const;
   Status ImportSlotBlocks(int slot, const std::vector<const KvBlock*>& blocks, uint32_t n_tokens);
+
+  // For importers that write a slot's state through llama.cpp themselves
+  // (engine/layer_gated_import.h): clears `slot` and applies the pending
+  // device copies it takes part in (CopySlotPrefix), so that none lands on
+  // the rows about to be written. Internal (slot cleared) if that fails.
+  Status ClearSlotForImport(int slot);
 
   llama_context* raw() const { return ctx_; }
   // Whether state transfers go through page-locked memory (GPU models).
@@ -164,6 +211,14 @@ class Context {
   // Corruption (slot cleared) if llama.cpp rejects the state.
   Status SetSlotState(int slot, std::span<const uint8_t> state, void (*wait)(void*, size_t, size_t), void* wait_user);
 
+  // Device copies (CopySlotPrefix): whether one may be queued now, and
+  // applying the queue (one scratch token in `scratch`, or -1: any slot that
+  // can take it). Const: an export calls it; it changes no slot's content.
+  bool CanCopyOnDevice(int src, int dst, int32_t n) const;
+  Status ApplyPendingCopies(int scratch = -1) const;
+  bool ExportNeedsApply(int slot) const { return copy_pending_ && (copy_role_[slot] & kCopyDst) != 0; }
+  bool ImportNeedsApply(int slot) const { return copy_pending_ && copy_role_[slot] != 0; }
+
   // llama.cpp's eval callback (ggml_backend_sched_eval_callback), set
   // during DecodeGated only: asks to stop after each "attn_norm-<il>" node
   // whose layer is not LayerReady, and there calls WaitLayer.
@@ -175,7 +230,14 @@ class Context {
   LayerGate* gate_ = nullptr;  // during DecodeGated only
   bool gate_refused_ = false;
   ModelCacheSpec spec_;
-  std::vector<int32_t> last_logit_rows_;  // item index -> batch row with logits
+  mutable std::vector<int32_t> last_logit_rows_;  // item index -> batch row with logits
+  // Device copies queued in llama.cpp and not yet applied (CopySlotPrefix):
+  // each slot's role in them (kCopySrc, kCopyDst bits). Cleared by any
+  // llama_decode that got as far as llama.cpp's memory update.
+  static constexpr uint8_t kCopySrc = 1, kCopyDst = 2;
+  mutable bool copy_pending_ = false;
+  mutable std::vector<uint8_t> copy_role_;
+  mutable SlotCopyCounts copy_counts_;
   // Reused for every state export/import (engine/staging_buffer.h):
   // allocating and faulting in hundreds of MB per restore costs more than the copy.
   mutable StagingBuffer staging_;

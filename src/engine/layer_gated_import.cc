@@ -23,7 +23,7 @@ Result<std::unique_ptr<LayerGatedImport>> LayerGatedImport::Start(Context& ctx, 
                                                                    void* user) {
   if (writer.n_sections() != 1) return Status::Unsupported("gated import: a state of more than one cache");
   std::unique_ptr<LayerGatedImport> import(new LayerGatedImport(ctx, slot, state, writer, wait, user));
-  ctx.ClearSlot(slot);
+  AGENTKV_RETURN_IF_ERROR(ctx.ClearSlotForImport(slot));  // (a pending slot copy must not land on these rows)
   import->thread_ = std::thread([p = import.get()] { p->Run(); });
   {
     MutexLock lock(&import->mu_);
