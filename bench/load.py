@@ -213,8 +213,12 @@ def run(args, srv, serial):
             if verdict == oracle_lib.AFTER_NEAR_TIE:
                 after_near_tie += 1
             elif verdict == oracle_lib.MISMATCH:
-                mismatches.append("%s turn %d: load %r, serial %r (%s)" % (aid, len(msgs) // 2, text, r["text"],
-                                                                          r["status"]))
+                where = oracle_lib.divergence(text, r["text"], r["logprobs"]) \
+                    if args.oracle == "near-tie" and r["status"] == 200 else None
+                mismatches.append("%s turn %d: load %r, serial %r (%s)%s" % (
+                    aid, len(msgs) // 2, text, r["text"], r["status"],
+                    "; first difference at the serial answer's token %d, its top-2 gap %s nats" %
+                    (where["token"], where["gap_nats"]) if where else ""))
     serial.stop()
 
     rss = [s["rss"] for s in samples if "rss" in s]

@@ -18,13 +18,18 @@ TIE = 0.1
 EQUAL, AFTER_NEAR_TIE, MISMATCH = "equal", "after_near_tie", "mismatch"
 
 
+def _gap(entry):
+    top = entry.get("top_logprobs") or []
+    return top[0]["logprob"] - top[1]["logprob"] if len(top) >= 2 else None
+
+
 def sure_prefix_bytes(logprobs_content, tie=TIE):
     """The oracle's bytes before its first near-tie, from a chat choice's logprobs.content
     (each entry: token, logprob, bytes, top_logprobs with >= 2 alternatives)."""
     out = bytearray()
     for entry in logprobs_content:
-        top = entry.get("top_logprobs") or []
-        if len(top) < 2 or top[0]["logprob"] - top[1]["logprob"] < tie:
+        gap = _gap(entry)
+        if gap is None or gap < tie:
             break
         out += bytes(entry["bytes"])
     return bytes(out)
@@ -42,3 +47,20 @@ def compare(got, want, want_logprobs=None, tie=TIE):
     if len(sure) >= len(w):  # no near-tie within the answer: it had to be equal
         return MISMATCH
     return AFTER_NEAR_TIE if g[:len(sure)] == sure and w.startswith(sure) else MISMATCH
+
+
+def divergence(got, want, want_logprobs):
+    """Where `got` leaves the oracle's answer, for a report: the index of the oracle's token that holds the first
+    differing byte, that step's top-2 gap (nats) and the smallest gap before it (None where unknown). A
+    difference at a step whose gap is just above TIE reads differently from one at a step the model was sure of."""
+    g = got.encode("utf-8", "surrogateescape")
+    w = want.encode("utf-8", "surrogateescape")
+    first = next((i for i in range(min(len(g), len(w))) if g[i] != w[i]), min(len(g), len(w)))
+    pos, gaps = 0, []
+    for k, entry in enumerate(want_logprobs or []):
+        n = len(entry.get("bytes") or [])
+        if pos + n > first:
+            return {"token": k, "gap_nats": _gap(entry), "min_gap_before_nats": min(gaps) if gaps else None}
+        gaps.append(_gap(entry) if _gap(entry) is not None else float("inf"))
+        pos += n
+    return {"token": len(want_logprobs or []), "gap_nats": None, "min_gap_before_nats": min(gaps) if gaps else None}

@@ -33,6 +33,14 @@ class OracleTest(unittest.TestCase):
         self.assertEqual(oracle.compare("Help", "Hello", lps), oracle.MISMATCH)
         self.assertEqual(oracle.compare("Hello", "Hello", lps), oracle.EQUAL)
 
+    def test_divergence_names_the_step_and_its_gap(self):
+        lps = [entry("He", 2.0), entry("llo", 1.0), entry(" wor", 0.15), entry("ld", 3.0)]
+        d = oracle.divergence("Hello there", "Hello world", lps)
+        self.assertEqual(d["token"], 2)
+        self.assertAlmostEqual(d["gap_nats"], 0.15)
+        self.assertAlmostEqual(d["min_gap_before_nats"], 1.0)
+        self.assertEqual(oracle.divergence("Help", "Hello world", lps)["token"], 1)
+
 
 if __name__ == "__main__":
     unittest.main()

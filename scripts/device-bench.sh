@@ -146,6 +146,10 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
   # The plain source `prepare-llama` packed (no git: fits the device's 64 MiB) is unpacked once and used as is.
   if [ -f .device/llama.cpp.tar.xz ] && [ ! -f "$AGENTKV_CACHE/llama.cpp/.agentkv-plain" ]; then
     mkdir -p "$AGENTKV_CACHE/llama.cpp" && tar xJf .device/llama.cpp.tar.xz -C "$AGENTKV_CACHE/llama.cpp"
+    # The tarball keeps its files' old mtimes: over a build dir left by an older tarball on a warm machine,
+    # ninja would keep that source's objects (seen at stop 24: a missing symbol). Newer mtimes rebuild them
+    # (ccache hits where nothing changed).
+    [ -d $B ] && find "$AGENTKV_CACHE/llama.cpp" -type f -exec touch {} +
   fi
   [ -f "$AGENTKV_CACHE/llama.cpp/.agentkv-plain" ] || scripts/fetch-llama.sh
   if [ -x .device/ccache/ccache ] && ! command -v ccache >/dev/null; then
@@ -179,7 +183,7 @@ case "${1:-}" in
       --exclude='tools/ui/'{src,tests,static} --exclude='tools/server/'{tests,webui,public} --exclude='tools/mtmd/'{tests,'test-*'} \
       --exclude='*.md' --exclude='ggml/src/ggml-cpu/spacemit' \
       CMakeLists.txt cmake ggml src include common vendor licenses LICENSE tools scripts/ui-assets.cmake \
-      scripts/build-info.sh .agentkv-ok .agentkv-plain models/ggml-vocab-llama-bpe.gguf) > .device/llama.cpp.tar.xz
+      scripts/build-info.sh .agentkv-ok .agentkv-plain models/ggml-vocab-{llama-bpe,gemma-4,deepseek-llm}.gguf) > .device/llama.cpp.tar.xz
     rm -f "$src/.agentkv-plain"
     du -sh .device/llama.cpp.tar.xz
     ;;

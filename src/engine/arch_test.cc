@@ -179,8 +179,15 @@ TEST_P(ArchTest, ExportImportIsExactAndSpecMatchesTheExport) {
 
 // A q4_0 cache's logits do not depend on how the prompt was split into
 // batches (per-row vs grouped flash attention, patches/llama.cpp/0002), also
-// with GQA, sliding windows and MLA.
+// with GQA, sliding windows and MLA: bit for bit on the CPU. On a GPU
+// llama.cpp's CUDA kernels depend on the batch shape (and a K/V value that
+// lands on the other side of a q4_0 rounding step moves later rows more), so
+// there the split's logits are within kGpuSplitTolerance of the whole
+// prompt's (stop 24 on the H200, tiny-llama: differences of ~0.03-0.06 in
+// logits of magnitude ~1-2; a wrong split gives differences of the logits'
+// own size) and the measured maximum is printed.
 TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
+  constexpr float kGpuSplitTolerance = 0.5f;
   const std::string& preset = preset_;
   auto ctx = NewContext(2, 1024);
   ASSERT_NE(ctx, nullptr);
@@ -193,7 +200,13 @@ TEST_P(ArchTest, Q4PrefillLogitsDoNotDependOnBatchSplit) {
     ctx->ClearSlot(0);
     auto split = testing::PrefillInChunks(*ctx, 0, tokens, chunk);
     ASSERT_TRUE(split.ok()) << split.status().ToString();
-    EXPECT_EQ(*split, *whole) << preset << ", chunks of " << chunk << ": max |diff| " << testing::MaxAbsDiff(*split, *whole);
+    if (model_->info().n_gpu_layers == 0) {
+      EXPECT_EQ(*split, *whole) << preset << ", chunks of " << chunk << ": max |diff| " << testing::MaxAbsDiff(*split, *whole);
+    } else {
+      const float diff = testing::MaxAbsDiff(*split, *whole);
+      std::printf("%s on a GPU, chunks of %zu: max |logit diff| %.4f\n", preset.c_str(), chunk, diff);
+      EXPECT_LT(diff, kGpuSplitTolerance) << preset << ", chunks of " << chunk;
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 //
 // Thread safety: thread-safe; Wait and TakeTasks are the loop's.
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -38,6 +39,7 @@ class LoopInbox {
     {
       MutexLock lock(&mu_);
       tasks_.push_back(std::move(task));
+      n_tasks_.store(tasks_.size(), std::memory_order_relaxed);
     }
     cv_.NotifyAll();
   }
@@ -51,11 +53,13 @@ class LoopInbox {
   void Open() {
     MutexLock lock(&mu_);
     closed_ = false;
+    closing_.store(false, std::memory_order_relaxed);
   }
   void Close() {
     {
       MutexLock lock(&mu_);
       closed_ = true;
+      closing_.store(true, std::memory_order_relaxed);
     }
     cv_.NotifyAll();
   }
@@ -89,7 +93,15 @@ class LoopInbox {
   }
   std::deque<std::function<void()>> TakeTasks() {
     MutexLock lock(&mu_);
+    n_tasks_.store(0, std::memory_order_relaxed);
     return std::exchange(tasks_, {});
+  }
+  // Whether a posted task or the stop waits for the loop, without the lock:
+  // for a loop that polls while it waits for something else (a pipelined
+  // restore's gated decode), so that no RunOnLoop caller and no Stop waits
+  // for that. Requests are counted by the Scheduler (n_waiting_).
+  bool WantsLoop() const {
+    return n_tasks_.load(std::memory_order_relaxed) > 0 || closing_.load(std::memory_order_relaxed);
   }
 
  private:
@@ -99,6 +111,9 @@ class LoopInbox {
   std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
   bool woken_ GUARDED_BY(mu_) = false;
+  // Mirrors of tasks_.size() and closed_ for WantsLoop, written under mu_.
+  std::atomic<size_t> n_tasks_{0};
+  std::atomic<bool> closing_{false};
 };
 
 }  // namespace agentkv::sched

@@ -10,11 +10,12 @@ namespace agentkv::sched {
 namespace {
 
 // The gate of a pipelined first decode: waits for each layer's rows (polling
-// the import) unless a request is waiting, then gives up (yields).
+// the import) unless something else wants the thread (`yield_now`), then
+// gives up (yields).
 class YieldingGate : public engine::LayerGate {
  public:
-  YieldingGate(engine::LayerGatedImport& import, const std::atomic<size_t>& n_waiting)
-      : import_(import), n_waiting_(n_waiting) {}
+  YieldingGate(engine::LayerGatedImport& import, const std::function<bool()>& yield_now)
+      : import_(import), yield_now_(yield_now) {}
   bool WaitLayer(int il) override {
     import_.NoteWaited(il);
     const auto start = std::chrono::steady_clock::now();
@@ -24,7 +25,7 @@ class YieldingGate : public engine::LayerGate {
         in = import_.LayerIn(il);
         break;
       }
-      if (n_waiting_.load() > 0) {  // a request came: do not hold it up
+      if (yield_now_()) {  // a request, a task or the stop came: do not hold it up
         yielded_ = true;
         in = false;
         break;
@@ -47,7 +48,7 @@ class YieldingGate : public engine::LayerGate {
 
  private:
   engine::LayerGatedImport& import_;
-  const std::atomic<size_t>& n_waiting_;
+  const std::function<bool()>& yield_now_;
   bool yielded_ = false;
   std::chrono::steady_clock::time_point last_wait_end_ = std::chrono::steady_clock::now();
   double waited_ms_ = 0;
@@ -111,9 +112,9 @@ bool PipelinedRestore::WaitRead(const std::function<bool()>& give_up) const {
   }
 }
 
-bool PipelinedRestore::DecodeGated(const std::vector<engine::BatchItem>& items, const std::atomic<size_t>& n_waiting,
-                                   Status* decoded) {
-  YieldingGate gate(*import_, n_waiting);
+bool PipelinedRestore::DecodeGated(const std::vector<engine::BatchItem>& items,
+                                   const std::function<bool()>& yield_now, Status* decoded) {
+  YieldingGate gate(*import_, yield_now);
   const auto start = std::chrono::steady_clock::now();
   *decoded = ctx_.DecodeGated(items, &gate);
   // Where a pipelined turn's time went (AGENTKV_LOG=debug; bench/RESULTS.md, stop 14).
@@ -123,7 +124,7 @@ bool PipelinedRestore::DecodeGated(const std::vector<engine::BatchItem>& items, 
                 read_key_.agent_id.c_str(), items.size(),
                 std::chrono::duration<double, std::milli>(end - start).count(), gate.waited_ms(),
                 gate.layers_waited(), std::chrono::duration<double, std::milli>(end - gate.last_wait_end()).count(),
-                gate.yielded() ? "; yielded to a new request" : "");
+                gate.yielded() ? "; yielded to a request, a task or the stop" : "");
   // Usable: every layer's rows were in before it was computed (so the import
   // waits for nothing more).
   return !gate.yielded() && decoded->ok() && import_->CoveredAllLayers();

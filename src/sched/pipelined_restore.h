@@ -69,11 +69,13 @@ class PipelinedRestore {
   bool WaitRead(const std::function<bool()>& give_up) const;
 
   // Decodes `items` (the turn's first chunk) into the slot, each layer once
-  // its rows are in; a request arriving meanwhile (n_waiting > 0) makes the
-  // gate give up. True if the decode is usable: it did not give up, it
-  // succeeded and every layer's rows were in before it was computed.
+  // its rows are in; while it waits for rows it polls `yield_now` (every
+  // ~50 us) and gives up once that says so (a request, a task for the loop,
+  // the stop, the turn's cancellation: the loop then serves them and never
+  // waits for the read). True if the decode is usable: it did not give up,
+  // it succeeded and every layer's rows were in before it was computed.
   // *decoded: the decode's status.
-  bool DecodeGated(const std::vector<engine::BatchItem>& items, const std::atomic<size_t>& n_waiting,
+  bool DecodeGated(const std::vector<engine::BatchItem>& items, const std::function<bool()>& yield_now,
                    Status* decoded);
   // The gated decode was not used (a request came, a layer's rows did not):
   // the turn now waits for the import to end, as one that is not alone.

@@ -141,11 +141,12 @@ class SchedulerTest : public ::testing::Test {
   // Agent `agent` answers `prompt` (8 tokens) on a 2-slot scheduler over
   // `fs`, its save lands, and the scheduler restarts: the agent is on disk
   // only. Returns its reply.
-  std::string SaveAgentThenRestart(const std::string& agent, const std::string& prompt, FileSystem* fs) {
+  std::string SaveAgentThenRestart(const std::string& agent, const std::string& prompt, FileSystem* fs,
+                                   SchedulerOptions after_restart = {}) {
     Boot(2, 64u << 20, {}, 1024, fs);
     const std::string reply = Run(agent, prompt, 8)->text();
     sched_->FlushSaves();
-    Boot(2, 64u << 20, {}, 1024, fs);
+    Boot(2, 64u << 20, after_restart, 1024, fs);
     return reply;
   }
 
@@ -176,6 +177,21 @@ class SchedulerTest : public ::testing::Test {
       ++sure.tokens;
     }
     return sure;
+  }
+
+  // Two replies to `prompt` (n tokens each) computed in different batch
+  // shapes or slots: equal on the CPU (its kernels are batch-invariant with
+  // the default q4_0 slots, docs/engine.md "Exactness"); on a GPU, whose
+  // kernels are not, equal up to the first near-tie (both start with
+  // GreedyTextBeforeNearTie's text), as bench/oracle.py compares them.
+  void ExpectSameReply(const std::string& got, const std::string& want, const std::string& prompt, int n) {
+    if (model_->info().n_gpu_layers == 0) {
+      EXPECT_EQ(got, want);
+      return;
+    }
+    const SureText sure = GreedyTextBeforeNearTie(prompt, n, kTie);
+    EXPECT_EQ(got.substr(0, sure.text.size()), sure.text) << "vs " << want;
+    EXPECT_EQ(want.substr(0, sure.text.size()), sure.text);
   }
 
   // A file system for the store that lives until after TearDown's shutdown

@@ -60,9 +60,13 @@ bool Scheduler::StepPipelined(Active& a, bool alone) {
   AppendPrefill(a, take, &items);
   metrics_.ObserveBatch(0, static_cast<uint32_t>(items.size()));
   Status decoded;
-  // Used only if the read's last checks also came while nothing else wanted this thread.
-  auto give_up = [&] { return inbox_.closed() || n_waiting_.load() > 0 || a.w->req.cancel.cancelled(); };
-  if (restore.DecodeGated(items, n_waiting_, &decoded) && restore.WaitRead(give_up)) {
+  // Anything else that wants this thread ends the gated decode's and the read's waits: a request,
+  // a RunOnLoop task (/metrics, the admin API), the stop, the turn's cancellation. The chunk is
+  // used only if the read's last checks also came while nothing did.
+  const std::function<bool()> give_up = [&] {
+    return n_waiting_.load() > 0 || inbox_.WantsLoop() || a.w->req.cancel.cancelled();
+  };
+  if (restore.DecodeGated(items, give_up, &decoded) && restore.WaitRead(give_up)) {
     if (!ResolvePipelined(a)) {
       RestartCold(a);
       return false;

@@ -380,7 +380,7 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 1);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_fallbacks_total"), 0);
   auto cold = Run("cold", a_next, 16);
-  EXPECT_EQ(a2->text(), cold->text());
+  ExpectSameReply(a2->text(), cold->text(), a_next, 16);
   sched_->FlushSaves();
 
   // In the same process, an agent evicted to disk (known to the table: its
@@ -391,7 +391,7 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 2);
   auto a3_cold = Run("cold-last", a_last, 16);
-  EXPECT_EQ(a3->text(), a3_cold->text());
+  ExpectSameReply(a3->text(), a3_cold->text(), a_last, 16);
   sched_->FlushSaves();
 
   // The same prompt again: an agent whose turn ended after one token holds
@@ -403,7 +403,7 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   EXPECT_EQ(again->usage().cache_state, api::CacheState::kWarm);
   EXPECT_EQ(again->usage().match, api::MatchType::kExact);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 1);
-  EXPECT_EQ(again->text(), cold->text());
+  ExpectSameReply(again->text(), cold->text(), a_next, 16);
   sched_->FlushSaves();
 
   // A bad byte in every block file's data: the read fails its checksums
@@ -429,7 +429,7 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreAnswersAsAColdPrefill) {
   EXPECT_LE(Metric("agentkv_restores_pipelined_fallbacks_total"), 1);
   EXPECT_EQ(Metric("agentkv_restores_pipelined_total"), 0);
   EXPECT_EQ(bad->usage().cache_state, api::CacheState::kCold);
-  EXPECT_EQ(bad->text(), cold->text());
+  ExpectSameReply(bad->text(), cold->text(), a_next, 16);
 }
 
 // A pipelined restore with another turn arriving meanwhile: the returning
@@ -464,9 +464,9 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreGivesWayToOtherTurns) {
   Boot(2, 64u << 20, {}, 1024);
   auto a_cold = Run("a-cold", a_next, 16);
   auto b_cold = Run("b-cold", b, 16);
-  EXPECT_EQ(a2->text(), a_cold->text());
-  EXPECT_EQ(a3->text(), a_cold->text());
-  EXPECT_EQ(b1->text(), b_cold->text());
+  ExpectSameReply(a2->text(), a_cold->text(), a_next, 16);
+  ExpectSameReply(a3->text(), a_cold->text(), a_next, 16);
+  ExpectSameReply(b1->text(), b_cold->text(), b, 16);
 }
 
 // A turn cancelled while its pipelined restore follows a read held at the
