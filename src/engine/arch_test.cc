@@ -4,6 +4,8 @@
 // blocks + a partial one into slot 0, export to blocks, import into slot 2;
 // next-token logits must be identical and 32 greedy tokens equal.
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <unistd.h>
 
 #include <cstdio>
@@ -281,7 +283,7 @@ TEST_P(ArchTest, HybridRoundedRestoreEqualsTheResidentSlot) {
 // every architecture. Where it applies (one cache section: dense GQA, MLA +
 // MoE), a decode stopped before every layer until that layer's rows are in
 // gives the logits of the same decode after the whole import, bit for bit,
-// and its graph named every layer's gate (CoveredAllLayers; else every
+// and llama.cpp called the layer hook for every layer (Complete; else every
 // pipelined turn would start over cold). A sliding-window model's two
 // caches are refused up front (Supports; the scheduler then restores the
 // usual way) and by Start.
@@ -306,7 +308,7 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
 
   if (!LayerGatedImport::Supports(spec.shape)) {
     EXPECT_EQ(preset, "tiny-gemma3");
-    auto refused = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr, nullptr);
+    auto refused = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr);
     EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported) << refused.status().ToString();
       return;
   }
@@ -319,14 +321,14 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   // must be applied before the import writes rows, not by the gated decode.
   ASSERT_TRUE(ctx->CopySlotPrefix(0, 2, static_cast<int32_t>(n)).ok());
   ASSERT_EQ(ctx->slot_copy_counts().device, 1u);
-  auto import = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr, nullptr);
+  auto import = LayerGatedImport::Start(*ctx, 2, state, *writer, nullptr);
   ASSERT_TRUE(import.ok()) << import.status().ToString();
   EXPECT_EQ(ctx->slot_copy_counts().applied, 1u);
-  struct EveryLayer : LayerGate {  // stops before every layer (no LayerReady)
+  struct EveryLayer : LayerGate {  // stops before every layer, imports it there
     explicit EveryLayer(LayerGatedImport& in) : in(in) {}
     bool WaitLayer(int il) override {
       ++stops;
-      return in.WaitLayer(il);
+      return in.ImportWhenLanded(il, std::chrono::seconds(30));
     }
     LayerGatedImport& in;
     uint32_t stops = 0;
@@ -334,8 +336,7 @@ TEST_P(ArchTest, GatedImportEqualsAWholeImportWhereSupported) {
   BatchItem item{2, tokens.back(), static_cast<int32_t>(n), true};
   ASSERT_TRUE(ctx->DecodeGated({&item, 1}, &gate).ok());
   EXPECT_EQ(gate.stops, spec.n_layer());
-  EXPECT_TRUE((*import)->CoveredAllLayers());
-  ASSERT_TRUE((*import)->Finish().ok());
+  EXPECT_TRUE((*import)->Complete());  // every layer was called back, so imported before it was computed
   const std::vector<float> gated(ctx->Logits(0).begin(), ctx->Logits(0).end());
   EXPECT_EQ(gated, *whole);
 }

@@ -164,26 +164,11 @@ bool Context::BindComputeThreadsToCpus() const {
   return BindComputeTeamToCpus(ComputeThreads(n_threads()));
 }
 
-namespace {
-
-// The layer of a graph node named "attn_norm-<il>" (llama.cpp's graphs name
-// every layer's first node so), else -1.
-int AttnNormLayer(const char* name) {
-  constexpr char kPrefix[] = "attn_norm-";
-  if (std::strncmp(name, kPrefix, sizeof(kPrefix) - 1) != 0) return -1;
-  const char* digits = name + sizeof(kPrefix) - 1;
-  if (*digits < '0' || *digits > '9') return -1;
-  return std::atoi(digits);
-}
-
-}  // namespace
-
-bool Context::OnEval(::ggml_tensor* t, bool ask, void* self) {
+bool Context::OnLayer(int32_t il, bool ask, void* self) {
   auto* c = static_cast<Context*>(self);
-  if (c->gate_ == nullptr) return !ask;  // (set during DecodeGated only) observe no node
-  const int il = AttnNormLayer(t->name);
-  if (ask) return il >= 0 && !c->gate_->LayerReady(il);  // stop (and WaitLayer) only where rows may be missing
-  if (il < 0 || c->gate_refused_) return true;
+  if (c->gate_ == nullptr) return !ask;  // (set during DecodeGated only)
+  if (ask) return !c->gate_refused_ && !c->gate_->LayerReady(il);  // stop (and WaitLayer) only where rows may be missing
+  if (c->gate_refused_) return false;
   if (!c->gate_->WaitLayer(il)) c->gate_refused_ = true;
   return !c->gate_refused_;
 }
@@ -191,11 +176,11 @@ bool Context::OnEval(::ggml_tensor* t, bool ask, void* self) {
 Status Context::DecodeGated(std::span<const BatchItem> items, LayerGate* gate) {
   gate_ = gate;
   gate_refused_ = false;
-  // (llama_set_eval_callback: patches/llama.cpp/0004; with a callback set,
-  // ggml's scheduler synchronises after every piece, ~6% of a GPU prefill.)
-  llama_set_eval_callback(ctx_, &Context::OnEval, this);
+  // (llama_set_layer_callback: patches/llama.cpp/0004; each stop is a
+  // synchronisation, so it is set for this decode only.)
+  llama_set_layer_callback(ctx_, &Context::OnLayer, this);
   Status s = Decode(items);
-  llama_set_eval_callback(ctx_, nullptr, nullptr);
+  llama_set_layer_callback(ctx_, nullptr, nullptr);
   gate_ = nullptr;
   if (s.ok() && gate_refused_) return Status::Cancelled("decode: abandoned before a layer whose rows did not come");
   return s;

@@ -23,7 +23,6 @@
 #include "util/status.h"
 
 struct llama_context;
-struct ggml_tensor;
 
 namespace agentkv::engine {
 
@@ -115,12 +114,13 @@ class Context {
   // every slot valid. Positions must extend each slot contiguously.
   // On failure the slots touched may hold a partial update: callers clear them.
   Status Decode(std::span<const BatchItem> items);
-  // Decode() that calls gate->WaitLayer(il) before computing layer il's
-  // attention (engine/layer_gate.h), for a slot whose rows are still being
-  // imported (engine/layer_gated_import.h). Cancelled when the gate abandoned
-  // the decode: the slots touched then hold the items' positions with
-  // garbage rows (callers truncate them). llama.cpp's eval callback, which
-  // stops it, is set for this decode only: other decodes do not pay for it.
+  // Decode() that asks gate->LayerReady(il), and else calls
+  // gate->WaitLayer(il), before computing layer il (engine/layer_gate.h),
+  // for a slot whose rows are still being imported
+  // (engine/layer_gated_import.h). Cancelled when the gate abandoned the
+  // decode: the slots touched then hold the items' positions with garbage
+  // rows (callers truncate them). llama.cpp's layer callback, which stops
+  // it, is set for this decode only: other decodes do not pay for it.
   Status DecodeGated(std::span<const BatchItem> items, LayerGate* gate);
   // Logits of items[i] of the last Decode(); REQUIRES items[i].want_logits,
   // and no export or import since that applied a pending device copy (see
@@ -219,10 +219,10 @@ class Context {
   bool ExportNeedsApply(int slot) const { return copy_pending_ && (copy_role_[slot] & kCopyDst) != 0; }
   bool ImportNeedsApply(int slot) const { return copy_pending_ && copy_role_[slot] != 0; }
 
-  // llama.cpp's eval callback (ggml_backend_sched_eval_callback), set
-  // during DecodeGated only: asks to stop after each "attn_norm-<il>" node
-  // whose layer is not LayerReady, and there calls WaitLayer.
-  static bool OnEval(::ggml_tensor* t, bool ask, void* self);
+  // llama.cpp's layer callback (llama_layer_callback), set during
+  // DecodeGated only: asks to stop before each layer that is not
+  // LayerReady, and there calls WaitLayer.
+  static bool OnLayer(int32_t il, bool ask, void* self);
 
   const Model& model_;
   ContextOptions options_;

@@ -1,21 +1,20 @@
 #pragma once
-// LayerGate: what a gated decode waits for before each layer's attention.
+// LayerGate: what a gated decode does before each layer.
 //
 // Context::DecodeGated runs a decode in a slot whose KV rows are still being
-// imported (engine/layer_gated_import.h): before the graph computes layer
-// il's attention input (its node "attn_norm-<il>", the first of every
-// layer in llama.cpp's graphs), the decode stops and calls WaitLayer(il),
-// which returns true once every row of layer il the decode may read is in
-// the cache, or false to abandon the decode (its outputs are then garbage).
-// Called on the decoding thread, layers in ascending order, once per layer
-// and graph.
-//
-// Before that, while it plans which nodes to compute together, the decode
-// asks LayerReady(il) without waiting: true means every row of layer il is
-// in already (and counts as waited for), so the decode computes on through
-// that layer without stopping, and WaitLayer(il) is not called. Every stop
-// is a synchronisation and a cut in the graph, so a decode whose rows are
-// all in runs as one piece.
+// imported (engine/layer_gated_import.h). Before each layer il is computed
+// (llama_set_layer_callback: after the first node llama.cpp's graph builder
+// makes for the layer, before any that reads its cache), the decode asks
+// LayerReady(il) without stopping: true means every row of layer il the
+// decode may read is in the cache (the gate may copy them in right there),
+// and the decode computes on through that layer. False makes the decode
+// stop there, synchronise, and call WaitLayer(il), which returns true once
+// the rows are in, or false to abandon the decode (its outputs are then
+// garbage). Called on the decoding thread, inside llama_decode, layers in
+// ascending order, once per layer and graph: a gate may call into the
+// llama_context only through llama_state_seq_import_layer
+// (LayerGatedImport). Every stop is a synchronisation and a cut in the
+// graph, so a decode whose rows are all in runs as one piece.
 
 namespace agentkv::engine {
 

@@ -1,111 +1,111 @@
 #pragma once
-// LayerGatedImport: a slot's KV imported while the first decode in it runs.
+// LayerGatedImport: a slot's KV imported layer by layer, by the thread that
+// drives the Context, while the bytes of its state may still be arriving.
 //
 // A warm restore used to be: every byte of the agent read, then the state
-// imported into the slot, then the first decode. Here llama.cpp's import
-// runs on a thread of its own and the decode beside it, gated layer by
-// layer (engine/layer_gate.h): the decode computes layer il as soon as
-// layer il's rows are in the cache. llama.cpp imports the rows in state
-// order (every layer's K rows, then every layer's V rows); with a `wait`
-// that blocks until a byte range has been written (a disk read landing in
-// the state, sched/read_landing.h), the import and the decode follow the
-// read, and what is left after its last byte is the last layers' copy and
-// compute instead of the whole import and the whole decode.
+// imported into the slot, then the first decode. Here the slot's cells are
+// set at Start (llama_state_seq_import_begin: patches/llama.cpp/0004) and
+// each layer's K and V rows are copied in once they have landed in the
+// state (RowSource: a disk read landing in it, sched/read_landing.h) —
+// typically from inside the first decode, by its gate, just before that
+// layer is computed (Context::DecodeGated, engine/layer_gate.h). What is
+// left after the read's last byte is the last layers' copy and compute.
 //
-// Use, on the thread that owns the Context:
-//   auto import = LayerGatedImport::Start(ctx, slot, state, writer, wait, user);
-//   ... ctx.TruncateSlot(slot, n) if needed; ctx.DecodeGated(items, import->get());
-//   Status s = (*import)->Finish();   // before any other call into ctx
-// Between Start and Finish the caller may call only DecodeGated, Decode
-// (REQUIRES every layer waited for: CoveredAllLayers), TruncateSlot,
-// SlotLength and Logits on ctx: llama.cpp copies rows into the cache on the
-// import thread meanwhile (rows only: it set every cell before Start returned).
+// No thread of its own: every call into llama.cpp happens in the caller's
+// call (Start, ImportIfLanded, ImportWhenLanded, ImportLanded), on the
+// thread that owns the Context, from within a gated decode or between
+// decodes. Until Complete() the slot's rows of the layers not yet in hold
+// garbage: the caller may then call only DecodeGated (with a gate that
+// imports each layer before it is computed), TruncateSlot, SlotLength and
+// Logits on the slot; ClearSlot to give it up (then destroy the import).
+// Destruction frees the plan and touches neither the slot nor the state.
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "engine/context.h"
-#include "engine/layer_gate.h"
 #include "engine/seq_state.h"
-#include "util/mutex.h"
 #include "util/status.h"
+
+struct llama_state_seq_import;
 
 namespace agentkv::engine {
 
-class LayerGatedImport final : public LayerGate {
+// Where a state's row bytes come from while they arrive. Thread-safe.
+class RowSource {
  public:
-  // Called before llama.cpp uses state bytes [offset, offset + size); may
-  // block until they hold their final values (llama_state_wait_fn).
-  using WaitFn = void (*)(void* user, size_t offset, size_t size);
+  virtual ~RowSource() = default;
+  // Without blocking: whether state bytes [offset, offset + size) hold
+  // their final values.
+  virtual bool Landed(size_t offset, size_t size) const = 0;
+  // Blocks at most `timeout` (less once they never will land); returns
+  // Landed(offset, size).
+  virtual bool WaitLanded(size_t offset, size_t size, std::chrono::microseconds timeout) const = 0;
+  // Whether no more bytes will land (what has not landed never will).
+  virtual bool Final() const = 0;
+};
 
-  // Clears `slot` and starts importing `state` into it. `writer` wrote (or
-  // is writing) `state` and names its rows; one cache section only
-  // (Unsupported otherwise: a sliding-window model's second cache).
-  // `wait` may be null (the state is complete). Returns once llama.cpp has
-  // set the slot's cells, or its error (Corruption, slot cleared) if it
-  // rejected the state first. `ctx`, `state`, `writer` and `user` must
-  // outlive the import (Finish or destruction).
+class LayerGatedImport {
+ public:
   // Whether a slot of this shape can be imported gated: one cache section
   // (not a sliding-window model's two). Start refuses the others.
   static bool Supports(const StateShape& slot_shape) { return slot_shape.sections.size() == 1; }
 
+  // Clears `slot` (applying a pending device copy it takes part in first:
+  // Context::ClearSlotForImport), reads `state`'s headers (they must be final; its rows
+  // need not be) and gives the slot its cells. `rows` says which rows have
+  // landed; null: all of them. Corruption (slot cleared) if llama.cpp
+  // refuses the state; Unsupported for a state of more than one cache
+  // (`writer`, which wrote or is writing `state`, says); Internal (slot
+  // cleared) if applying the pending copy fails. `ctx`, `state` and
+  // `rows` must outlive the import.
   static Result<std::unique_ptr<LayerGatedImport>> Start(Context& ctx, int slot, std::span<const uint8_t> state,
-                                                          const BlocksStateWriter& writer, WaitFn wait, void* user);
-  ~LayerGatedImport() override;  // Finish()es, ignoring its status
+                                                          const BlocksStateWriter& writer, const RowSource* rows);
+  ~LayerGatedImport();
   LayerGatedImport(const LayerGatedImport&) = delete;
   LayerGatedImport& operator=(const LayerGatedImport&) = delete;
 
-  // LayerGate: returns once every row of layer il is in the cache (at once
-  // for a layer without rows), false if the import ended without them.
-  bool WaitLayer(int il) override;
-  // LayerGate: LayerIn(il), and if so marks layer il waited for.
-  bool LayerReady(int il) override;
-  // Without waiting: whether layer il's rows are all in the cache (true for
-  // a layer without rows), and whether the import call returned (Finish
-  // then does not block). Marks nothing waited for.
-  bool LayerIn(int il) const;
-  bool Ended() const;
-  // Waits until the import call returned, at most `timeout`; returns Ended().
-  bool WaitEndedFor(std::chrono::microseconds timeout) const;
-  // Marks layer il waited for (a gate that polls LayerIn instead of WaitLayer).
-  void NoteWaited(int il);
-  // Whether every layer with rows was waited for since Start: a gated
-  // decode whose graph named each layer (else its rows may have been read
-  // before they were imported: the caller must not use that decode).
-  bool CoveredAllLayers() const;
-  // Joins the import thread: OK once every row is in the cache; else
-  // llama.cpp's refusal (Corruption), the slot cleared. Once only.
-  Status Finish();
+  // Layer il's rows copied into the slot: true if they are (now or before;
+  // always for a layer without rows), false if they have not all landed.
+  // ImportIfLanded never blocks; ImportWhenLanded waits at most `timeout`
+  // for them (RowSource::WaitLanded).
+  bool ImportIfLanded(int il);
+  bool ImportWhenLanded(int il, std::chrono::microseconds timeout);
+  // ImportIfLanded for every layer; returns Complete().
+  bool ImportLanded();
+  // Waits at most `timeout` for the first layer not in to land (no copy);
+  // returns whether it has.
+  bool WaitNextLayer(std::chrono::microseconds timeout) const;
+  bool LayerIn(int il) const;  // copied in (true for a layer without rows)
+  // Whether the rows not landed yet never will (RowSource::Final; false
+  // without a RowSource: every row is in).
+  bool RowsFinal() const { return rows_ != nullptr && rows_->Final(); }
+  // Every layer with rows is in. Right after a gated decode (nothing else
+  // imports during it), also: every layer was in before it was computed.
+  bool Complete() const { return n_in_ == n_with_rows_; }
+  int n_layers() const { return static_cast<int>(layers_.size()); }
 
  private:
-  LayerGatedImport(Context& ctx, int slot, std::span<const uint8_t> state, const BlocksStateWriter& writer,
-                   WaitFn wait, void* user);
-  static void OnWait(void* self, size_t offset, size_t size);
-  void Run();
+  struct Range {
+    size_t offset, size;
+  };
+  struct Layer {
+    std::vector<Range> ranges;  // of the state, for its K and V copies
+    bool in = false;
+  };
+  LayerGatedImport(Context& ctx, llama_state_seq_import* plan, const RowSource* rows);
+  bool Landed(const Layer& l) const;
+  void Copy(int il);
 
   Context& ctx_;
-  const int slot_;
-  const std::span<const uint8_t> state_;
-  const BlocksStateWriter& writer_;
-  const WaitFn wait_;
-  void* const user_;
-  // Per layer: 1 + the index of its last row copy (0: no rows).
-  std::vector<size_t> layer_rows_end_;
-  std::vector<bool> waited_;  // per layer; the decoding thread's
-
-  mutable Mutex mu_;
-  mutable CondVar cv_;
-  size_t rows_in_ GUARDED_BY(mu_) = 0;  // row copies [0, rows_in_) are in the cache
-  bool cells_set_ GUARDED_BY(mu_) = false;  // llama.cpp began copying rows
-  bool ended_ GUARDED_BY(mu_) = false;  // the import call returned
-  bool accepted_ GUARDED_BY(mu_) = false;  // ... and read the whole state
-  bool finished_ = false;     // Finish() ran
-  std::thread thread_;
+  llama_state_seq_import* const plan_;
+  const RowSource* const rows_;
+  std::vector<Layer> layers_;  // by model layer
+  int n_with_rows_ = 0, n_in_ = 0;
 };
 
 }  // namespace agentkv::engine

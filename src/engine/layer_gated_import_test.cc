@@ -1,7 +1,7 @@
-// LayerGatedImport + Context::DecodeGated: a decode that runs while its
-// slot's rows are still being imported gives the logits and greedy tokens of
-// a decode after the whole import (same batch shape, same slot: bit for
-// bit), and really runs beside the import.
+// LayerGatedImport + Context::DecodeGated: a decode whose gate imports each
+// layer's rows as they land gives the logits and greedy tokens of a decode
+// after the whole import (same batch shape, same slot: bit for bit), really
+// runs while rows are still landing, and gives way when they do not come.
 #include "engine/layer_gated_import.h"
 
 #include <gtest/gtest.h>
@@ -22,73 +22,84 @@ namespace {
 using testing::BundledModelTest;
 
 // Rows that come in one by one (a disk read landing in the state): a feeder
-// thread releases row copy i, i + 1, ... every `gap`; WaitFn blocks until
-// every row copy overlapping the asked range is released.
-class SlowRows {
+// thread releases row copy i, i + 1, ... every `gap` (Start), or Release
+// releases them all; a range has landed once every row copy overlapping it
+// is released.
+class SlowRows : public RowSource {
  public:
   SlowRows(const BlocksStateWriter& writer, std::chrono::microseconds gap) : writer_(writer), gap_(gap) {}
-  ~SlowRows() {
+  ~SlowRows() override {
     if (feeder_.joinable()) feeder_.join();
   }
   void Start() {
     feeder_ = std::thread([this] {
       for (size_t i = 0; i < writer_.n_row_copies(); ++i) {
         std::this_thread::sleep_for(gap_);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          released_ = i + 1;
-        }
-        cv_.notify_all();
+        Set(i + 1);
       }
     });
   }
+  void Release() { Set(writer_.n_row_copies()); }
   bool AllReleased() const {
     std::lock_guard<std::mutex> lock(mu_);
     return released_ == writer_.n_row_copies();
   }
-  static void WaitFn(void* self, size_t offset, size_t size) {
-    auto* s = static_cast<SlowRows*>(self);
-    size_t need = 0;  // 1 + the last row copy overlapping [offset, offset + size)
-    for (size_t i = 0; i < s->writer_.n_row_copies(); ++i) {
-      const auto [lo, hi] = s->writer_.RowBytes(i);
-      if (lo < offset + size && offset < hi) need = i + 1;
-    }
-    std::unique_lock<std::mutex> lock(s->mu_);
-    s->cv_.wait(lock, [&] { return s->released_ >= need; });
+  bool Landed(size_t offset, size_t size) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return released_ >= Need(offset, size);
   }
+  bool WaitLanded(size_t offset, size_t size, std::chrono::microseconds timeout) const override {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return released_ >= Need(offset, size); });
+  }
+  bool Final() const override { return AllReleased(); }
 
  private:
+  void Set(size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = n;
+    }
+    cv_.notify_all();
+  }
+  size_t Need(size_t offset, size_t size) const {  // 1 + the last row copy overlapping the range
+    size_t need = 0;
+    for (size_t i = 0; i < writer_.n_row_copies(); ++i) {
+      const auto [lo, hi] = writer_.RowBytes(i);
+      if (lo < offset + size && offset < hi) need = i + 1;
+    }
+    return need;
+  }
   const BlocksStateWriter& writer_;
   const std::chrono::microseconds gap_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable std::condition_variable cv_;
   size_t released_ = 0;  // GUARDED_BY(mu_)
   std::thread feeder_;
 };
 
-// Counts the layers it let through before the rows were all released.
-class CountingGate : public LayerGate {
+// The gate the scheduler's is built like: imports a layer if its rows are
+// in, else stops and waits for them (at most `wait`); counts what it did.
+class ImportingGate : public LayerGate {
  public:
-  CountingGate(LayerGate& inner, const SlowRows& rows) : inner_(inner), rows_(rows) {}
-  bool WaitLayer(int il) override {
-    if (!rows_.AllReleased()) ++early_;
-    ++calls_;
-    return inner_.WaitLayer(il);
+  ImportingGate(LayerGatedImport& import, std::chrono::microseconds wait, const SlowRows* rows = nullptr)
+      : import_(import), wait_(wait), rows_(rows) {}
+  bool LayerReady(int il) override {
+    const bool in = import_.ImportIfLanded(il);
+    ready_ += in;
+    return in;
   }
-  int early_ = 0, calls_ = 0;
+  bool WaitLayer(int il) override {
+    ++waits_;
+    if (rows_ != nullptr && !rows_->AllReleased()) ++early_;
+    return import_.ImportWhenLanded(il, wait_);
+  }
+  int ready_ = 0, waits_ = 0, early_ = 0;
 
  private:
-  LayerGate& inner_;
-  const SlowRows& rows_;
-};
-
-class RefusingGate : public LayerGate {
- public:
-  explicit RefusingGate(LayerGate& inner) : inner_(inner) {}
-  bool WaitLayer(int il) override { return il < 2 && inner_.WaitLayer(il); }
-
- private:
-  LayerGate& inner_;
+  LayerGatedImport& import_;
+  const std::chrono::microseconds wait_;
+  const SlowRows* rows_;
 };
 
 class LayerGatedImportTest : public BundledModelTest {
@@ -157,18 +168,17 @@ class LayerGatedImportTest : public BundledModelTest {
 
 TEST_F(LayerGatedImportTest, GatedDecodeEqualsADecodeAfterTheWholeImport) {
   SlowRows rows(*writer_, std::chrono::microseconds(1500));
-  rows.Start();
-  auto import = LayerGatedImport::Start(*ctx_, 1, state_, *writer_, &SlowRows::WaitFn, &rows);
+  auto import = LayerGatedImport::Start(*ctx_, 1, state_, *writer_, &rows);
   ASSERT_TRUE(import.ok()) << import.status().ToString();
   ASSERT_TRUE(ctx_->TruncateSlot(1, kTokens - 1).ok());
-  CountingGate gate(**import, rows);
+  rows.Start();
+  ImportingGate gate(**import, std::chrono::seconds(30), &rows);
   ASSERT_TRUE(ctx_->DecodeGated(LastToken(), &gate).ok());
-  EXPECT_TRUE((*import)->CoveredAllLayers());
-  ASSERT_TRUE((*import)->Finish().ok());
-  EXPECT_EQ(gate.calls_, model_->info().n_layer);
-  // The decode ran beside the import: it got through its first layers while
-  // rows were still coming (each row copy 1.5 ms apart; the model's
-  // layers' K rows come first, so at least layer 0 waits for rows to come).
+  EXPECT_TRUE((*import)->Complete());
+  EXPECT_EQ(gate.ready_ + gate.waits_, model_->info().n_layer);
+  // The decode ran while rows were still coming (each row copy 1.5 ms
+  // apart; the model's layers' K rows come first, so at least layer 0
+  // waits for rows to come).
   EXPECT_GT(gate.early_, 0);
   EXPECT_EQ(Logits(), ref_logits_);
   auto run = testing::GreedyDecode(*ctx_, 1, Logits(), 16);
@@ -176,45 +186,57 @@ TEST_F(LayerGatedImportTest, GatedDecodeEqualsADecodeAfterTheWholeImport) {
   EXPECT_EQ(*run, ref_tokens_);
 }
 
-// Layers whose rows are in before the decode plans its pieces are not gated:
-// here the import has ended, so the decode runs through as one piece, and
-// every layer still counts as waited for.
+// Layers whose rows are in when the decode asks are imported there and then
+// and do not stop it: the decode runs through as one piece.
 TEST_F(LayerGatedImportTest, LayersWhoseRowsAreInDoNotStopTheDecode) {
-  auto import = LayerGatedImport::Start(*ctx_, 1, state_, *writer_, nullptr, nullptr);
+  auto import = LayerGatedImport::Start(*ctx_, 1, state_, *writer_, nullptr);
   ASSERT_TRUE(import.ok()) << import.status().ToString();
-  ASSERT_TRUE((*import)->WaitEndedFor(std::chrono::seconds(30)));
   ASSERT_TRUE(ctx_->TruncateSlot(1, kTokens - 1).ok());
-  struct ReadyCounting : LayerGate {
-    explicit ReadyCounting(LayerGatedImport& in) : in(in) {}
-    bool WaitLayer(int il) override {
-      ++waits;
-      return in.WaitLayer(il);
-    }
-    bool LayerReady(int il) override {
-      const bool ready = in.LayerReady(il);
-      ready_layers += ready;
-      return ready;
-    }
-    LayerGatedImport& in;
-    int waits = 0, ready_layers = 0;
-  } gate(**import);
+  ImportingGate gate(**import, std::chrono::seconds(30));
   ASSERT_TRUE(ctx_->DecodeGated(LastToken(), &gate).ok());
-  EXPECT_EQ(gate.waits, 0);
-  EXPECT_EQ(gate.ready_layers, model_->info().n_layer);
-  EXPECT_TRUE((*import)->CoveredAllLayers());
-  ASSERT_TRUE((*import)->Finish().ok());
+  EXPECT_EQ(gate.waits_, 0);
+  EXPECT_EQ(gate.ready_, model_->info().n_layer);
+  EXPECT_TRUE((*import)->Complete());
   EXPECT_EQ(Logits(), ref_logits_);
 }
 
-TEST_F(LayerGatedImportTest, AnAbandonedDecodeLeavesAnImportThatAPlainDecodeThenUses) {
-  auto import = LayerGatedImport::Start(*ctx_, 1, state_, *writer_, nullptr, nullptr);
+// The rows a layer-by-layer import leaves in the slot are those of a plain
+// import of the same blocks, bit for bit.
+TEST_F(LayerGatedImportTest, TheImportedSlotEqualsAPlainImportBitForBit) {
+  auto import = LayerGatedImport::Start(*ctx_, 1, state_, *writer_, nullptr);
+  ASSERT_TRUE(import.ok()) << import.status().ToString();
+  EXPECT_EQ(ctx_->SlotLength(1), static_cast<int32_t>(kTokens));
+  EXPECT_TRUE((*import)->ImportLanded());
+  import->reset();
+  auto gated = ctx_->ExportSlotBlocks(1);
+  ASSERT_TRUE(gated.ok()) << gated.status().ToString();
+  ASSERT_TRUE(ctx_->ImportSlotBlocks(0, ptrs_, kTokens).ok());
+  auto plain = ctx_->ExportSlotBlocks(0);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(*gated, *plain);
+  EXPECT_EQ(*gated, blocks_);
+}
+
+// Rows held back: the gate gives way after its bounded wait, the decode is
+// abandoned without them; once they land the import completes and a plain
+// decode (the abandoned position cut) gives the reference.
+TEST_F(LayerGatedImportTest, HeldRowsMakeTheGateGiveWayWithoutWaitingForThem) {
+  SlowRows rows(*writer_, std::chrono::microseconds(0));  // nothing released until Release()
+  auto import = LayerGatedImport::Start(*ctx_, 1, state_, *writer_, &rows);
   ASSERT_TRUE(import.ok()) << import.status().ToString();
   ASSERT_TRUE(ctx_->TruncateSlot(1, kTokens - 1).ok());
-  RefusingGate gate(**import);
+  ImportingGate gate(**import, std::chrono::milliseconds(5));
+  const auto start = std::chrono::steady_clock::now();
   Status s = ctx_->DecodeGated(LastToken(), &gate);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
-  ASSERT_TRUE((*import)->Finish().ok());
-  // The abandoned decode's position holds garbage rows: cut it, decode again.
+  EXPECT_EQ(gate.waits_, 1);  // the first layer gave way; the rest of the graph was not gated
+  EXPECT_FALSE((*import)->Complete());
+  EXPECT_FALSE((*import)->ImportLanded());
+  EXPECT_FALSE((*import)->WaitNextLayer(std::chrono::milliseconds(1)));
+  rows.Release();
+  EXPECT_TRUE((*import)->WaitNextLayer(std::chrono::milliseconds(1)));
+  EXPECT_TRUE((*import)->ImportLanded());
   ASSERT_TRUE(ctx_->TruncateSlot(1, kTokens - 1).ok());
   ASSERT_TRUE(ctx_->Decode(LastToken()).ok());
   EXPECT_EQ(Logits(), ref_logits_);
@@ -223,7 +245,7 @@ TEST_F(LayerGatedImportTest, AnAbandonedDecodeLeavesAnImportThatAPlainDecodeThen
 TEST_F(LayerGatedImportTest, ARejectedStateFailsStartAndLeavesTheSlotEmpty) {
   std::vector<uint8_t> bad = state_;
   bad[0] ^= 0xff;  // the magic
-  auto import = LayerGatedImport::Start(*ctx_, 1, bad, *writer_, nullptr, nullptr);
+  auto import = LayerGatedImport::Start(*ctx_, 1, bad, *writer_, nullptr);
   EXPECT_EQ(import.status().code(), StatusCode::kCorruption) << import.status().ToString();
   EXPECT_EQ(ctx_->SlotLength(1), 0);
 }

@@ -21,7 +21,7 @@ AdmitSteps PlanAdmit(const AdmitFacts& f) {
 FailedAdmitUndo PlanFailedAdmit(const FailedAdmitFacts& f) {
   FailedAdmitUndo u;
   u.forget_leader_seq = f.from_leader && f.owns_nothing;
-  u.clear_slot = !f.resident && f.slot_written && !f.slot_draining;
+  u.clear_slot = !f.resident && f.slot_written;
   u.drop_fork = f.is_fork && f.owns_nothing;
   return u;
 }

@@ -48,7 +48,6 @@ struct FailedAdmitFacts {
   bool owns_nothing = false;    // the agent has no blocks of its own: never committed, not on disk, no slot
   bool resident = false;        // the agent holds a slot
   bool slot_written = false;    // the slot acquired for the turn holds cells
-  bool slot_draining = false;   // an abandoned import still writes into that slot
   bool is_fork = false;         // the agent is still set up as a fork
 };
 
@@ -56,7 +55,7 @@ struct FailedAdmitFacts {
 struct FailedAdmitUndo {
   // Its copy of the leader's sequence goes: no blocks back it.
   bool forget_leader_seq = false;
-  // The acquired slot's cells go (never a slot still being written).
+  // The acquired slot's cells go (never a resident agent's).
   bool clear_slot = false;
   // A fork that never ran is erased (Scheduler::DropUnstartedFork).
   bool drop_fork = false;

@@ -89,7 +89,7 @@ void AgentTiers::PostRead(const AgentKey& key) {
   const uint64_t id = BeginRead(key, landing);
   reads_.Post([this, key, id, landing = std::move(landing)] {
     AgentRead read = ReadAgent(key, landing);
-    if (landing != nullptr) landing->Abandon();  // a wait for rows that never came ends
+    if (landing != nullptr) landing->Abandon();  // Final: a gate waiting for rows that never came gives up
     read.done = true;
     read.id = id;
     {

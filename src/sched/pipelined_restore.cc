@@ -1,7 +1,6 @@
 #include "sched/pipelined_restore.h"
 
-#include <algorithm>
-#include <thread>
+#include <utility>
 
 #include "store/store_ids.h"
 #include "util/log.h"
@@ -9,28 +8,25 @@
 namespace agentkv::sched {
 namespace {
 
-// The gate of a pipelined first decode: waits for each layer's rows (polling
-// the import) unless something else wants the thread (`yield_now`), then
-// gives up (yields).
-class YieldingGate : public engine::LayerGate {
+// The gate of a pipelined first decode: imports each layer whose rows are
+// in as the decode reaches it; for one that is not, waits for its rows in
+// slices of `poll` (ReadLanding::Ticket::WaitLanded wakes it as they land),
+// giving the decode up when they never will or yield_now() says so.
+class ImportingGate : public engine::LayerGate {
  public:
-  YieldingGate(engine::LayerGatedImport& import, const std::function<bool()>& yield_now)
-      : import_(import), yield_now_(yield_now) {}
+  ImportingGate(engine::LayerGatedImport& import, const std::function<bool()>& yield_now,
+                std::chrono::microseconds poll)
+      : import_(import), yield_now_(yield_now), poll_(poll) {}
+  bool LayerReady(int il) override { return import_.ImportIfLanded(il); }  // computes on through it
   bool WaitLayer(int il) override {
-    import_.NoteWaited(il);
     const auto start = std::chrono::steady_clock::now();
-    bool in = true;
-    while (!import_.LayerIn(il)) {
-      if (import_.Ended()) {  // its rows came just now, or never will
-        in = import_.LayerIn(il);
-        break;
-      }
-      if (yield_now_()) {  // a request, a task or the stop came: do not hold it up
+    bool in = false;
+    while (!(in = import_.ImportWhenLanded(il, poll_))) {
+      if (import_.RowsFinal()) break;  // they never will
+      if (yield_now_()) {  // a request, a task, the stop or the cancellation came: do not hold it up
         yielded_ = true;
-        in = false;
         break;
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     const auto end = std::chrono::steady_clock::now();
     const double ms = std::chrono::duration<double, std::milli>(end - start).count();
@@ -39,7 +35,6 @@ class YieldingGate : public engine::LayerGate {
     last_wait_end_ = end;
     return in;
   }
-  bool LayerReady(int il) override { return import_.LayerReady(il); }  // computes on through it
   bool yielded() const { return yielded_; }
   // When the last stop ended (the decode's start if it never stopped).
   std::chrono::steady_clock::time_point last_wait_end() const { return last_wait_end_; }
@@ -49,6 +44,7 @@ class YieldingGate : public engine::LayerGate {
  private:
   engine::LayerGatedImport& import_;
   const std::function<bool()>& yield_now_;
+  const std::chrono::microseconds poll_;
   bool yielded_ = false;
   std::chrono::steady_clock::time_point last_wait_end_ = std::chrono::steady_clock::now();
   double waited_ms_ = 0;
@@ -74,9 +70,8 @@ bool PipelinedRestore::Matches(const ReadLanding::Ticket& landing, const std::ve
 }
 
 PipelinedRestore::PipelinedRestore(engine::Context& ctx, AgentTiers& tiers, SchedulerMetrics& metrics,
-                                   std::shared_ptr<ReadLanding::Ticket> landing,
-                                   std::unique_ptr<engine::LayerGatedImport> import, const AgentKey& read_key)
-    : ctx_(ctx), tiers_(tiers), metrics_(metrics), landing_(std::move(landing)), import_(std::move(import)), read_key_(read_key) {}
+                                   std::shared_ptr<ReadLanding::Ticket> landing, const AgentKey& read_key)
+    : ctx_(ctx), tiers_(tiers), metrics_(metrics), landing_(std::move(landing)), read_key_(read_key) {}
 
 PipelinedRestore::~PipelinedRestore() = default;
 
@@ -84,25 +79,26 @@ Result<std::unique_ptr<PipelinedRestore>> PipelinedRestore::Start(engine::Contex
                                                                   SchedulerMetrics& metrics, int slot, uint32_t n_keep,
                                                                   std::shared_ptr<ReadLanding::Ticket> landing,
                                                                   const AgentKey& read_key) {
-  auto import = engine::LayerGatedImport::Start(ctx, slot, landing->state(), *landing->writer(),
-                                                &ReadLanding::Ticket::WaitFn, landing.get());
+  std::unique_ptr<PipelinedRestore> r(new PipelinedRestore(ctx, tiers, metrics, std::move(landing), read_key));
+  const ReadLanding::Ticket& t = *r->landing_;
+  auto import = engine::LayerGatedImport::Start(ctx, slot, t.state(), *t.writer(), r->landing_.get());
   if (!import.ok()) {
-    tiers.DropRead(read_key);
+    tiers.DropRead(read_key);  // (the slot was cleared)
     return import.status();
   }
+  r->import_ = std::move(import).value();
   // The landing holds every position; the turn keeps n_keep (cells only:
-  // the import thread copies rows).
-  if (n_keep < landing->n_tokens()) {
+  // no row is copied yet).
+  if (n_keep < t.n_tokens()) {
     if (Status s = ctx.TruncateSlot(slot, static_cast<int32_t>(n_keep)); !s.ok()) {
-      landing->Abandon();  // the import then ends without waiting for the read
-      (void)(*import)->Finish();
+      r->landing_->Abandon();  // waits for no disk
+      r->import_.reset();
       ctx.ClearSlot(slot);
       tiers.DropRead(read_key);
       return s;
     }
   }
-  return std::unique_ptr<PipelinedRestore>(
-      new PipelinedRestore(ctx, tiers, metrics, std::move(landing), std::move(import).value(), read_key));
+  return r;
 }
 
 bool PipelinedRestore::WaitRead(const std::function<bool()>& give_up) const {
@@ -113,8 +109,9 @@ bool PipelinedRestore::WaitRead(const std::function<bool()>& give_up) const {
 }
 
 bool PipelinedRestore::DecodeGated(const std::vector<engine::BatchItem>& items,
-                                   const std::function<bool()>& yield_now, Status* decoded) {
-  YieldingGate gate(*import_, yield_now);
+                                   const std::function<bool()>& yield_now, Status* decoded,
+                                   std::chrono::microseconds poll) {
+  ImportingGate gate(*import_, yield_now, poll);
   const auto start = std::chrono::steady_clock::now();
   *decoded = ctx_.DecodeGated(items, &gate);
   // Where a pipelined turn's time went (AGENTKV_LOG=debug; bench/RESULTS.md, stop 14).
@@ -124,22 +121,22 @@ bool PipelinedRestore::DecodeGated(const std::vector<engine::BatchItem>& items,
                 read_key_.agent_id.c_str(), items.size(),
                 std::chrono::duration<double, std::milli>(end - start).count(), gate.waited_ms(),
                 gate.layers_waited(), std::chrono::duration<double, std::milli>(end - gate.last_wait_end()).count(),
-                gate.yielded() ? "; yielded to a request, a task or the stop" : "");
-  // Usable: every layer's rows were in before it was computed (so the import
-  // waits for nothing more).
-  return !gate.yielded() && decoded->ok() && import_->CoveredAllLayers();
+                gate.yielded() ? "; yielded to a request, a task, the stop or the cancellation" : "");
+  // Usable: every layer was in before it was computed (nothing imports
+  // during the decode but its gate, so Complete() right after it says so).
+  return !gate.yielded() && decoded->ok() && import_->Complete();
 }
 
 bool PipelinedRestore::Resolve(const std::vector<int32_t>& tokens, AgentRead* read) {
-  const Status imported = import_->Finish();  // ended, or ends without waiting (every row is in)
+  const bool complete = import_->ImportLanded();  // no wait: the read completed, nothing more lands
   import_.reset();
   *read = tiers_.TakeRead(read_key_).value_or(AgentRead{});  // completed: no wait
   const bool verified = read->done && read->from_disk && read->record && read->record->tokens == tokens &&
                         read->blocks.size() == landing_->planned_ids().size() &&
                         !landing_->StateFor(read->blocks).empty();
-  if (!imported.ok() || !verified) {
-    AKV_LOG_WARN("pipelined restore of agent %s not usable (import: %s; read verified: %d); prefilling cold",
-                 read_key_.agent_id.c_str(), imported.ToString().c_str(), verified);
+  if (!complete || !verified) {
+    AKV_LOG_WARN("pipelined restore of agent %s not usable (every layer in: %d; read verified: %d); prefilling cold",
+                 read_key_.agent_id.c_str(), complete, verified);
     metrics_.CountPipelinedRestore(/*fell_back=*/true);
     return false;
   }
@@ -148,24 +145,11 @@ bool PipelinedRestore::Resolve(const std::vector<int32_t>& tokens, AgentRead* re
   return true;
 }
 
-void DrainingImports::Add(std::unique_ptr<PipelinedRestore> restore, int slot) {
-  restore->landing_->Abandon();  // the import's waits end; the read writes no more rows
-  restore->tiers_.DropRead(restore->read_key_);  // its result, when it comes, is discarded
-  restore->metrics_.CountPipelinedAbandoned();
-  drains_.push_back({std::move(restore), slot});
-}
-
-bool DrainingImports::Draining(int slot) const {
-  return std::any_of(drains_.begin(), drains_.end(), [slot](const Drain& d) { return d.slot == slot; });
-}
-
-void DrainingImports::Reap(engine::Context& ctx, bool wait) {
-  std::erase_if(drains_, [&](Drain& d) {
-    if (!wait && !d.restore->ImportEnded()) return false;
-    (void)d.restore->import_->Finish();  // its landing was abandoned: it waits for no read
-    ctx.ClearSlot(d.slot);
-    return true;
-  });
+void PipelinedRestore::Abandon() {
+  landing_->Abandon();          // the read copies no more rows; waits for no disk
+  tiers_.DropRead(read_key_);   // its result, when it comes, is discarded
+  import_.reset();
+  metrics_.CountPipelinedAbandoned();
 }
 
 }  // namespace agentkv::sched

@@ -105,18 +105,30 @@ std::shared_ptr<const AgentRecord> ReadLanding::Ticket::EarlyRecord() const {
   return record_;
 }
 
-void ReadLanding::Ticket::WaitFn(void* self, size_t offset, size_t size) {
-  auto* t = static_cast<Ticket*>(self);
-  if (size == 0 || !t->Streams()) return;
-  const engine::BlocksStateWriter& w = *t->writer_;
-  MutexLock lock(&t->mu_);
+bool ReadLanding::Ticket::Landed(size_t offset, size_t size) const {
+  if (!Planned() || !Streams()) return false;  // (Planned first: it publishes the writer)
+  if (size == 0) return true;
+  const engine::BlocksStateWriter& w = *writer_;
   for (size_t i = w.FirstRowCopyEndingAfter(offset); i < w.n_row_copies() && w.RowBytes(i).first < offset + size;
        ++i) {
-    t->cv_.Wait(&lock, [&] {
-      t->mu_.AssertHeld();  // the predicate runs with the lock held
-      return t->abandoned_ || t->blocks_left_[i].load(std::memory_order_acquire) == 0;
-    });
+    if (blocks_left_[i].load(std::memory_order_acquire) != 0) return false;
   }
+  return true;
+}
+
+bool ReadLanding::Ticket::Final() const {
+  MutexLock lock(&mu_);
+  return abandoned_;
+}
+
+bool ReadLanding::Ticket::WaitLanded(size_t offset, size_t size, std::chrono::microseconds timeout) const {
+  if (Landed(offset, size)) return true;
+  MutexLock lock(&mu_);
+  cv_.WaitFor(&lock, timeout, [&] {
+    mu_.AssertHeld();  // the predicate runs with the lock held
+    return abandoned_ || Landed(offset, size);
+  });
+  return Landed(offset, size);
 }
 
 void ReadLanding::Ticket::Abandon() {

@@ -21,7 +21,8 @@
 // tensor is copied into the state as soon as its bytes are in, before its
 // file's checksum is checked; a row copy of the state (one layer's K or V
 // rows for every position) has landed once every block's tensor for it has.
-// WaitFn lets llama.cpp's import follow the read (engine/layer_gated_import.h):
+// Landed/WaitLanded let a layer-by-layer import follow the read
+// (engine/layer_gated_import.h):
 // the scheduler may then restore an agent while it is still being read, and
 // uses the result only if the load then verified every planned block
 // (StateFor). OnRecord hands the manifest over as soon as it is read.
@@ -29,10 +30,11 @@
 // Threads: Reserve and Ticket::StateFor on the inference thread; a Ticket's
 // LoadObserver calls on the read threads (AgentStore::LoadBlocks). A
 // ticket's bytes are read by StateFor only after the load returned, which
-// the scheduler hands over under its mutex; streaming, by WaitFn's caller
-// once WaitFn returned for them (landed, or Abandon stopped every copy).
+// the scheduler hands over under its mutex; streaming, by the inference
+// thread once Landed said they have landed (no copy touches them again).
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/layer_gated_import.h"
 #include "engine/seq_state.h"
 #include "engine/staging_buffer.h"
 #include "kv/block_pool.h"
@@ -73,7 +76,7 @@ class ReadLanding {
   std::weak_ptr<Ticket> current_;
 };
 
-class ReadLanding::Ticket : public LoadObserver {
+class ReadLanding::Ticket : public LoadObserver, public engine::RowSource {
  public:
   explicit Ticket(std::shared_ptr<Buffer> buffer) : buffer_(std::move(buffer)) {}
 
@@ -97,18 +100,24 @@ class ReadLanding::Ticket : public LoadObserver {
   std::span<const uint8_t> state() const { return state_; }
   const engine::BlocksStateWriter* writer() const { return writer_ ? &*writer_ : nullptr; }
   const std::vector<std::string>& planned_ids() const { return ids_; }
-  // llama_state_wait_fn over a Ticket* `self`: returns once state bytes
-  // [offset, offset + size) have landed (at once for headers), or the read
-  // was abandoned (then they may be garbage).
-  static void WaitFn(void* self, size_t offset, size_t size);
-  // Releases every WaitFn, now and later (their rows landed or never will),
-  // and stops the read's copies into the state: once it returns, no copy is
-  // in progress or starts, so whoever WaitFn released may read the state
-  // while the load goes on. Waits only for the copies in progress (memory
+  // engine::RowSource (streaming; any thread): whether state bytes
+  // [offset, offset + size) have landed (headers: at once; every row copy
+  // they overlap: once every block's tensor for it was copied in). Landed
+  // never blocks; WaitLanded waits at most `timeout`, less once the ticket
+  // is abandoned (rows that had not landed then never will). False for a
+  // ticket that does not stream.
+  bool Landed(size_t offset, size_t size) const override;
+  bool WaitLanded(size_t offset, size_t size, std::chrono::microseconds timeout) const override;
+  bool Final() const override;  // abandoned (by the read once the load returned, or the scheduler)
+  // Ends every WaitLanded, now and later, and stops the read's copies into
+  // the state: once it returns, no copy is in progress or starts, so what
+  // Landed says stays true. Waits only for the copies in progress (memory
   // copies of one block tensor each, never the disk). Any thread, any time:
   // the read calls it once the load returned; the scheduler to give up a
-  // restore that follows a read still running (a cancelled turn). Idempotent.
-  // StateFor is then empty unless every planned block had landed before.
+  // restore that follows a read still running (a cancelled turn). The
+  // ticket (and its state buffer) lives on while the read holds it.
+  // Idempotent. StateFor is then empty unless every planned block had
+  // landed before.
   void Abandon();
 
   // After the load returned: the state of positions [0, n_tokens()) when
@@ -146,7 +155,7 @@ class ReadLanding::Ticket : public LoadObserver {
   SharedMutex copy_mu_;
   bool stopped_ GUARDED_BY(copy_mu_) = false;
   mutable Mutex mu_;
-  CondVar cv_;  // a row copy landed, or abandoned
+  mutable CondVar cv_;  // a row copy landed, or abandoned
   size_t copies_landed_ GUARDED_BY(mu_) = 0;  // (count; which: blocks_left_)
   bool abandoned_ GUARDED_BY(mu_) = false;
   std::shared_ptr<const AgentRecord> record_ GUARDED_BY(mu_);

@@ -163,9 +163,12 @@ TEST(ReadLandingTest, AStreamedReadLandsEachRowCopyOnceEveryBlocksTensorForItIsI
   const engine::BlocksStateWriter& w = *ticket->writer();
   const auto [k0_begin, k0_end] = w.RowBytes(0);
   ASSERT_EQ(w.RowTensorName(0), "c0.l0.k");
+  EXPECT_TRUE(ticket->Landed(0, 8)) << "headers are in from the start";
+  EXPECT_FALSE(ticket->Landed(k0_begin, k0_end - k0_begin));
   std::atomic<bool> k0_ready{false};
   std::thread waiter([&] {
-    ReadLanding::Ticket::WaitFn(ticket.get(), k0_begin, k0_end - k0_begin);
+    while (!ticket->WaitLanded(k0_begin, k0_end - k0_begin, std::chrono::milliseconds(1))) {
+    }
     k0_ready = true;
   });
   std::vector<BlockFileLayout> layouts;
@@ -177,9 +180,11 @@ TEST(ReadLandingTest, AStreamedReadLandsEachRowCopyOnceEveryBlocksTensorForItIsI
   ticket->OnDataRead(2, layouts[2], 100, t2 - 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(k0_ready.load()) << "block 2's c0.l0.k is one byte short";
+  EXPECT_FALSE(ticket->Landed(k0_begin, k0_end - k0_begin));
   ticket->OnDataRead(2, layouts[2], t2 - 1, 4 * t2);
   waiter.join();
   EXPECT_TRUE(k0_ready.load());
+  EXPECT_TRUE(ticket->Landed(k0_begin, k0_end - k0_begin));
 
   // Rows are used only once every planned block is verified.
   for (uint32_t i : {0u, 1u}) ticket->OnBlockRead(i, t.a.blocks[i]);
@@ -190,6 +195,8 @@ TEST(ReadLandingTest, AStreamedReadLandsEachRowCopyOnceEveryBlocksTensorForItIsI
   EXPECT_TRUE(std::equal(got.begin(), got.end(), t.want->begin()));
 }
 
+// A bounded wait for rows that do not come returns after its timeout, and
+// at once (still not landed) once the ticket is abandoned.
 TEST(ReadLandingTest, AbandonReleasesWaitsForRowsThatNeverCome) {
   const engine::StateShape shape = Shape();
   const auto layout = engine::KvLayout::Same(shape);
@@ -200,10 +207,19 @@ TEST(ReadLandingTest, AbandonReleasesWaitsForRowsThatNeverCome) {
   ticket->OnPlan(0, a.refs);
   ticket->OnDataRead(0, LayoutOf(a.blocks[0]), 0, 4 * uint64_t{256} * 72);  // block 1 never comes
   const auto [begin, end] = ticket->writer()->RowBytes(3);
-  std::thread waiter([&] { ReadLanding::Ticket::WaitFn(ticket.get(), begin, end - begin); });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ticket->WaitLanded(begin, end - begin, std::chrono::milliseconds(5)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(5));
+  bool landed = true;
+  std::thread waiter([&] { landed = ticket->WaitLanded(begin, end - begin, std::chrono::seconds(60)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto t1 = std::chrono::steady_clock::now();
   ticket->Abandon();
   waiter.join();  // released
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(30));
+  EXPECT_FALSE(landed);
+  EXPECT_TRUE(ticket->Final());
+  EXPECT_FALSE(ticket->Landed(begin, end - begin));
   ticket->OnBlockRead(0, a.blocks[0]);
   EXPECT_TRUE(ticket->StateFor(a.pool).empty());
 }

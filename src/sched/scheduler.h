@@ -151,22 +151,25 @@ class Scheduler : public api::Backend {
   bool PipelinedSource(const AgentKey& from, const std::shared_ptr<ReadLanding::Ticket>& landing,
                        const Agent& agent, RestoreSource* source);
   // The restoring phase of an iteration, before Step: a turn whose restore
-  // still runs decodes its first chunk beside the import when it is alone
-  // (StepPipelined), else sits out. True if that was this iteration's step.
+  // still runs decodes its first chunk, each layer imported as its rows
+  // land, when it is alone (StepPipelined), else sits out, copying in the
+  // layers that landed. True if that was this iteration's step.
   bool StepRestoring();
   // False when it sat this step out. Never waits for the read (only, alone
-  // and with nothing else to run, for its last checks).
+  // and with nothing else to run, for its rows and its last checks, giving
+  // way to requests, tasks, the stop and its cancellation).
   bool StepPipelined(Active& a, bool alone);
-  // Whether the read verified what was imported (then the turn goes on from
-  // it), else the caller restarts the turn cold (RestartCold). REQUIRES the
-  // import ended or has every row in, and its read done: waits for nothing.
+  // Whether every layer is in and the read verified what was imported (then
+  // the turn goes on from it), else the caller restarts the turn cold
+  // (RestartCold). REQUIRES its read done: waits for nothing.
   bool ResolvePipelined(Active& a);
   void RestartCold(Active& a);
-  // Gives a's restore up without waiting for its read (DrainingImports::Add):
-  // after it a.slot must be neither cleared nor reused until reaped.
+  // Gives a's restore up without waiting for its read
+  // (PipelinedRestore::Abandon); the caller clears a.slot (FailActive),
+  // which is then free.
   void AbandonPipelined(Active& a);
   // A turn ending (cancelled, shut down) while its restore runs: true if its
-  // import ended and its read verified it by now (it then finishes as any
+  // read completed and verified every layer by now (it then finishes as any
   // other turn; also true without a restore), else its restore is abandoned
   // and the turn failed as cancelled.
   bool SettlePipelined(Active& a);
@@ -209,7 +212,6 @@ class Scheduler : public api::Backend {
   WaitingQueue waiting_;                              // requests waiting for admission
   std::vector<std::unique_ptr<Active>> active_;
   SlotOwners slots_;                                  // who holds each slot (IsResident: any thread)
-  DrainingImports draining_;                          // abandoned restores' imports still copying into their slot
 
   // SchedulerOptions::pipelined_restore, where possible (PipelinedPossible).
   const bool pipelined_;

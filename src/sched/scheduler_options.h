@@ -54,9 +54,9 @@ struct SchedulerOptions {
   // A returning agent's restore and first decode run while its blocks are
   // still being read (sched/scheduler_pipelined.cc): once its read is planned
   // (an agent the table knows) or its manifest is in (one it does not, e.g.
-  // after a restart), the agent is admitted, llama.cpp imports the read landing's state as
-  // it fills (engine/layer_gated_import.h) and the first decode computes each
-  // layer as soon as that layer's rows are in; the turn uses the result only
+  // after a restart), the agent is admitted, its slot gets the landing's
+  // cells, and the first decode copies each layer's rows in as they land
+  // and computes it (sched/pipelined_restore.h); the turn uses the result only
   // if the read then verified every block, else it prefills cold. Only while
   // that agent is the only one running (others are never held up by its
   // read; a request that arrives meanwhile makes it yield and restore the

@@ -1,7 +1,9 @@
 // Scheduler, inference thread: its turns' pipelined restores (what they are:
 // sched/pipelined_restore.h): a source from a read still in flight, the
-// restoring phase of an iteration, and a turn that ends meanwhile giving its
-// restore up instead of waiting for the read.
+// restoring phase of an iteration (the first chunk decoded alone, each layer
+// imported as its rows land; else the layers that landed copied in between
+// steps), and a turn that ends meanwhile giving its restore up instead of
+// waiting for the read (its slot cleared and free at once).
 #include <algorithm>
 #include <chrono>
 
@@ -34,11 +36,14 @@ bool Scheduler::StepRestoring() {
     RecordPrefill(*piped);
     return true;
   }
-  // Sitting out with nothing else to run: wait for its import (or, once it
-  // ended, its read) a little (then the loop admits whoever came and checks
-  // cancellations), rather than spin.
+  // Sitting out with nothing else to run: wait for its next rows (or, once
+  // every layer is in, its read) a little (then the loop admits whoever came
+  // and checks cancellations), rather than spin.
   if (live == 1 && piped->restore && !piped->done) {
-    if (!piped->restore->WaitImportEndedFor(std::chrono::milliseconds(2))) return true;
+    if (!piped->restore->complete()) {
+      (void)piped->restore->WaitNextLayer(std::chrono::milliseconds(2));
+      return true;
+    }
     inbox_.Nap(std::chrono::milliseconds(2));  // a read's completion or a request ends it
     return true;
   }
@@ -48,7 +53,8 @@ bool Scheduler::StepRestoring() {
 bool Scheduler::StepPipelined(Active& a, bool alone) {
   PipelinedRestore& restore = *a.restore;
   if (!alone || restore.yielded()) {
-    if (!restore.ImportEnded() || !restore.ReadDone()) return false;  // sits this step out
+    (void)restore.ImportLanded();  // the layers that landed, no wait
+    if (!restore.ReadDone()) return false;  // sits this step out
     if (!ResolvePipelined(a)) RestartCold(a);
     return false;  // joins the batch
   }
@@ -74,14 +80,15 @@ bool Scheduler::StepPipelined(Active& a, bool alone) {
     return true;  // the chunk is in: the caller records it
   }
   // Else (a request came, a layer's rows did not, the decode failed): the
-  // turn continues the usual way once its import ended and its read
-  // completed (no second gated decode); the chunk's positions hold garbage.
+  // turn continues the usual way, its layers copied in between steps, once
+  // its read completed (no second gated decode); the chunk's positions hold
+  // garbage.
   restore.Yield();
   a.batch_fed = 0;
   a.batch_row = -1;
   if (Status s = ctx_.TruncateSlot(a.slot, pos0); !s.ok()) {
     AbandonPipelined(a);
-    FailActive(a, s);
+    FailActive(a, s);  // (clears the slot)
   }
   return false;
 }
@@ -97,11 +104,14 @@ bool Scheduler::ResolvePipelined(Active& a) {
   return true;
 }
 
-void Scheduler::AbandonPipelined(Active& a) { draining_.Add(std::move(a.restore), a.slot); }
+void Scheduler::AbandonPipelined(Active& a) {
+  a.restore->Abandon();  // no wait for the read
+  a.restore.reset();
+}
 
 bool Scheduler::SettlePipelined(Active& a) {
   if (!a.restore) return true;
-  if (a.restore->ImportEnded() && a.restore->ReadDone() && ResolvePipelined(a)) return true;
+  if (a.restore->ReadDone() && ResolvePipelined(a)) return true;
   if (a.restore) AbandonPipelined(a);  // its read is not waited for
   FailActive(a, Status::Cancelled("the turn ended before its restore was verified"));
   return false;

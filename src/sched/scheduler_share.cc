@@ -41,7 +41,7 @@ DonorChoice::Kind Scheduler::SeedFromDonor(Waiting& w, Agent& agent, RestoreSour
   std::vector<const Active*> leader_turns;
   for (const auto& a : active_) {
     const Agent& l = *a->agent;
-    // A pipelined restore's slot is still being written by its import.
+    // A pipelined restore's slot does not hold its rows yet.
     if (a->done || &l == &agent || l.key.ns != ns || l.isolated || a->slot < 0 || a->restore) continue;
     leaders.push_back({CommonPrefixBytes(a->w->prompt, w.prompt), ComputedBytes(l.seq), a->decoding});
     leader_turns.push_back(a.get());

@@ -35,7 +35,6 @@ void Scheduler::Loop() {
     for (auto& a : active_) {
       if (!a->done && a->w->req.cancel.cancelled() && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);
     }
-    draining_.Reap(ctx_, /*wait=*/false);  // their slots, once free, go to Admit
     Admit();
     // Before the step, whose replies a client may answer with a look at
     // /metrics: a namespace merged by this Admit (or a task) never shows.
@@ -61,7 +60,6 @@ void Scheduler::Loop() {
     if (!a->done && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);
   }
   active_.clear();
-  draining_.Reap(ctx_, /*wait=*/true);  // before the context goes: none writes into a slot any more
 }
 
 Status Scheduler::Step() {
@@ -209,7 +207,7 @@ void Scheduler::FailActive(Active& a, const Status& s) {
   agent.busy = false;
   // The slot's contents are unknown after a failed decode: drop it; the
   // agent's last committed cache (pool/disk) is still intact.
-  if (!draining_.Draining(a.slot)) ctx_.ClearSlot(a.slot);  // (a given-up restore's slot: when reaped)
+  ctx_.ClearSlot(a.slot);
   slots_.Set(a.slot, nullptr);
   agent.seq = std::move(a.committed_seq);
   table_.Reindex(agent);

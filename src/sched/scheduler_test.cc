@@ -470,7 +470,7 @@ TEST_F(ReadLandingSchedulerTest, APipelinedRestoreGivesWayToOtherTurns) {
 }
 
 // A turn cancelled while its pipelined restore follows a read held at the
-// disk (its import waits for rows that do not come) as another agent, B,
+// disk (its rows do not come) as another agent, B,
 // decodes: the restore is abandoned, not joined. The cancelled turn ends and
 // B keeps producing tokens while the read stays held (counted, not timed;
 // B's inter-token gaps are printed: before the fix the loop stalled for the
@@ -526,6 +526,52 @@ TEST_F(ReadLandingSchedulerTest, ACancelledPipelinedRestoreNeverHoldsUpAnotherAg
   EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
   auto cold = Run("a-cold", a_next, 16);
   EXPECT_EQ(a3->text(), cold->text());
+}
+
+// A gated first decode waiting for rows held at the disk (A alone, so its
+// first chunk runs gated, layer 0 waiting): a request for another agent, B,
+// makes it give way (B gets tokens while the read stays held), then A is
+// cancelled and ends without its read completing while B keeps decoding.
+// No thread touched the slot meanwhile: once released, the read's result is
+// dropped and A restores warm again, answering as a cold prefill does.
+TEST_F(ReadLandingSchedulerTest, AGatedDecodeOnHeldRowsGivesWayAndIsCancelledWithoutTheRead) {
+  store_test::GatedFileSystem& fs = *MakeFileSystem<store_test::GatedFileSystem>();
+  auto a1 = BootPipelinedAndSaveAgentA(2, &fs);
+  const std::string a_next = a + a1->text() + " And";
+  Boot(2, 64u << 20, Pipelined(), 1024, &fs);  // restart: only the disk remains
+  fs.Close("/blocks/", "");
+  api::CancellationToken cancel;
+  auto a2 = Send("a", a_next, 16, {}, cancel);
+  for (int i = 0; i < 3000 && (a2->started_at() == RecordingSink::Clock::time_point::max() || fs.held() == 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_NE(a2->started_at(), RecordingSink::Clock::time_point::max());
+  ASSERT_GT(fs.held(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // A's gated decode now waits for layer 0's rows
+  auto b = Send("b", Prompt(3), 40);
+  const auto count = [&] {
+    return b->DeltasBetween(RecordingSink::Clock::time_point::min(), RecordingSink::Clock::time_point::max());
+  };
+  for (int i = 0; i < 3000 && count() < 8 && !b->done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(count(), 8) << "B waited behind A's gated decode";
+  EXPECT_GT(fs.held(), 0) << "the read was held all along";
+  EXPECT_EQ(a2->DeltasBetween(RecordingSink::Clock::time_point::min(), RecordingSink::Clock::time_point::max()), 0);
+  const int at_cancel = count();
+  cancel.Cancel();
+  EXPECT_TRUE(a2->WaitFor(std::chrono::seconds(30))) << "the cancelled turn waited for its read";
+  for (int i = 0; i < 3000 && count() < at_cancel + 8 && !b->done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(count() >= at_cancel + 8 || b->done()) << "B stalled behind the abandoned restore";
+  EXPECT_GT(fs.held(), 0) << "the read was held all along";
+  fs.Open();
+  a2->Wait();
+  b->Wait();
+  EXPECT_EQ(Metric("agentkv_restores_pipelined_abandoned_total"), 1);
+  auto a3 = Run("a", a_next, 16);  // restorable as before
+  EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
+  auto cold = Run("a-cold", a_next, 16);
+  ExpectSameReply(a3->text(), cold->text(), a_next, 16);
 }
 
 // Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0

@@ -119,7 +119,7 @@ bool Scheduler::TryAdmit(Waiting& w) {
   const DonorChoice::Kind donor = steps.try_donor ? SeedFromDonor(w, agent, &source) : DonorChoice::Kind::kNone;
   if (donor == DonorChoice::Kind::kWaitForLeader) return false;
   if (w.req.reuse_cache && donor != DonorChoice::Kind::kLeader && !FindRestoreSource(agent, &source)) return false;
-  const int slot = slots_.Acquire(agent, [this](int s) { return !draining_.Draining(s); }, [this](int s) {
+  const int slot = slots_.Acquire(agent, [](int) { return true; }, [this](int s) {
     ctx_.ClearSlot(s);  // an idle agent's: committed to the pool when its turn ended (its save may still run)
     metrics_.CountEviction("slot");
   });
@@ -139,7 +139,6 @@ bool Scheduler::TryAdmit(Waiting& w) {
                          .owns_nothing = agent.version == 0 && !agent.on_disk && agent.slot < 0,
                          .resident = agent.slot >= 0,
                          .slot_written = ctx_.SlotLength(slot) > 0,
-                         .slot_draining = draining_.Draining(slot),
                          .is_fork = agent.fork_source.has_value()});
     if (undo.forget_leader_seq) agent.seq = {};
     if (a->w->own_before_seed) {  // a returning agent's own cache is still its own
@@ -252,11 +251,10 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     shared_from.reset();
   }
   // A prompt refused after a pipelined restore began: the restore is
-  // abandoned, not waited for (the slot is cleared once its import ended).
+  // abandoned, not waited for, and the slot cleared.
   auto drop_slot = [&] {
-    if (!a->restore) return ctx_.ClearSlot(slot);
-    a->slot = slot;
-    AbandonPipelined(*a);
+    if (a->restore) AbandonPipelined(*a);
+    ctx_.ClearSlot(slot);
   };
   if (plan.new_tokens.empty()) {
     if (a->restore) drop_slot();
