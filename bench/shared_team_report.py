@@ -40,6 +40,10 @@ def round_stats(rs):
             "new_agents": len(new), "new_ttft_p50_ms": lib.pct([x["client_ttft_ms"] for x in new], 50),
             "new_prompt_tokens": sum(x["prompt_tokens"] for x in new) if new else None,
             "new_reused_tokens": sum(x["reused_tokens"] for x in new) if new else None,
+            # agentkv only (usage.agentkv.wait_ms): how much of the new agents' TTFT was waiting to be admitted
+            # (a slot, a read), so that queue position and reuse are told apart.
+            "new_wait_p50_ms": lib.pct([x["agentkv"]["wait_ms"] for x in new
+                                        if isinstance(x.get("agentkv"), dict) and "wait_ms" in x["agentkv"]], 50),
             "states": ",".join("%s:%d" % kv for kv in sorted(states.items())) or None}
 
 
@@ -51,7 +55,7 @@ def per_rep_rounds(args, reqs):
 
 
 MEDIAN_KEYS = ("wall_ms", "ttft_p50_ms", "ttft_p95_ms", "gen_tps", "prompt_tokens", "reused_tokens", "reused_frac",
-               "new_ttft_p50_ms", "new_prompt_tokens", "new_reused_tokens")
+               "new_ttft_p50_ms", "new_prompt_tokens", "new_reused_tokens", "new_wait_p50_ms")
 
 
 def median_rows(args, reps):
@@ -164,9 +168,11 @@ def issue_table(args, result):
                 secs(x["wall_ms"]), secs(x["ttft_p50_ms"]), ktok(x["reused_tokens"]), ktok(x["prompt_tokens"])))
         lines.append("| %d: %s | %s |" % (r, phase(args, r), " | ".join(cells)))
         if args.new_agents and r == args.rounds - 1:
-            cells = ["—" if not by.get((r, s)) else "TTFT p50 %s, %s of %s reused" % (
-                secs(by[(r, s)]["new_ttft_p50_ms"]), ktok(by[(r, s)]["new_reused_tokens"]),
-                ktok(by[(r, s)]["new_prompt_tokens"])) for s in args.sides]
+            cells = ["—" if not by.get((r, s)) else "TTFT p50 %s%s, %s of %s reused" % (
+                secs(by[(r, s)]["new_ttft_p50_ms"]),
+                " (%s of it waiting to be admitted)" % secs(by[(r, s)]["new_wait_p50_ms"])
+                if by[(r, s)].get("new_wait_p50_ms") is not None else "",
+                ktok(by[(r, s)]["new_reused_tokens"]), ktok(by[(r, s)]["new_prompt_tokens"])) for s in args.sides]
             lines.append("| %d: the new agents | %s |" % (r, " | ".join(cells)))
     tot = {t["side"]: t for t in result["totals"]}
     sums = {x["vs"]: x for x in result["ratios"] if x["what"] == "sum of rounds"}

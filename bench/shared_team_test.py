@@ -51,13 +51,14 @@ class PlanTest(unittest.TestCase):
 class RoundStatsTest(unittest.TestCase):
     def test_wall_is_first_send_to_last_response_and_new_agents_apart(self):
         rs = [req("agentkv", 0, 0, 10.0, 1000, 100), req("agentkv", 0, 0, 10.5, 2000, 300),
-              req("agentkv", 0, 0, 10.2, 500, 200, prompt=40, reused=0, new=True),
+              req("agentkv", 0, 0, 10.2, 500, 200, prompt=40, reused=0, new=True, agentkv={"wait_ms": 150}),
               {"agent": "x", "error": "HTTP 500", "new": False}]
         st = report.round_stats(rs)
         self.assertAlmostEqual(st["wall_ms"], 2500.0)  # 10.0 -> 10.5 + 2.0 s
         self.assertEqual((st["errors"], st["prompt_tokens"], st["reused_tokens"]), (1, 240, 100))
         self.assertEqual((st["ttft_p50_ms"], st["ttft_p95_ms"]), (200, 300))
         self.assertEqual((st["new_agents"], st["new_ttft_p50_ms"], st["new_reused_tokens"]), (1, 200, 0))
+        self.assertEqual(st["new_wait_p50_ms"], 150)  # the new agent's admission wait (agentkv's usage)
         self.assertAlmostEqual(st["gen_tps"], 24 / 2.5)
 
 

@@ -139,6 +139,9 @@ keep_our_log_lines() {  # keep_our_log_lines DIR: a debug log is mostly llama.cp
   return 0
 }
 
+patch_set_hash() {  # the patches' checksum as scripts/fetch-llama.sh records it in llama.cpp/.agentkv-ok
+  cat $(ls patches/llama.cpp/*.patch | LC_ALL=C sort) | sha256sum | cut -c1-16
+}
 build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and build into build-cuda/
   # ccache outside .device: a carried .device replaces the device's copy, and with it the cache
   # (the H200 machines had no ccache on 2026-12-01, and are given back after 30 s idle).
@@ -152,6 +155,13 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
     [ -d $B ] && find "$AGENTKV_CACHE/llama.cpp" -type f -exec touch {} +
   fi
   [ -f "$AGENTKV_CACHE/llama.cpp/.agentkv-plain" ] || scripts/fetch-llama.sh
+  # A tarball packed before patches/llama.cpp changed builds the wrong llama.cpp (stop 24 lost a call to it):
+  # refuse at once. `prepare-llama` (here) packs a matching one.
+  if [ "$(cut -d' ' -f3 "$AGENTKV_CACHE/llama.cpp/.agentkv-ok" 2>/dev/null)" != "$(patch_set_hash)" ]; then
+    echo "build_cuda: .device/llama.cpp.tar.xz was packed from other patches/llama.cpp; run" \
+      "'AGENTKV_CACHE=<a patched clone> scripts/device-bench.sh prepare-llama' here first" | tee -a "$OUT/gpu.txt"
+    exit 3
+  fi
   if [ -x .device/ccache/ccache ] && ! command -v ccache >/dev/null; then
     export PATH=$PWD/.device/ccache:$PATH LD_LIBRARY_PATH=$PWD/.device/ccache${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
@@ -179,6 +189,8 @@ case "${1:-}" in
     # build_cuda unpacks it into .device/llama.cpp there; it builds agentkv and llama-server.
     src=${AGENTKV_CACHE:-$HOME/.cache/agentkv}/llama.cpp
     rm -rf .device/llama.cpp .device/llama.cpp.tar.xz && mkdir -p .device
+    [ "$(cut -d' ' -f3 "$src/.agentkv-ok" 2>/dev/null)" = "$(patch_set_hash)" ] ||
+      { echo "prepare-llama: $src was not patched with this tree's patches/llama.cpp (run scripts/fetch-llama.sh with that AGENTKV_CACHE)"; exit 3; }
     (cd "$src" && touch .agentkv-plain && tar cJf - --exclude='ggml/src/ggml-'{vulkan,sycl,opencl,hexagon,metal,et,cann,musa,webgpu,zdnn,openvino,virtgpu} \
       --exclude='tools/ui/'{src,tests,static} --exclude='tools/server/'{tests,webui,public} --exclude='tools/mtmd/'{tests,'test-*'} \
       --exclude='*.md' --exclude='ggml/src/ggml-cpu/spacemit' \

@@ -387,7 +387,8 @@ TEST_P(ArchTest, DeviceSlotCopyEqualsTheStagingRoute) {
       // Known gap (stop 24, CPU): a windowed model's slot copied through host memory continues within
       // kWindowedStagedTolerance of a cold prefill, not bit for bit (tiny-gemma3, a cut at 831 of 832: max
       // |diff| 0.071; the staging route alone shows the same for a whole-slot copy, the device copy does
-      // not). docs/engine.md "Exactness" lists it; the greedy tokens below must still be equal.
+      // not; RestoredSlotContinuesLikeTheResidentOne isolates it). docs/engine.md "Exactness" lists it; the
+      // greedy tokens below must still be equal.
       constexpr float kWindowedStagedTolerance = 0.15f;
       EXPECT_LT(testing::MaxAbsDiff(*copied, *cold), kWindowedStagedTolerance);
     }
@@ -395,6 +396,42 @@ TEST_P(ArchTest, DeviceSlotCopyEqualsTheStagingRoute) {
     auto gc = testing::GreedyDecode(*dev, 2, *cold, 16);
     ASSERT_TRUE(gd.ok() && gc.ok());
     EXPECT_EQ(*gd, *gc);
+  }
+}
+
+// A slot restored from its exported state continues like the resident slot:
+// bit for bit for full-attention models whatever follows, and for
+// sliding-window models when one or two tokens follow (a decode); a longer
+// chunk after a windowed restore is only tolerance-equal on CPU (found at
+// stop 24; tiny-gemma3, 831 tokens then 8: max |diff| ~0.06). Likely cause
+// (consistent with 1-2 tokens being exact, not proven): the windowed cache is a ring that overwrites its oldest cells as a
+// chunk arrives, so the resident slot's new rows land before its window cells
+// in cell order while the restored slot (cells imported in a contiguous run)
+// appends them; the flash-attention sums run in cell order. docs/engine.md
+// "Exactness" lists it. If this starts to be exact, tighten the test.
+TEST_P(ArchTest, RestoredSlotContinuesLikeTheResidentOne) {
+  const std::vector<int32_t> tokens = SampleTokens(12000, 3 * kBlockTokens + 80);
+  const std::vector<int32_t> head(tokens.begin(), tokens.end() - 17);
+  for (int k : {1, 2, 16}) {
+    SCOPED_TRACE(preset_ + ", then " + std::to_string(k));
+    auto ctx = NewContext(2, 2048);
+    ASSERT_NE(ctx, nullptr);
+    ASSERT_TRUE(testing::Prefill(*ctx, 0, head).ok());
+    auto state = ctx->ExportSlotState(0);
+    ASSERT_TRUE(state.ok()) << state.status().ToString();
+    ASSERT_TRUE(ctx->ImportSlotState(1, *state).ok());
+    const std::vector<int32_t> next(tokens.end() - 17, tokens.end() - 17 + k);
+    auto resident = testing::Prefill(*ctx, 0, next);
+    auto restored = testing::Prefill(*ctx, 1, next);
+    ASSERT_TRUE(resident.ok() && restored.ok());
+    const float diff = testing::MaxAbsDiff(*resident, *restored);
+    if (!ctx->spec().HasSlidingWindow() || k <= 2) {
+      EXPECT_EQ(*restored, *resident) << "max |diff| " << diff;
+    } else {
+      std::printf("%s: a windowed restore then %d tokens: max |diff| %.4f vs the resident slot\n", preset_.c_str(),
+                  k, diff);
+      EXPECT_LT(diff, 0.15f);
+    }
   }
 }
 

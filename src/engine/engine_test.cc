@@ -380,6 +380,21 @@ TEST_F(EngineTest, CopiedSlotPrefixContinuesLikeTheSource) {
   EXPECT_EQ(ctx->CopySlotPrefix(0, 1, 1).code(), StatusCode::kOutOfRange) << "slot 0 is empty";
 }
 
+// A q4_0 context of `slots` slots for the slot-copy tests; `device`: copies
+// on the device (llama_memory_seq_cp) or through host memory. Null, with a
+// failure, if it cannot be created.
+std::unique_ptr<Context> NewSlotCopyContext(Model& model, int slots, int slot_ctx, bool device) {
+  ContextOptions o;
+  o.n_slots = slots;
+  o.slot_ctx = slot_ctx;
+  o.type_k = o.type_v = KvType::kQ4_0;
+  o.n_threads = 2;
+  o.device_slot_copy = device;
+  auto c = Context::Create(model, o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
 // The device copy (llama_memory_seq_cp) gives dst the bytes the staging
 // route gives, also exported before any decode has run llama.cpp's queued
 // row copy (Context::CopySlotPrefix: the export applies it with a scratch
@@ -387,17 +402,7 @@ TEST_F(EngineTest, CopiedSlotPrefixContinuesLikeTheSource) {
 // 3 slots: the scratch token goes to the empty slot 2; 2 slots: to the end
 // of slot 0, and out again.
 TEST_F(EngineTest, DeviceSlotCopyEqualsTheStagingRoute) {
-  auto make = [&](int slots, bool device) {
-    ContextOptions o;
-    o.n_slots = slots;
-    o.slot_ctx = 2048;
-    o.type_k = o.type_v = KvType::kQ4_0;
-    o.n_threads = 2;
-    o.device_slot_copy = device;
-    auto c = Context::Create(*model_, o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  };
+  auto make = [&](int slots, bool device) { return NewSlotCopyContext(*model_, slots, 2048, device); };
   Tokenizer tok(*model_);
   auto t = tok.Tokenize(SampleText(5000), true);
   ASSERT_GE(t.tokens.size(), 760u);
@@ -448,17 +453,7 @@ TEST_F(EngineTest, DeviceSlotCopyEqualsTheStagingRoute) {
 // Before the queued row copy has run: an import into the source, a chain of
 // copies and a truncation of dst still leave exactly what the staging route does.
 TEST_F(EngineTest, PendingDeviceCopySurvivesImportsChainsAndTruncation) {
-  auto make = [&](bool device) {
-    ContextOptions o;
-    o.n_slots = 4;
-    o.slot_ctx = 1024;
-    o.type_k = o.type_v = KvType::kQ4_0;
-    o.n_threads = 2;
-    o.device_slot_copy = device;
-    auto c = Context::Create(*model_, o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  };
+  auto make = [&](bool device) { return NewSlotCopyContext(*model_, 4, 1024, device); };
   Tokenizer tok(*model_);
   auto a = tok.Tokenize(SampleText(5000), true).tokens;
   ASSERT_GE(a.size(), 600u);
