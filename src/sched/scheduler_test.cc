@@ -299,6 +299,32 @@ class ReadLandingSchedulerTest : public SchedulerTest {
     sched_->FlushSaves();
     return a1;
   }
+  // Waits (up to ~3 s) until `turn` started and a read is held at `fs`
+  // (admitted on its manifest, its restore then waits for rows).
+  static void WaitStartedOnAHeldRead(RecordingSink& turn, store_test::GatedFileSystem& fs) {
+    for (int i = 0; i < 3000 && (turn.started_at() == RecordingSink::Clock::time_point::max() || fs.held() == 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_NE(turn.started_at(), RecordingSink::Clock::time_point::max());
+    ASSERT_GT(fs.held(), 0);
+  }
+  // The read released after agent a's turn `a2` gave up its pipelined
+  // restore (while `b` ran): one restore was abandoned, and agent a restores
+  // warm again, answering `a_next` as a cold prefill does.
+  void ExpectAbandonedAndRestorableOnceReleased(store_test::GatedFileSystem& fs, RecordingSink& a2, RecordingSink& b,
+                                                const std::string& a_next) {
+    fs.Open();
+    a2.Wait();
+    b.Wait();
+    EXPECT_EQ(Metric("agentkv_restores_pipelined_abandoned_total"), 1);
+    auto a3 = Run("a", a_next, 16);  // restorable as before
+    EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
+    auto cold = Run("a-cold", a_next, 16);
+    ExpectSameReply(a3->text(), cold->text(), a_next, 16);
+  }
+  static int AllDeltas(RecordingSink& s) {
+    return s.DeltasBetween(RecordingSink::Clock::time_point::min(), RecordingSink::Clock::time_point::max());
+  }
 };
 
 // The read landing (sched/read_landing.h): after a restart, a warm restore
@@ -487,18 +513,13 @@ TEST_F(ReadLandingSchedulerTest, ACancelledPipelinedRestoreNeverHoldsUpAnotherAg
   fs.Close("/blocks/", "");
   api::CancellationToken cancel;
   auto a2 = Send("a", a_next, 16, {}, cancel);
-  // Admitted on its manifest (not held), its import then waits for rows.
-  for (int i = 0; i < 3000 && (a2->started_at() == RecordingSink::Clock::time_point::max() || fs.held() == 0); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_NE(a2->started_at(), RecordingSink::Clock::time_point::max());
-  ASSERT_GT(fs.held(), 0);
+  ASSERT_NO_FATAL_FAILURE(WaitStartedOnAHeldRead(*a2, fs));
   const auto cancelled_at = RecordingSink::Clock::now();
   cancel.Cancel();
   const bool ended = a2->WaitFor(std::chrono::seconds(30));
   EXPECT_TRUE(ended) << "the cancelled turn waited for its read";
   // B goes on while the read is still held.
-  const auto count = [&] { return b->DeltasBetween(RecordingSink::Clock::time_point::min(), RecordingSink::Clock::time_point::max()); };
+  const auto count = [&] { return AllDeltas(*b); };
   const int at_cancel = b->DeltasBetween(RecordingSink::Clock::time_point::min(), cancelled_at);
   for (int i = 0; i < 3000 && ended && count() < at_cancel + 16 && !b->done(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -518,14 +539,7 @@ TEST_F(ReadLandingSchedulerTest, ACancelledPipelinedRestoreNeverHoldsUpAnotherAg
     std::printf("B's inter-token gap: median %.2f ms before the cancel, worst %.2f ms after it (%zu gaps)\n", median,
                 worst, during.size());
   }
-  fs.Open();
-  a2->Wait();
-  b->Wait();
-  EXPECT_EQ(Metric("agentkv_restores_pipelined_abandoned_total"), 1);
-  auto a3 = Run("a", a_next, 16);  // restorable as before
-  EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
-  auto cold = Run("a-cold", a_next, 16);
-  EXPECT_EQ(a3->text(), cold->text());
+  ExpectAbandonedAndRestorableOnceReleased(fs, *a2, *b, a_next);
 }
 
 // A gated first decode waiting for rows held at the disk (A alone, so its
@@ -542,20 +556,14 @@ TEST_F(ReadLandingSchedulerTest, AGatedDecodeOnHeldRowsGivesWayAndIsCancelledWit
   fs.Close("/blocks/", "");
   api::CancellationToken cancel;
   auto a2 = Send("a", a_next, 16, {}, cancel);
-  for (int i = 0; i < 3000 && (a2->started_at() == RecordingSink::Clock::time_point::max() || fs.held() == 0); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_NE(a2->started_at(), RecordingSink::Clock::time_point::max());
-  ASSERT_GT(fs.held(), 0);
+  ASSERT_NO_FATAL_FAILURE(WaitStartedOnAHeldRead(*a2, fs));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // A's gated decode now waits for layer 0's rows
   auto b = Send("b", Prompt(3), 40);
-  const auto count = [&] {
-    return b->DeltasBetween(RecordingSink::Clock::time_point::min(), RecordingSink::Clock::time_point::max());
-  };
+  const auto count = [&] { return AllDeltas(*b); };
   for (int i = 0; i < 3000 && count() < 8 && !b->done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_GE(count(), 8) << "B waited behind A's gated decode";
   EXPECT_GT(fs.held(), 0) << "the read was held all along";
-  EXPECT_EQ(a2->DeltasBetween(RecordingSink::Clock::time_point::min(), RecordingSink::Clock::time_point::max()), 0);
+  EXPECT_EQ(AllDeltas(*a2), 0);
   const int at_cancel = count();
   cancel.Cancel();
   EXPECT_TRUE(a2->WaitFor(std::chrono::seconds(30))) << "the cancelled turn waited for its read";
@@ -564,14 +572,7 @@ TEST_F(ReadLandingSchedulerTest, AGatedDecodeOnHeldRowsGivesWayAndIsCancelledWit
   }
   EXPECT_TRUE(count() >= at_cancel + 8 || b->done()) << "B stalled behind the abandoned restore";
   EXPECT_GT(fs.held(), 0) << "the read was held all along";
-  fs.Open();
-  a2->Wait();
-  b->Wait();
-  EXPECT_EQ(Metric("agentkv_restores_pipelined_abandoned_total"), 1);
-  auto a3 = Run("a", a_next, 16);  // restorable as before
-  EXPECT_EQ(a3->usage().cache_state, api::CacheState::kWarm);
-  auto cold = Run("a-cold", a_next, 16);
-  ExpectSameReply(a3->text(), cold->text(), a_next, 16);
+  ExpectAbandonedAndRestorableOnceReleased(fs, *a2, *b, a_next);
 }
 
 // Hybrid slots (f16 slots, q4_0 blocks): the pool and the disk hold q4_0
