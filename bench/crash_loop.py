@@ -280,8 +280,10 @@ def run_cycles(args, srv, oracle, corpus):
                     where = oracle_lib.divergence(got, want, want_lps) if want_lps is not None else {}
                     findings.append("cycle %d: %s (%s) answered %r, cold oracle %r%s" % (
                         cycle, a.id, state, got, want,
-                        "; first difference at the oracle's token %d, its top-2 gap %s nats, smallest gap before %s"
-                        % (where["token"], where["gap_nats"], where["min_gap_before_nats"]) if where else ""))
+                        "; first difference at the oracle's token %d, its top-2 gap %s nats, smallest gap before %s,"
+                        " took the oracle's runner-up: %s" % (where["token"], where["gap_nats"],
+                                                              where["min_gap_before_nats"], where["took_runner_up"])
+                        if where else ""))
         t_traffic = time.time()
         # 2. Traffic, then kill -9 at an instant chosen by the cycle's mode.
         mode = MODES[cycle % len(MODES)] if cycle < len(MODES) else rng.choice(MODES)

@@ -499,6 +499,23 @@ def stop_all():
         p.stop()
 
 
+def proc_mem_mib(pid):
+    """A process's host memory from /proc/PID/status, MiB: rss (resident), locked (mlock'ed) and pinned (pages
+    pinned by the kernel for a driver, e.g. CUDA host buffers, where the kernel reports them); None where
+    unknown."""
+    out = {"rss_mib": None, "locked_mib": None, "pinned_mib": None}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                field = {"VmRSS": "rss_mib", "VmLck": "locked_mib", "VmPin": "pinned_mib"}.get(key)
+                if field and rest.strip().endswith("kB"):
+                    out[field] = int(rest.split()[0]) / 1024.0
+    except OSError:
+        pass
+    return out
+
+
 class Proc:
     """A child server process; stopped by its own PID only."""
 
@@ -528,6 +545,7 @@ class Proc:
                 raise RuntimeError("server not ready after %ss; see %s" % (timeout, self.log_path))
             time.sleep(0.05)
         self.startup_ms = (time.perf_counter() - t0) * 1000.0
+        self.ready_mem = proc_mem_mib(self.p.pid)  # what the server holds once ready (reserves, pinned buffers)
         return self.startup_ms
 
     def stop(self, timeout=120):

@@ -60,7 +60,16 @@ def divergence(got, want, want_logprobs):
     for k, entry in enumerate(want_logprobs or []):
         n = len(entry.get("bytes") or [])
         if pos + n > first:
-            return {"token": k, "gap_nats": _gap(entry), "min_gap_before_nats": min(gaps) if gaps else None}
+            # Whether `got` took the oracle's second candidate at that step (a swap of the top two, as batch-shape
+            # noise makes; a corruption would rarely pick exactly the runner-up).
+            top = entry.get("top_logprobs") or []
+            second = top[1].get("bytes") if len(top) >= 2 else None
+            if second is None and len(top) >= 2:
+                second = list(top[1]["token"].encode("utf-8", "surrogateescape"))
+            runner_up = bool(second) and g[pos:pos + len(second)] == bytes(second)
+            return {"token": k, "gap_nats": _gap(entry), "min_gap_before_nats": min(gaps) if gaps else None,
+                    "took_runner_up": runner_up}
         gaps.append(_gap(entry) if _gap(entry) is not None else float("inf"))
         pos += n
-    return {"token": len(want_logprobs or []), "gap_nats": None, "min_gap_before_nats": min(gaps) if gaps else None}
+    return {"token": len(want_logprobs or []), "gap_nats": None, "min_gap_before_nats": min(gaps) if gaps else None,
+            "took_runner_up": False}

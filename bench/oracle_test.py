@@ -40,6 +40,8 @@ class OracleTest(unittest.TestCase):
         self.assertAlmostEqual(d["gap_nats"], 0.15)
         self.assertAlmostEqual(d["min_gap_before_nats"], 1.0)
         self.assertEqual(oracle.divergence("Help", "Hello world", lps)["token"], 1)
+        self.assertFalse(d["took_runner_up"])  # " there" is not the runner-up "x"
+        self.assertTrue(oracle.divergence("Hellox", "Hello world", lps)["took_runner_up"])
 
 
 if __name__ == "__main__":

@@ -154,7 +154,7 @@ def bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanu
                 rest = r["server_ttft_ms"] - (r.get("server_wait_ms") or 0) - (r.get("server_restore_ms") or 0)
             add("agentkv", "restart", n, i, r, pair=i, position=pos, page_cache=pc["label"],
                 startup_ms=ours.startup_ms, startup_ttft_ms=ours.startup_ms + (r["client_ttft_ms"] or 0),
-                after_restore_ms=rest)
+                after_restore_ms=rest, **{"ready_" + k: v for k, v in ours.ready_mem.items()})
 
         def ls_restart(peer, ids):
             def run(n, i, pos):
@@ -172,6 +172,7 @@ def bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanu
                           "page_cache": pc["label"], "startup_ms": ls.startup_ms,
                           "startup_ttft_ms": ls.startup_ms + wall + completion, "n_restored": j.get("n_restored"),
                           "prompt_kind": "ids" if ids else "text", "tokenize_wall_ms": peer.tokenize_ms[n]})
+                r.update({"ready_" + k: v for k, v in ls.ready_mem.items()})
                 r.update(peer.saves[n])
                 add(peer.system, "restart_ids" if ids else "restart", n, i, r, pair=i, position=pos)
             return run
@@ -232,6 +233,8 @@ def summarize(samples, contexts, peers, kv, meta, args):
                     "ak_after_restore_ms": m(ak["restart"], "after_restore_ms"),
                     "ak_startup_ms": m(ak["restart"], "startup_ms"),
                     "ak_startup_ttft_ms": m(ak["restart"], "startup_ttft_ms"),
+                    "ak_ready_rss_mib": m(ak["restart"], "ready_rss_mib"),
+                    "ak_ready_pinned_mib": m(ak["restart"], "ready_pinned_mib"),
                     "page_cache": ak["restart"][0]["page_cache"] if ak["restart"] else None})
         for peer in peers:
             p = "ls" if peer.system == LS else "st"
@@ -254,7 +257,9 @@ def summarize(samples, contexts, peers, kv, meta, args):
                     (min(times), max(times)) if times else (None, None))
                 row.update({"%s_restore_ms" % q: m(ss, "restore_ms"), "%s_handling_ms" % q: m(ss, "handling_ms"),
                             "%s_first_decode_ms" % q: m(ss, "first_decode_ms"),
-                            "%s_startup_ms" % q: m(ss, "startup_ms"), "%s_startup_ttft_ms" % q: m(ss, "startup_ttft_ms")})
+                            "%s_startup_ms" % q: m(ss, "startup_ms"), "%s_startup_ttft_ms" % q: m(ss, "startup_ttft_ms"),
+                            "%s_ready_rss_mib" % q: m(ss, "ready_rss_mib"),
+                            "%s_ready_pinned_mib" % q: m(ss, "ready_pinned_mib")})
                 # ratio = llama-server / agentkv (> 1: agentkv faster): median ratio kept for continuity; the
                 # headline is the paired geometric mean with its interval and the pairs won
                 r = "ratio_restart%s%s" % ("" if p == "ls" else "_" + p, tag)
@@ -280,7 +285,7 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
     """(CSV columns, markdown body): the restart headline, the stages, startup and cold/hit, then the notes."""
     restart = ["context", "ak_tokens", "ak_kv_rest", "ak_kv_slots", "ak_restart_ms"]
     stages = ["context", "ak_read_ms", "ak_restore_ms", "ak_wait_ms", "ak_after_restore_ms"]
-    startup = ["context", "ak_startup_ms", "ak_startup_ttft_ms"]
+    startup = ["context", "ak_startup_ms", "ak_startup_ttft_ms", "ak_ready_rss_mib", "ak_ready_pinned_mib"]
     coldhit = ["context", "ak_cold_ms", "ak_hit_ms"]
     for peer in peers:
         p = "ls" if peer.system == LS else "st"
@@ -291,6 +296,8 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
             restart += ["%s%s_restart_ms" % (p, tag), r + "_paired", r + "_paired_lo", r + "_paired_hi", r + "_won"]
             stages += ["%s%s_restore_ms" % (p, tag), "%s%s_handling_ms" % (p, tag), "%s%s_first_decode_ms" % (p, tag)]
             startup += ["%s%s_startup_ms" % (p, tag), "%s%s_startup_ttft_ms" % (p, tag), r + "_startup_paired"]
+            if not tag:  # the same process either way: its memory once, for the text arm
+                startup += ["%s_ready_rss_mib" % p, "%s_ready_pinned_mib" % p]
         stages += ["%s_tokenize_ms" % p]
         coldhit += ["%s_cold_ms" % p, "ratio_cold" + sfx, "%s_hit_ms" % p, "ratio_hit" + sfx]
     restart += ["ak_restart_states", "page_cache"]
@@ -299,7 +306,8 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
         body.append("**PARTIAL**: interrupted (SIGTERM/Ctrl-C); the rows hold the pairs that finished.\n")
     body += ["## Restart (page cache dropped), %d interleaved pairs per context\n" % pairs, lib.md_table(summary, restart),
              "\n## Where the restart's time went (medians, ms)\n", lib.md_table(summary, stages),
-             "\n## Startup (process spawn -> /health), and startup + the restart's TTFT\n", lib.md_table(summary, startup),
+             "\n## Startup (process spawn -> /health), startup + the restart's TTFT, host memory once ready "
+             "(RSS, and pages pinned for the device, MiB, /proc/PID/status)\n", lib.md_table(summary, startup),
              "\n## Cold and hit (%d reps)\n" % reps, lib.md_table(summary, coldhit)]
     settled = [s for s in settles if s.get("threshold")]
     pair_loads = [s["loadavg"] for s in settles if "pair" in s and s.get("loadavg") is not None]

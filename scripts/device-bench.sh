@@ -237,7 +237,7 @@ case "${1:-}" in
     build_cuda engine_test sched_test ${ALSO_BUILD:-}  # ALSO_BUILD: e.g. "agentkv llama-server" for later steps
     f=${FILTER:-'LayerGated*:ReadLanding*'}
     for t in engine/engine_test sched/sched_test; do
-      timeout 240 $B/src/$t --gtest_filter="$f" 2>&1 | grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is|actual' |
+      timeout 240 $B/src/$t --gtest_filter="$f" 2>&1 | grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is|actual|slot copy|max \|' |
         tee -a "$OUT/gpu-tests.txt"
     done
     ;;

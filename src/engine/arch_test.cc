@@ -403,10 +403,11 @@ TEST_P(ArchTest, DeviceSlotCopyEqualsTheStagingRoute) {
 // bit for bit for full-attention models whatever follows, and for
 // sliding-window models when one or two tokens follow (a decode); a longer
 // chunk after a windowed restore is only tolerance-equal on CPU (found at
-// stop 24; tiny-gemma3, 831 tokens then 8: max |diff| ~0.06). Likely cause
-// (consistent with 1-2 tokens being exact, not proven): the windowed cache is a ring that overwrites its oldest cells as a
-// chunk arrives, so the resident slot's new rows land before its window cells
-// in cell order while the restored slot (cells imported in a contiguous run)
+// stop 24; tiny-gemma3, 831 tokens then 8: max |diff| ~0.06). Cause (built
+// with context.cc's kSwaFull = true, no ring, the difference is 0): the
+// windowed cache is a ring that overwrites its oldest cells as a chunk
+// arrives, so the resident slot's new rows land before its window cells in
+// cell order while the restored slot (cells imported in a contiguous run)
 // appends them; the flash-attention sums run in cell order. docs/engine.md
 // "Exactness" lists it. If this starts to be exact, tighten the test.
 TEST_P(ArchTest, RestoredSlotContinuesLikeTheResidentOne) {

@@ -342,6 +342,16 @@ TEST_F(EngineTest, RestoredPrefixMatchesColdPrefill) {
             std::vector<int32_t>(gr->tokens.begin(), gr->tokens.begin() + n));
 }
 
+// Greedy decoding of n tokens from slot a (after logits la) and from slot b
+// (after lb) gives the same tokens.
+void ExpectSameGreedyTokens(Context& ctx, int a, const std::vector<float>& la, int b, const std::vector<float>& lb,
+                            int n) {
+  auto ga = GreedyDecode(ctx, a, la, n);
+  auto gb = GreedyDecode(ctx, b, lb, n);
+  ASSERT_TRUE(ga.ok() && gb.ok());
+  EXPECT_EQ(*ga, *gb);
+}
+
 // Another slot's prefix (a prefix donor's, sched/prefix_donor.h) continues
 // like the donor's own slot would: the rows are copied bit for bit, so the
 // same next tokens give the same logits and greedy tokens as the donor's
@@ -366,10 +376,7 @@ TEST_F(EngineTest, CopiedSlotPrefixContinuesLikeTheSource) {
     auto source = Prefill(*ctx, 0, suffix);
     ASSERT_TRUE(copied.ok() && source.ok());
     EXPECT_EQ(*copied, *source);
-    auto gc = GreedyDecode(*ctx, 1, *copied, 16);
-    auto gs = GreedyDecode(*ctx, 0, *source, 16);
-    ASSERT_TRUE(gc.ok() && gs.ok());
-    EXPECT_EQ(*gc, *gs);
+    ExpectSameGreedyTokens(*ctx, 1, *copied, 0, *source, 16);
     auto cold = Prefill(*ctx, 2, std::vector<int32_t>(t.tokens.begin(), t.tokens.begin() + 400));
     ASSERT_TRUE(cold.ok());
     EXPECT_LT(testing::MaxAbsDiff(*cold, *copied), 0.05f);
@@ -442,10 +449,7 @@ TEST_F(EngineTest, DeviceSlotCopyEqualsTheStagingRoute) {
       ASSERT_TRUE(copied.ok() && cold.ok());
       // q4_0 slots: exact (prefill logits do not depend on the batch split).
       EXPECT_EQ(*cold, *copied);
-      auto gc = GreedyDecode(*dev, 0, *cold, 16);
-      auto gd = GreedyDecode(*dev, 1, *copied, 16);
-      ASSERT_TRUE(gc.ok() && gd.ok());
-      EXPECT_EQ(*gc, *gd);
+      ExpectSameGreedyTokens(*dev, 0, *cold, 1, *copied, 16);
     }
   }
 }
