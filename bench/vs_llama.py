@@ -29,6 +29,7 @@ from paired import paired_geomean
 
 LS = "llama-server"
 STOCK = "llama-server-stock"
+AK_B = "agentkv-b"
 
 
 def add_args(ap):
@@ -46,6 +47,10 @@ def add_args(ap):
     ap.add_argument("--ls-arms", default="text,ids", help="llama-server restart arms: text, ids or both")
     ap.add_argument("--stock-llama-server", help="a second llama-server binary (e.g. the pinned source without our "
                                                  "patches) measured in the same run")
+    ap.add_argument("--ak-b-extra", default="",
+                    help="an A/B arm: a second agentkv restart arm (system agentkv-b) started with these extra serve "
+                         "args (one string, e.g. '--pipelined-restore off') on the same cache directory, in the same "
+                         "interleaved pairs; summary ratio_ak_b_* = agentkv-b / agentkv (> 1: the default faster)")
 
 
 class Peer:
@@ -144,7 +149,13 @@ def bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanu
                                  "file_bytes": os.path.getsize(os.path.join(ls.slot_dir, fname))}
                 ls.stop()
         # ---- restarts: interleaved pairs, every arm restarted once per pair
-        def ours_restart(n, i, pos):
+        def restart_of(server, system):
+            def run(n, i, pos):
+                ours_restart(n, i, pos, server, system)
+            return run
+
+        def ours_restart(n, i, pos, server=ours, system="agentkv"):
+            ours = server
             ours.start()
             pc = lib.drop_page_cache(lib.files_under(ours.cache_dir), args.drop)
             r = ours.complete(agent_of[n], prompts[n], 1)
@@ -152,7 +163,7 @@ def bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanu
             rest = None
             if r.get("server_ttft_ms") is not None:
                 rest = r["server_ttft_ms"] - (r.get("server_wait_ms") or 0) - (r.get("server_restore_ms") or 0)
-            add("agentkv", "restart", n, i, r, pair=i, position=pos, page_cache=pc["label"],
+            add(system, "restart", n, i, r, pair=i, position=pos, page_cache=pc["label"],
                 startup_ms=ours.startup_ms, startup_ttft_ms=ours.startup_ms + (r["client_ttft_ms"] or 0),
                 after_restore_ms=rest, **{"ready_" + k: v for k, v in ours.ready_mem.items()})
 
@@ -178,6 +189,9 @@ def bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanu
             return run
 
         plan = [ours_restart] + [ls_restart(p, a == "ids") for p in peers for a in arms]
+        if args.ak_b_extra:  # same cache directory: both arms restore the same agent's files
+            plan.append(restart_of(lib.Agentkv(args, wd, name=AK_B, slots=1, ctx=slot_ctx, kv=args.kv,
+                                               extra=args.ak_b_extra.split(), cache_dir=ours.cache_dir), AK_B))
         log("vs-llama-server: %d restart pairs per context, %d arms each, rotating order" % (pairs, len(plan)))
         settles.append(dict(lib.settle_load(args.settle_load, args.settle_max_s), before="restart pairs"))
         for i in range(pairs):
@@ -197,7 +211,8 @@ def bench_vs_llama(args, slot_for, ints, cap_contexts, ctx_note, workdir, cleanu
     lib.write_outputs(d, sub, meta, {"status": "partial" if partial else "ok", "summary": summary,
                                      "samples": samples, "skipped": skipped, "reps": reps, "pairs_per_context": pairs,
                                      "kv": kv, "settle": settles, "partial": partial,
-                                     "ls_arms": arms, "ls_bind": args.ls_bind}, summary, md, cols)
+                                     "ls_arms": arms, "ls_bind": args.ls_bind, "ak_b_extra": args.ak_b_extra},
+                      summary, md, cols)
     cleanup_work(args, wd)
     return summary
 
@@ -269,6 +284,13 @@ def summarize(samples, contexts, peers, kv, meta, args):
                 row[r + "_won"] = "%d/%d" % (pg["won"], pg["n"])
                 row[r + "_startup_paired"] = _paired_startup(meta, ak["restart"], ss)
             row["%s_restore_only_ms" % p] = row["%s_restore_ms" % p]
+        b = pick(AK_B, "restart", n)
+        if b:  # the A/B arm: agentkv-b / agentkv, > 1 when the default is faster
+            row.update({"akb_restart_ms": m(b, "client_ttft_ms"), "akb_read_ms": m(b, "server_read_ms"),
+                        "akb_restore_ms": m(b, "server_restore_ms")})
+            pg = _paired(meta, ak["restart"], b)
+            row.update({"ratio_ak_b_paired": pg["geomean"], "ratio_ak_b_paired_lo": pg["lo"],
+                        "ratio_ak_b_paired_hi": pg["hi"], "ratio_ak_b_won": "%d/%d" % (pg["won"], pg["n"])})
         # continuity with earlier JSON: restart_pairs_won = against llama-server's text arm
         row["restart_pairs_won"] = row.get("ratio_restart_won")
         summary.append(row)
@@ -300,6 +322,10 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
                 startup += ["%s_ready_rss_mib" % p, "%s_ready_pinned_mib" % p]
         stages += ["%s_tokenize_ms" % p]
         coldhit += ["%s_cold_ms" % p, "ratio_cold" + sfx, "%s_hit_ms" % p, "ratio_hit" + sfx]
+    if any("akb_restart_ms" in row for row in summary):
+        restart += ["akb_restart_ms", "ratio_ak_b_paired", "ratio_ak_b_paired_lo", "ratio_ak_b_paired_hi",
+                    "ratio_ak_b_won"]
+        stages += ["akb_read_ms", "akb_restore_ms"]
     restart += ["ak_restart_states", "page_cache"]
     body = []
     if partial:
@@ -329,6 +355,9 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
              "KV: ak_kv_rest/slots from agentkv's start line; llama-server -ctk/-ctv %s (its slot files hold its "
              "slots' type); llama-server -fa on -np 1 --cache-ram 0, threads %d bound by %s (lib.ls_bind_env_args)"
              % (ls_kv, args.threads, args.ls_bind)]
+    if args.ak_b_extra:
+        notes.append("akb_* = the A/B arm: agentkv started with `%s` on the same cache directory, restarted in the "
+                     "same pairs; ratio_ak_b = agentkv-b / agentkv (> 1: the default faster)" % args.ak_b_extra)
     if len(peers) > 1:
         notes.append("st_* = %s (a second llama-server binary: the pinned source without our patches when run by "
                      "scripts/device-bench.sh vs-stock)" % peers[1].binary)

@@ -126,6 +126,9 @@ T=${STEP_TIMEOUT:-540}
 BENCH=(/usr/bin/env python3 bench/run.py --bin $B/agentkv --llama-server $B/bin/llama-server --threads 16)
 STOCK=${STOCK_DIR:-build-cuda-stock}
 VS_ARGS=(--pairs "${PAIRS:-$REPS}" --settle-load "${SETTLE_LOAD:-4}" --ls-bind "${LS_BIND:-omp}")
+# AK_B_EXTRA (vs, vs-stock): an A/B arm in the same interleaved pairs, agentkv started with these extra args,
+# e.g. AK_B_EXTRA='--pipelined-restore off' (bench/vs_llama.py --ak-b-extra; ratio_ak_b = B / default)
+if [ -n "${AK_B_EXTRA:-}" ]; then VS_ARGS+=(--ak-b-extra "$AK_B_EXTRA"); fi
 
 model_path() {  # preset name -> GGUF path
   if [ "$1" = bundled ]; then echo "$PWD/models/tiny-llama-brown-16m-q8_0.gguf"; else echo "$MODELS/$1-q4_0.gguf"; fi
