@@ -175,7 +175,7 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchInput& input, const Store
       for (const auto& t : b.tensors) ++reserve[t.data.size()];
     }
   }
-  WarmMemory::Get().SetTargets({reserve.begin(), reserve.end()});
+  store->read_reserve().SetTargets({reserve.begin(), reserve.end()});
 
   std::vector<uint8_t> plain_bytes;
   for (int rep = 0; rep < o.reps; ++rep) {
@@ -213,7 +213,7 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchInput& input, const Store
       }
     }
 
-    if (o.read_reserve) WarmMemory::Get().FillShare(0, 1);  // what the last repetition's loads took
+    if (o.read_reserve) store->read_reserve().FillShare(0, 1);  // what the last repetition's loads took
     AGENTKV_ASSIGN_OR_RETURN(r.store_resident_after_drop, DropAll(files, &result));
     t0 = std::chrono::steady_clock::now();
     AGENTKV_ASSIGN_OR_RETURN(LoadedAgent cold, store->LoadBlocks(o.ns, record.agent_id));

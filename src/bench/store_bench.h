@@ -63,7 +63,7 @@ struct StoreBenchOptions {
   std::optional<int> read_threads;
   std::optional<size_t> read_chunk_bytes;
   // As a server's read reserve (sched::SchedulerOptions::read_reserve): before
-  // each cold load, untimed, the process's WarmMemory holds the agent's
+  // each cold load, untimed, the store's read reserve holds the agent's
   // blocks' tensor sizes faulted in (the previous repetition's blocks came
   // back to it). false: the loads' tensors are fresh memory or whatever malloc
   // reuses, and the reserve is emptied.

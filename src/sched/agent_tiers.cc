@@ -35,12 +35,12 @@ void AgentTiers::Start(const std::vector<std::pair<size_t, size_t>>& reserve) {
   std::promise<void> started;
   reads_.Post([this, &reserve, &started] {
     const auto fill_start = Clock::now();
-    WarmMemory::Get().SetTargets(reserve);  // off: holds nothing
-    store_->StartReadThreads(
-        [](size_t reader, size_t n_readers) { WarmMemory::Get().FillShare(reader, n_readers); });
+    WarmMemory& memory = store_->read_reserve();
+    memory.SetTargets(reserve);  // off: holds nothing
+    store_->StartReadThreads([&memory](size_t reader, size_t n_readers) { memory.FillShare(reader, n_readers); });
     if (!reserve.empty()) {
       AKV_LOG_INFO("read reserve: %.1f MB of block memory faulted in (%.0f ms at start; --read-reserve)",
-                   WarmMemory::Get().HeldBytes() / 1e6,
+                   memory.HeldBytes() / 1e6,
                    std::chrono::duration<double, std::milli>(Clock::now() - fill_start).count());
     }
     started.set_value();
@@ -49,11 +49,12 @@ void AgentTiers::Start(const std::vector<std::pair<size_t, size_t>>& reserve) {
 }
 
 void AgentTiers::RefillReadReserveWhenIdle() {
-  WarmMemory& reserve = WarmMemory::Get();
-  if (store_ == nullptr || reserve.HeldBytes() >= reserve.TargetBytes()) return;
+  if (store_ == nullptr) return;
+  WarmMemory& reserve = store_->read_reserve();
+  if (reserve.HeldBytes() >= reserve.TargetBytes()) return;
   if (reserve_refill_posted_.exchange(true)) return;
-  saves_.Post([this] {
-    WarmMemory::Get().FillShare(0, 1);
+  saves_.Post([this, &reserve] {
+    reserve.FillShare(0, 1);
     reserve_refill_posted_ = false;
   });
 }

@@ -144,8 +144,10 @@ void AgentTiers::FillGauges(SchedulerMetrics::Gauges* g) const {
     MutexLock lock(&mu_);
     g->unsaved_agents = unsaved_.size();
   }
-  g->read_reserve_bytes = WarmMemory::Get().HeldBytes();
-  g->read_reserve_target_bytes = WarmMemory::Get().TargetBytes();
+  if (store_ != nullptr) {
+    g->read_reserve_bytes = store_->read_reserve().HeldBytes();
+    g->read_reserve_target_bytes = store_->read_reserve().TargetBytes();
+  }
   const auto ps = pool_.Stats();
   g->hot_agents = ps.n_agents;
   g->hot_bytes = ps.used_bytes;

@@ -46,8 +46,8 @@ struct SchedulerOptions {
   std::optional<bool> read_landing;
   // Start() faults in one slot's worth of block tensors (the sizes of
   // engine::BlockTensorSizes at slot_ctx positions) on the read threads, held
-  // in the process's WarmMemory reserve (util/warm_memory.h) and refilled by
-  // freed blocks and when the server is idle (RefillReadReserveWhenIdle): a
+  // in the store's read reserve (util/warm_memory.h, AgentStore::read_reserve)
+  // and refilled by freed read blocks and when the server is idle (RefillReadReserveWhenIdle): a
   // disk read's tensors then do not fault page by page inside the read. Costs that memory while idle (8B shape: 302 MB at an 8K slot,
   // 1.2 GB at 32K) and the start-up time to fault it in. Unset: on.
   std::optional<bool> read_reserve;

@@ -234,6 +234,7 @@ BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<uint64_t>& file_by
   uint64_t bytes = 0;
   for (uint64_t b : file_bytes) bytes += b;
   BlockReadOptions read_options;
+  read_options.reserve = read_reserve_;
   read_options.offset_major = streaming;
   read_options.chunk_bytes = options_.read_chunk_bytes.value_or(
       streaming ? StreamReadChunkBytes(bytes, threads) : BlockReadChunkBytes(bytes, threads));

@@ -267,8 +267,13 @@ class AgentStore {
   // after a start does not pay for starting them. Optional. Then, unless
   // empty, runs on_each_reader(i, n) on each of the n reader threads (the
   // caller's thread when the file system reads on one) and returns when all
-  // have: e.g. the scheduler fills its WarmMemory reserve there.
+  // have: e.g. the scheduler fills read_reserve() there.
   void StartReadThreads(const std::function<void(size_t reader, size_t n_readers)>& on_each_reader = {});
+  // The reserve of faulted-in buffers this store's block reads take their
+  // tensors' memory from (util/warm_memory.h; empty until someone sets its
+  // targets, e.g. the scheduler's --read-reserve). Thread-safe; lives as long
+  // as the store or the last tensor read into its buffers.
+  WarmMemory& read_reserve() const { return *read_reserve_; }
 
   // The blocks of `rec` (agent `rec.agent_id` of `ns` as another tier,
   // e.g. the remote, holds it) that this store holds a file of, by block id:
@@ -403,7 +408,6 @@ class AgentStore {
   // fs_->ConcurrentReads()): options_' threads and chunk size or the
   // defaults (a streaming read's: StreamReadChunkBytes).
   BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes, bool streaming = false) const;
-  // Reads and verifies block `i` of `rec`; bad files are quarantined.
   // Reads and decodes block i of `rec` and checks it belongs there; a
   // corrupt file is quarantined. `read` is the block file already read and
   // decoded by a read-ahead task, or empty to do it here.
@@ -418,6 +422,9 @@ class AgentStore {
   std::string BlockPath(const NamespaceState& ns, std::string_view block_id) const;
 
   const AgentStoreOptions options_;
+  // The buffers block reads fill come from here (block_read.h
+  // BlockReadOptions::reserve); shared with every tensor read into them.
+  const std::shared_ptr<WarmMemory> read_reserve_ = std::make_shared<WarmMemory>();
   FileSystem* const fs_;
   const std::string root_;
   std::unique_ptr<FileLock> lock_;  // writable stores: <cache_dir>/LOCK, released last

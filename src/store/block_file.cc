@@ -138,7 +138,8 @@ std::vector<std::span<uint8_t>> BlockFileLayout::DataPieces() {
   return out;
 }
 
-Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size) {
+Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size,
+                                          const std::shared_ptr<WarmMemory>& reserve) {
   AGENTKV_ASSIGN_OR_RETURN(const uint64_t data_offset, BlockDataOffset(head, file_size));
   if (head.size() < data_offset) return Status::InvalidArgument("block header: need the first " +
                                                                 std::to_string(data_offset) + " bytes");
@@ -252,7 +253,7 @@ Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_s
   }
   if (expect != data_size) return Bad("data section has trailing bytes");
   // Sized only now that the sizes are known to add up to the file's.
-  for (KvTensor& t : out.block.tensors) t.data.resize(uint64_t{t.n_rows} * t.row_bytes);
+  for (KvTensor& t : out.block.tensors) t.data = KvBytes(uint64_t{t.n_rows} * t.row_bytes, KvAllocator<uint8_t>(reserve));
   // Accept nothing the writer would refuse (found by block_file_fuzz): names,
   // fingerprint and kv types as EncodeBlockHeader checks them.
   if (!IsHeaderText(out.meta.fingerprint) || !IsHeaderText(out.meta.kv_types)) {

@@ -92,7 +92,10 @@ struct BlockFileLayout {
 };
 Result<uint64_t> BlockDataOffset(std::string_view head, uint64_t file_size);
 // REQUIRES head.size() >= BlockDataOffset(head, file_size) (InvalidArgument otherwise).
-Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size);
+// The tensors' buffers are sized (uninitialized) with `reserve`'s buffers where
+// it holds their size (KvAllocator, kv_block.h); null: plain allocations.
+Result<BlockFileLayout> DecodeBlockHeader(std::string_view head, uint64_t file_size,
+                                          const std::shared_ptr<WarmMemory>& reserve = nullptr);
 Result<DecodedBlock> FinishBlockFile(BlockFileLayout layout);
 
 }  // namespace agentkv

@@ -42,7 +42,7 @@ Status Shrank() { return Status::Corruption("block file: shrank while read"); }
 
 // Size, head, every structural check of the header, the data bytes the head
 // read already holds; leaves in f->rest what is still to read.
-Status ReadHead(FileSystem* fs, const std::string& path, FileRead* f) {
+Status ReadHead(FileSystem* fs, const std::string& path, const std::shared_ptr<WarmMemory>& reserve, FileRead* f) {
   AGENTKV_ASSIGN_OR_RETURN(f->file_size, fs->FileSize(path));
   AGENTKV_ASSIGN_OR_RETURN(std::string head,
                            fs->ReadRange(path, 0, static_cast<size_t>(std::min<uint64_t>(f->file_size, kBlockHeadReadBytes))));
@@ -53,7 +53,7 @@ Status ReadHead(FileSystem* fs, const std::string& path, FileRead* f) {
     if (head.size() < data_offset) return Shrank();
   }
   AGENTKV_ASSIGN_OR_RETURN(BlockFileLayout layout,
-                           DecodeBlockHeader(std::string_view(head).substr(0, data_offset), f->file_size));
+                           DecodeBlockHeader(std::string_view(head).substr(0, data_offset), f->file_size, reserve));
   f->layout = std::move(layout);
 
   // The data bytes the head read already holds go into the first pieces.
@@ -132,7 +132,7 @@ std::vector<Result<DecodedBlock>> ReadBlockFiles(FileSystem* fs, std::span<const
   auto read_head = [&](size_t i) {
     FileRead& f = files[i];
     std::vector<Chunk> chunks;
-    if (Status st = ReadHead(fs, paths[i], &f); !st.ok()) {
+    if (Status st = ReadHead(fs, paths[i], options.reserve, &f); !st.ok()) {
       f.result = Named(st, paths[i]);
       return chunks;
     }

@@ -71,6 +71,9 @@ struct BlockReadOptions {
   // file by file: the files fill up evenly, so bytes at the same offset of
   // every file (the same layer's rows, for block files) come in together.
   bool offset_major = false;
+  // Where the tensors' buffers come from (DecodeBlockHeader): buffers of the
+  // sizes it holds are taken from it (pages already faulted in). May be null.
+  std::shared_ptr<WarmMemory> reserve;
 };
 
 // Reads the block files at `paths`; element i of the result is what

@@ -17,6 +17,7 @@
 #include "store/posix_file_system.h"
 #include "store/store_ids.h"
 #include "store/store_test_util.h"
+#include "util/warm_memory.h"
 
 namespace agentkv {
 namespace {
@@ -105,6 +106,39 @@ TEST_P(BlockReadTest, ReadsWhatDecodeBlockFileReads) {
   auto data_offset = BlockDataOffset(long_header, long_header.size());
   ASSERT_TRUE(data_offset.ok());
   EXPECT_GT(*data_offset, kBlockHeadReadBytes) << "the header must outgrow the first read";
+}
+
+// A read with a reserve sizes its tensors from the reserve's buffers and gives
+// them back when the block is freed; the block keeps the reserve alive after
+// its last other owner (the store) let go, and reads equal the plain read.
+TEST_P(BlockReadTest, AReadWithAReserveTakesItsBuffersAndTheBlockKeepsTheReserveAlive) {
+  const KvBlock block = BigBlock(8, 576);  // 16 tensors of 147,456 bytes
+  const size_t tensor_bytes = size_t{kBlockTokens} * 576;
+  const std::string path = Put(Encode(block));
+  auto reserve = std::make_shared<WarmMemory>();
+  reserve->SetTargets({{tensor_bytes, 16}});
+  reserve->FillShare(0, 1);
+  ASSERT_EQ(reserve->HeldBytes(), 16 * tensor_bytes);
+  BlockReadOptions options;
+  options.reserve = reserve;
+  std::vector<std::string> paths = {path};
+  auto got = ReadBlockFiles(fs_.get(), paths, options);
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_EQ(got[0]->block, block);
+  EXPECT_EQ(reserve->TakenBytes(), 16 * tensor_bytes);
+  EXPECT_EQ(reserve->HeldBytes(), 0u);
+  EXPECT_EQ(got[0]->block.tensors[0].data.get_allocator().reserve(), reserve);
+  WarmMemory* const memory = reserve.get();
+  options.reserve.reset();
+  reserve.reset();  // the block's tensors are the reserve's last owners now
+  got[0]->block.tensors.pop_back();  // freed: its buffer goes back to the reserve
+  EXPECT_EQ(memory->HeldBytes(), tensor_bytes);
+  got.clear();  // the last tensor frees the reserve (and what it holds)
+
+  auto plain = ReadBlockFile(fs_.get(), path);  // no reserve: plain allocations
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->block, block);
+  EXPECT_EQ(plain->block.tensors[0].data.get_allocator().reserve(), nullptr);
 }
 
 TEST_P(BlockReadTest, BadFilesAreCorruptionAndMissingIsNotFound) {

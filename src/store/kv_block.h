@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -18,30 +19,45 @@
 
 namespace agentkv {
 
-// std::allocator, except that value-initialization (vector(n), resize(n))
-// leaves the new bytes uninitialized. A tensor is sized and then filled
-// entirely, by a file read or a row copy; zero-filling it first was an extra
-// pass over fresh memory, with its page faults, on the thread that sized it.
-// (A block read sizes a file's 64 tensors, 9.4 MB for the 8B shape, on the
-// thread that read its header, before any of its data reads can start.)
-// Explicit values (vector(n, v), resize(n, v), assign, insert) are written.
-// Large buffers come from, and go back to, the process's WarmMemory reserve
-// when it holds their size (util/warm_memory.h: pages already faulted in,
-// so a disk read into them does not fault on every page), else from and to
-// ::operator new / delete as std::allocator's.
+// std::allocator, except that
+//  - value-initialization (vector(n), resize(n)) leaves the new bytes
+//    uninitialized. A tensor is sized and then filled entirely, by a file read
+//    or a row copy; zero-filling it first was an extra pass over fresh memory,
+//    with its page faults, on the thread that sized it. (A block read sizes a
+//    file's 64 tensors, 9.4 MB for the 8B shape, on the thread that read its
+//    header, before any of its data reads can start.) Explicit values
+//    (vector(n, v), resize(n, v), assign, insert) are written;
+//  - an allocator made with a reserve (util/warm_memory.h: buffers whose pages
+//    are already faulted in, so a disk read into them does not fault on every
+//    page) takes buffers of a size the reserve holds from it, and gives every
+//    buffer back to it when freed (the reserve keeps what its targets want,
+//    the rest is deleted). The allocator shares ownership of its reserve, so
+//    the reserve lives as long as any buffer that may go back to it; moves
+//    and swaps carry the allocator with the buffer. A default-made allocator
+//    (no reserve) is std::allocator's ::operator new / delete, and buffers of
+//    either kind may be freed by either (the reserve's come from ::operator
+//    new too).
 template <typename T>
-struct DefaultInitAllocator : std::allocator<T> {
+class KvAllocator {
+ public:
+  using value_type = T;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
+
+  KvAllocator() noexcept = default;
+  explicit KvAllocator(std::shared_ptr<WarmMemory> reserve) noexcept : reserve_(std::move(reserve)) {}
   template <typename U>
-  struct rebind {
-    using other = DefaultInitAllocator<U>;
-  };
-  using std::allocator<T>::allocator;
+  KvAllocator(const KvAllocator<U>& other) noexcept : reserve_(other.reserve()) {}  // NOLINT: rebinding
+
   T* allocate(size_t n) {
-    if (void* p = WarmMemory::Get().Take(n * sizeof(T))) return static_cast<T*>(p);
-    return std::allocator<T>::allocate(n);
+    if (reserve_ != nullptr) {
+      if (void* p = reserve_->Take(n * sizeof(T))) return static_cast<T*>(p);
+    }
+    return std::allocator<T>().allocate(n);
   }
   void deallocate(T* p, size_t n) noexcept {
-    if (!WarmMemory::Get().Give(p, n * sizeof(T))) std::allocator<T>::deallocate(p, n);
+    if (reserve_ == nullptr || !reserve_->Give(p, n * sizeof(T))) std::allocator<T>().deallocate(p, n);
   }
   template <typename U>
   void construct(U* p) noexcept(noexcept(::new (static_cast<void*>(p)) U)) {
@@ -51,10 +67,17 @@ struct DefaultInitAllocator : std::allocator<T> {
   void construct(U* p, Args&&... args) {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
+
+  const std::shared_ptr<WarmMemory>& reserve() const noexcept { return reserve_; }
+  template <typename U>
+  bool operator==(const KvAllocator<U>& other) const noexcept { return reserve_ == other.reserve(); }
+
+ private:
+  std::shared_ptr<WarmMemory> reserve_;
 };
 
 // A tensor's payload. Whoever sizes one (resize(n)) must write all n bytes.
-using KvBytes = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
+using KvBytes = std::vector<uint8_t, KvAllocator<uint8_t>>;
 
 inline constexpr uint32_t kBlockTokens = 256;
 

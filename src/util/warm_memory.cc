@@ -19,9 +19,11 @@ void FaultIn(void* p, size_t bytes) {
 
 }  // namespace
 
-WarmMemory& WarmMemory::Get() {
-  static WarmMemory* const memory = new WarmMemory;  // never destroyed (see header)
-  return *memory;
+WarmMemory::~WarmMemory() {
+  MutexLock l(&mu_);  // no other thread holds the reserve now (its last owner is going)
+  for (auto& [bytes, c] : classes_) {
+    for (void* p : c.held) ::operator delete(p);
+  }
 }
 
 void WarmMemory::SetTargets(const std::vector<std::pair<size_t, size_t>>& targets) {

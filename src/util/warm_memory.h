@@ -1,6 +1,10 @@
 #pragma once
-// WarmMemory: a process-wide reserve of large buffers whose pages are already
-// mapped, for the KV tensors a returning agent's disk read fills.
+// WarmMemory: a reserve of large buffers whose pages are already mapped, for
+// the KV tensors a returning agent's disk read fills. The block store owns
+// one (store/agent_store.h: read_reserve) and hands it to the tensors it
+// reads; each such tensor's allocator shares its ownership
+// (store/kv_block.h: KvAllocator), so the reserve outlives every buffer that
+// may be given back to it. No process-wide instance.
 //
 // Why: a read block's tensors are fresh memory, and every 4 KiB page of it
 // faults on first write, inside the read (the kernel's copy out of the page
@@ -16,6 +20,7 @@
 // reused warm), else the caller frees it. Buffers come from ::operator new
 // and may be freed with ::operator delete by whoever holds them, so memory
 // from Take and from operator new are interchangeable (kv_block.h's KvBytes).
+// The destructor frees what is held.
 //
 // Contents: a taken buffer holds whatever its last user left (zeros if never
 // used), like malloc's; callers write every byte before reading any.
@@ -38,9 +43,10 @@ class WarmMemory {
   // without taking the lock): small allocations fault little.
   static constexpr size_t kMinBytes = 16 << 10;
 
-  // The process's reserve (never destroyed: buffers may be given back by
-  // static destructors).
-  static WarmMemory& Get();
+  WarmMemory() = default;
+  ~WarmMemory();
+  WarmMemory(const WarmMemory&) = delete;
+  WarmMemory& operator=(const WarmMemory&) = delete;
 
   // Replaces the targets: `targets` lists (buffer bytes, count) pairs, sizes
   // below kMinBytes ignored. Held buffers above a new target are freed.
@@ -63,7 +69,6 @@ class WarmMemory {
   uint64_t TakenBytes() const;
 
  private:
-  WarmMemory() = default;
   struct SizeClass {
     size_t target = 0;
     size_t filling = 0;             // buffers FillShare is faulting in now

@@ -35,13 +35,8 @@ size_t ResidentPages(void* p, size_t bytes, size_t* pages_in_range) {
   return n;
 }
 
-class WarmMemoryTest : public ::testing::Test {
- protected:
-  void TearDown() override { WarmMemory::Get().SetTargets({}); }  // frees what the test left held
-};
-
-TEST_F(WarmMemoryTest, HoldsOnlyWhatTheTargetsAskAndHandsOutExactSizes) {
-  WarmMemory& m = WarmMemory::Get();
+TEST(WarmMemoryTest, HoldsOnlyWhatTheTargetsAskAndHandsOutExactSizes) {
+  WarmMemory m;  // its destructor frees what the test leaves held
   m.SetTargets({{kBig, 3}, {kOther, 1}, {1024, 5}});  // 1 KiB: below kMinBytes, ignored
   EXPECT_EQ(m.TargetBytes(), 3 * kBig + kOther);
   m.FillShare(0, 1);
@@ -76,8 +71,8 @@ TEST_F(WarmMemoryTest, HoldsOnlyWhatTheTargetsAskAndHandsOutExactSizes) {
   EXPECT_EQ(m.TargetBytes(), kBig);
 }
 
-TEST_F(WarmMemoryTest, SharesFillEveryTargetOnceAndTakenBuffersDoNotFault) {
-  WarmMemory& m = WarmMemory::Get();
+TEST(WarmMemoryTest, SharesFillEveryTargetOnceAndTakenBuffersDoNotFault) {
+  WarmMemory m;  // its destructor frees what the test leaves held
   constexpr size_t kCount = 37;
   m.SetTargets({{kBig, kCount}});
   ParallelFor(5, 5, [&](size_t share) { m.FillShare(share, 5); });
@@ -98,8 +93,8 @@ TEST_F(WarmMemoryTest, SharesFillEveryTargetOnceAndTakenBuffersDoNotFault) {
   }
 }
 
-TEST_F(WarmMemoryTest, ConcurrentTakeAndGiveKeepTheCount) {
-  WarmMemory& m = WarmMemory::Get();
+TEST(WarmMemoryTest, ConcurrentTakeAndGiveKeepTheCount) {
+  WarmMemory m;  // its destructor frees what the test leaves held
   m.SetTargets({{kOther, 8}});
   m.FillShare(0, 1);
   ParallelFor(4, 4, [&](size_t) {
