@@ -99,7 +99,7 @@ def main(argv=None):
         corpus.calibrate(probe.srv)
         probe.srv.stop()
         prompts = {"A": corpus.slice(1000, args.tokens), "B": corpus.slice(1000 + 2 * args.tokens, args.tokens)}
-        ctx = (int(args.tokens * 1.25) + 256 + 255) // 256 * 256  # the prompt, 1 token and headroom
+        ctx = (int(args.tokens * 1.1) + 64 + 255) // 256 * 256  # the prompt (its estimate may be ~10% low) and 1 token
         sides = [agentkv_side(args, k, b, work, ctx) for k, b in enumerate(args.bin)]
         if args.llama_server:
             sides.append(llama_server_side(args, work, ctx))

@@ -16,6 +16,8 @@
 #   scripts/device-bench.sh returning PRESET AGENTS TOKENS  bench/returning_team.py: AGENTS agents of ~TOKENS tokens
 #                                            return after one restart (GAP_MS apart, default 1000/AGENTS), agentkv
 #                                            --slots AGENTS vs llama-server restoring their slot files into -np AGENTS
+#   scripts/device-bench.sh ram-tier PRESET TOKENS  bench/ram_tier.py: two agents alternating on one slot, each
+#                                            turn restored from RAM, vs llama-server --cache-ram (ROUNDS, 12)
 #   scripts/device-bench.sh decode-load PRESET [AGENTS]  bench/decode_load.py: AGENTS (1,4,16,64) agents decoding
 #                                            together, agentkv --slots N vs llama-server -np N (MAX_TOKENS, 128)
 #   scripts/device-bench.sh vs-env VAR=VALUE PRESET CTXS  vs-llama-server without and with VAR=VALUE in the
@@ -503,6 +505,18 @@ case "${1:-}" in
       --gap-ms "${GAP_MS:-$((1000 / $3))}" --ls-bind "${LS_BIND:-omp}" --out $out 2>&1 | tail -20
     rm -rf $out/cache*
     pack $out returning-$2-$3x$4
+    ;;
+  ram-tier)  # ram-tier PRESET TOKENS: bench/ram_tier.py, two agents alternating on one slot, each turn restored
+    # from host RAM: agentkv's RAM pool vs llama-server's --cache-ram (32 GiB), ROUNDS (12) interleaved rounds
+    t0=$SECONDS
+    [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
+    synth_model $2
+    echo "ram-tier: build + model $((SECONDS - t0)) s"
+    out=/tmp/b/ram-tier-$2-$3
+    timeout $T /usr/bin/env python3 bench/ram_tier.py --bin $B/agentkv --llama-server $B/bin/llama-server \
+      --model "$(model_path $2)" --threads 16 --tokens $3 --rounds "${ROUNDS:-12}" --ls-cache-ram-mib 32768 \
+      --ls-bind "${LS_BIND:-omp}" --out $out 2>&1 | tail -8
+    pack $out ram-tier-$2-$3
     ;;
   decode-load)  # decode-load PRESET [AGENTS]: bench/decode_load.py on a preset
     t0=$SECONDS

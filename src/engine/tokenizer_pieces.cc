@@ -10,10 +10,9 @@
 // start_i on), and the last piece is the full tokenization's tail. A start-up
 // self-check (DetectCutRule) compares the stitching with the full
 // tokenization at every safe cut of a probe text, as for TokenizeExtending.
-#include <thread>
-
 #include "engine/tokenizer.h"
 #include "engine/tokenizer_cuts.h"
+#include "util/parallel.h"
 
 namespace agentkv::engine {
 
@@ -30,15 +29,9 @@ std::optional<TokenizedText> Tokenizer::TokenizeAtCuts(std::string_view text, co
     const size_t start = start_of(i), end = end_of(i);
     parts[i] = Tokenize(text.substr(start, end - start), /*add_bos=*/i == 0, cuts::ClipRanges(plain, start, end));
   };
-  if (parallel) {
-    std::vector<std::thread> threads;
-    threads.reserve(m);
-    for (size_t i = 1; i <= m; ++i) threads.emplace_back(tokenize_piece, i);
-    tokenize_piece(0);
-    for (auto& t : threads) t.join();
-  } else {
-    for (size_t i = 0; i <= m; ++i) tokenize_piece(i);
-  }
+  // In parallel: a piece per thread of the caller's WorkerTeam (kept between
+  // calls of this HTTP thread), the caller's own thread taking one.
+  ParallelFor(m + 1, parallel ? static_cast<int>(m + 1) : 1, tokenize_piece);
   TokenizedText out;
   for (size_t i = 0; i <= m; ++i) {
     const TokenizedText& part = parts[i];

@@ -200,6 +200,13 @@ class AgentTiers {
   void RememberPrompt(const AgentKey& key, std::shared_ptr<const engine::PromptTokens> prompt) {
     prompt_tokens_.Put(key, std::move(prompt));
   }
+  // Another agent's last prompt in `ns` that shares the longest prefix with
+  // `text`, at least kMinSharedPrefixBytes (PromptTokenCache::LongestPrefix):
+  // a new agent's prompt is tokenized from it. The caller keeps isolated
+  // keys' requests away (they are never seeded). Any thread.
+  std::shared_ptr<const engine::PromptTokens> NamespacePrompt(const std::string& ns, std::string_view text) const {
+    return prompt_tokens_.LongestPrefix(ns, text, kMinSharedPrefixBytes);
+  }
 
   // --- Namespace indexes ---
   // Reads `ns`'s index from the store unless it was read or merged

@@ -1,5 +1,8 @@
 #include "sched/prompt_token_cache.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace agentkv::sched {
 
 size_t PromptTokenCache::BytesOf(const engine::PromptTokens& prompt) {
@@ -31,6 +34,31 @@ void PromptTokenCache::Put(const AgentKey& key, std::shared_ptr<const engine::Pr
 void PromptTokenCache::Erase(const AgentKey& key) {
   MutexLock lock(&mu_);
   if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
+}
+
+std::shared_ptr<const engine::PromptTokens> PromptTokenCache::LongestPrefix(const std::string& ns,
+                                                                           std::string_view text,
+                                                                           size_t min_bytes) const {
+  std::vector<std::shared_ptr<const engine::PromptTokens>> candidates;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = entries_.lower_bound(AgentKey{ns, ""});
+         it != entries_.end() && it->first.ns == ns && candidates.size() < kMaxPrefixScan; ++it) {
+      candidates.push_back(it->second.prompt);
+    }
+  }
+  std::shared_ptr<const engine::PromptTokens> best;
+  size_t best_bytes = 0;
+  for (auto& c : candidates) {
+    const size_t n = std::min(c->text.size(), text.size());
+    const size_t common = static_cast<size_t>(std::mismatch(text.begin(), text.begin() + n, c->text.begin()).first -
+                                              text.begin());
+    if (common >= min_bytes && common > best_bytes) {
+      best_bytes = common;
+      best = std::move(c);
+    }
+  }
+  return best;
 }
 
 void PromptTokenCache::EraseLocked(std::map<AgentKey, Entry>::iterator it) {

@@ -9,6 +9,10 @@
 // Only a speed-up: TokenizeExtending gives the full tokenization from any
 // entry, so a missing, evicted or stale entry changes nothing but speed.
 // Entries hold prompt text: Erase drops an agent's on delete.
+// A new agent's prompt is tokenized from another agent's entry of its
+// namespace that shares the longest prefix with it (LongestPrefix: a team's
+// system text and tools are then tokenized once per namespace, not once per
+// agent); never across namespaces, and the caller skips it for isolated keys.
 //
 // Thread safety: every method may be called from any thread (one mutex).
 // Invariants: bytes_ == sum of entries_' bytes <= max_bytes_ after each Put;
@@ -18,6 +22,8 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "engine/tokenizer.h"
 #include "kv/block_pool.h"
@@ -35,6 +41,13 @@ class PromptTokenCache {
   // prompt larger than the whole budget is not kept.
   void Put(const AgentKey& key, std::shared_ptr<const engine::PromptTokens> prompt);
   void Erase(const AgentKey& key);
+  // Of the entries of namespace `ns`, the one whose text shares the longest
+  // prefix with `text`, when that prefix is at least `min_bytes` long; else
+  // null. Looks at up to kMaxPrefixScan of the namespace's entries (in key
+  // order), compared outside the lock; not a use (the LRU order stays).
+  std::shared_ptr<const engine::PromptTokens> LongestPrefix(const std::string& ns, std::string_view text,
+                                                            size_t min_bytes) const;
+  static constexpr size_t kMaxPrefixScan = 256;
 
   size_t bytes() const;
   size_t size() const;

@@ -49,5 +49,39 @@ TEST(PromptTokenCacheTest, EvictsLeastRecentlyUsedWithinTheBudget) {
   EXPECT_EQ(cache.size(), 3u);
 }
 
+std::shared_ptr<const engine::PromptTokens> Text(std::string text) {
+  auto p = std::make_shared<engine::PromptTokens>();
+  p->text = std::move(text);
+  return p;
+}
+
+// A new agent's prompt is tokenized from the entry of its namespace that
+// shares the longest prefix with it, if that prefix reaches the minimum.
+TEST(PromptTokenCacheTest, LongestPrefixPicksTheEntryOfTheNamespaceThatSharesTheMost) {
+  PromptTokenCache cache(1 << 20);
+  const std::string system(2000, 's');
+  auto shorter = Text(system.substr(0, 1500) + "planner");
+  auto longer = Text(system + "coder: fix the bug");
+  auto elsewhere = Text(system + "coder: fix the bug and more");  // shares more, but in another namespace
+  cache.Put(Key("planner"), shorter);
+  cache.Put(Key("coder"), longer);
+  cache.Put({"other-ns", "coder"}, elsewhere);
+  const std::string prompt = system + "coder: fix the bug and more";
+  EXPECT_EQ(cache.LongestPrefix("ns", prompt, 1024), longer);
+  EXPECT_EQ(cache.LongestPrefix("other-ns", prompt, 1024), elsewhere);
+  EXPECT_EQ(cache.LongestPrefix("third-ns", prompt, 1024), nullptr);  // namespaces never cross
+  EXPECT_EQ(cache.LongestPrefix("ns", system.substr(0, 1500) + "reviewer", 1024), shorter);  // ties: the first
+  EXPECT_EQ(cache.LongestPrefix("ns", prompt, 2100), nullptr);  // below the minimum
+  EXPECT_EQ(cache.LongestPrefix("ns", "x" + prompt, 1), nullptr);
+  // Not a use: the entry it found is still the least recently used.
+  PromptTokenCache small(PromptTokenCache::BytesOf(*longer) * 2);
+  small.Put(Key("old"), shorter);
+  small.Put(Key("new"), longer);
+  ASSERT_EQ(small.LongestPrefix("ns", system.substr(0, 1500) + "planner, again", 1), shorter);
+  small.Put(Key("third"), Text(std::string(2000, 'z')));
+  EXPECT_EQ(small.Get(Key("old")), nullptr);
+  EXPECT_NE(small.Get(Key("new")), nullptr);
+}
+
 }  // namespace
 }  // namespace agentkv::sched

@@ -149,7 +149,9 @@ TEST_F(SchedulerTest, TurnsExtendTheCacheAndMatchAColdPrefill) {
 }
 
 // A returning agent's prompt is tokenized from its previous one (only the
-// new text), and deleting the agent forgets it.
+// new text); a new agent's from another agent's prompt of its namespace that
+// shares a long prefix (never another namespace's, never for an isolated
+// key); deleting an agent forgets its prompt.
 TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
   Boot(2);
   std::string conversation = Prompt(0);
@@ -157,16 +159,28 @@ TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
   EXPECT_EQ(Metric("agentkv_prompt_tokens_tokenization_reused_total"), 0.0);
   conversation += first->text() + " And then the old man said that";
   auto second = Run("agent", conversation, 8);
-  const double reused = Metric("agentkv_prompt_tokens_tokenization_reused_total");
+  double reused = Metric("agentkv_prompt_tokens_tokenization_reused_total");
   EXPECT_GT(reused, 0.5 * static_cast<double>(first->usage().prompt_tokens));
   EXPECT_EQ(second->usage().match, api::MatchType::kExtend);
-  // Same text from a new agent: tokenized from scratch; the same answer up to
-  // the first near-tie (the new agent prefills it all in one batch shape).
+  // Same text from a new agent of another namespace, and from an isolated
+  // key's new agent: tokenized from scratch. The same answer up to the first
+  // near-tie (a new agent prefills it all in one batch shape).
   const SureText sure = GreedyTextBeforeNearTie(conversation, 8, kTie);
-  EXPECT_TRUE(Run("fresh", conversation, 8)->text().starts_with(sure.text));
-  EXPECT_TRUE(second->text().starts_with(sure.text)) << second->text() << " vs " << sure.text;
+  EXPECT_TRUE(Run(TenantRequest("elsewhere", "fresh", conversation, 8))->text().starts_with(sure.text));
+  api::GenerationRequest isolated = Request("loner", conversation, 8);  // (a real isolated key has a namespace of its own)
+  isolated.isolated = true;
+  EXPECT_TRUE(Run(isolated)->text().starts_with(sure.text));
   EXPECT_EQ(Metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
-  ASSERT_TRUE(sched_->DeleteAgent("default", "agent", false).ok());
+  // A new agent of the namespace: tokenized from "agent"'s prompt, the same
+  // tokens as a full tokenization (its prompt_tokens, its answer).
+  auto fresh = Run("fresh", conversation, 8);
+  EXPECT_GT(Metric("agentkv_prompt_tokens_tokenization_reused_total") - reused,
+            0.5 * static_cast<double>(first->usage().prompt_tokens));
+  EXPECT_EQ(fresh->usage().prompt_tokens, second->usage().prompt_tokens);
+  EXPECT_TRUE(fresh->text().starts_with(sure.text));
+  EXPECT_TRUE(second->text().starts_with(sure.text)) << second->text() << " vs " << sure.text;
+  reused = Metric("agentkv_prompt_tokens_tokenization_reused_total");
+  for (const char* id : {"agent", "fresh", "loner"}) ASSERT_TRUE(sched_->DeleteAgent("default", id, false).ok());
   Run("agent", conversation, 8);  // a new agent of that name: nothing remembered
   EXPECT_EQ(Metric("agentkv_prompt_tokens_tokenization_reused_total"), reused);
 }
@@ -232,7 +246,7 @@ TEST_F(SchedulerTest, AReturningAgentsReadTakesItsTensorsFromTheReadReserve) {
   sched_->FlushSaves();
 
   Boot(1);  // restart: only the disk remains
-  WarmMemory& reserve = WarmMemory::Get();
+  WarmMemory& reserve = store_->read_reserve();
   size_t target = 0, full_block = 0;
   for (const auto& [bytes, count] : engine::BlockTensorSizes(ctx_->spec().shape, 1024)) {
     target += bytes * count;

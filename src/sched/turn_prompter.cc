@@ -32,17 +32,24 @@ int64_t TurnPrompter::CountTokens(const api::GenerationRequest& request) const {
 }
 
 // The full tokenization, in pieces, is on the path to a new agent's first
-// token, and to a returning agent's whose manifest records no prompt prefix.
-engine::TokenizedText TurnPrompter::Tokenize(const AgentKey& key, const engine::RenderedPrompt& prompt,
+// token, and to a returning agent's whose manifest records no prompt prefix:
+// where another agent of the namespace sent the same system text, the prompt
+// is tokenized from that agent's last prompt instead (a team's newcomers
+// otherwise each tokenize the shared text, on the cores their team decodes
+// with, before they queue).
+engine::TokenizedText TurnPrompter::Tokenize(const AgentKey& key, bool isolated, const engine::RenderedPrompt& prompt,
                                              std::shared_ptr<const engine::PromptTokens>* entry) const {
-  if (key.agent_id.empty()) return tokenizer_.TokenizeInPieces(prompt.text, prompt.plain, tokenize_pieces_);
+  std::shared_ptr<const engine::PromptTokens> prev;
+  if (!key.agent_id.empty()) prev = tiers_.PreviousPrompt(key, std::chrono::milliseconds(kPromptReadWaitMs));
+  if (prev == nullptr && !isolated) prev = tiers_.NamespacePrompt(key.ns, prompt.text);
   size_t reused = 0;
-  auto prev = tiers_.PreviousPrompt(key, std::chrono::milliseconds(kPromptReadWaitMs));
   engine::TokenizedText tokens = prev != nullptr
                                      ? tokenizer_.TokenizeExtending(*prev, prompt.text, prompt.plain, &reused)
                                      : tokenizer_.TokenizeInPieces(prompt.text, prompt.plain, tokenize_pieces_);
   metrics_.AddTokenized(tokens.tokens.size(), reused);
-  *entry = std::make_shared<const engine::PromptTokens>(engine::PromptTokens{prompt.text, prompt.plain, tokens});
+  if (!key.agent_id.empty()) {
+    *entry = std::make_shared<const engine::PromptTokens>(engine::PromptTokens{prompt.text, prompt.plain, tokens});
+  }
   return tokens;
 }
 
@@ -54,7 +61,7 @@ Status TurnPrompter::Prepare(api::GenerationRequest& request, int64_t context_to
   if (request.kind == api::RequestKind::kChat && !key.agent_id.empty()) {
     out->head_bytes = HeadBytes(*chat_format_, ToChatRequest(request, reasoning_format_), prompt.rendered.text);
   }
-  out->fresh = Tokenize(key, prompt.rendered, &out->prompt_entry);
+  out->fresh = Tokenize(key, request.isolated, prompt.rendered, &out->prompt_entry);
   out->plain = prompt.rendered.plain;
   out->prompt = std::move(prompt.rendered.text);
   if (!prompt.grammar.gbnf.empty()) {  // its cost is decided here, before the inference thread sees it

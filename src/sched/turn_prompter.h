@@ -3,7 +3,9 @@
 // submitting (HTTP) thread, never on the inference thread, which serves
 // every agent: rendered (the chat template, or a completion's raw prompt),
 // tokenized with BOS (from the agent's previous prompt where the tokenizer
-// can extend it, AgentTiers::PreviousPrompt; else in pieces on up to
+// can extend it, AgentTiers::PreviousPrompt, or from another agent's prompt
+// of its namespace with the same system text, AgentTiers::NamespacePrompt;
+// else in pieces on up to
 // `tokenize_pieces` threads), its grammar compiled and bounded, and refused
 // when it does not fit the context.
 //
@@ -73,8 +75,10 @@ class TurnPrompter {
 
  private:
   // The prompt's tokens (with BOS), from `key`'s previous prompt where it
-  // can; *entry: this prompt as a prompt-cache entry (not for an implicit agent).
-  engine::TokenizedText Tokenize(const AgentKey& key, const engine::RenderedPrompt& prompt,
+  // can, else (unless `isolated`) from another agent's prompt of the
+  // namespace that shares a long enough prefix (AgentTiers::NamespacePrompt);
+  // *entry: this prompt as a prompt-cache entry (not for an implicit agent).
+  engine::TokenizedText Tokenize(const AgentKey& key, bool isolated, const engine::RenderedPrompt& prompt,
                                  std::shared_ptr<const engine::PromptTokens>* entry) const;
 
   const engine::Model& model_;
