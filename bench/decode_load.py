@@ -82,6 +82,33 @@ def round_of(srv, is_agentkv, prompts, max_tokens, tag):
     return results
 
 
+class StepTimes:
+    """agentkv's forward passes between two calls (its /metrics agentkv_decode_ms and agentkv_loop_iteration_ms):
+    the mean time in llama_decode and the mean whole loop iteration per pass. None for llama-server."""
+
+    KEYS = ("agentkv_decode_ms", "agentkv_loop_iteration_ms")
+
+    def __init__(self, srv):
+        self.srv = srv
+        self.last = self._read()
+
+    def _read(self):
+        if self.srv is None:
+            return None
+        m = self.srv.metrics()
+        return {k: (m.get(k + "_sum", 0.0), m.get(k + "_count", 0.0)) for k in self.KEYS}
+
+    def since_last(self):
+        now = self._read()
+        out = {"passes": None, "decode_ms_mean": None, "iteration_ms_mean": None}
+        if now is not None:
+            (ds, dc), (is_, ic) = [(now[k][0] - self.last[k][0], now[k][1] - self.last[k][1]) for k in self.KEYS]
+            out = {"passes": int(dc), "decode_ms_mean": ds / dc if dc else None,
+                   "iteration_ms_mean": is_ / ic if ic else None}
+        self.last = now
+        return out
+
+
 def summarize(server, n, results, kv):
     first = min(r["t0"] + r["piece_ms"][0] / 1e3 for r in results if r["piece_ms"])
     last = max(r["t0"] + r["piece_ms"][-1] / 1e3 for r in results if r["piece_ms"])
@@ -109,6 +136,8 @@ def main(argv=None):
     ap.add_argument("--ls-bind", choices=lib.LS_BIND_CHOICES, default="omp")
     ap.add_argument("--sides", default="agentkv,llama-server")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--pause-s", type=float, default=0.0,
+                    help="seconds between the warm-up round and the measured one (the warm-up turns' saves land)")
     args = ap.parse_args(argv)
     lib.resolve_model(args)
     d, work, meta = lib.start_driver(args, SUB, SUB)
@@ -131,23 +160,34 @@ def main(argv=None):
                 kv = (vs_llama.agentkv_kv(srv.log_text()) + ("-",) if side == "agentkv"
                       else (args.kv, args.kv, args.ls_bind))
                 log("decode_load: %s, %d agents" % (side, n))
+                steps = StepTimes(srv if side == "agentkv" else None)
                 round_of(srv, side == "agentkv", prompts, args.max_tokens, "warm")
+                warm_steps = steps.since_last()
+                time.sleep(args.pause_s)
+                steps.since_last()
                 res = round_of(srv, side == "agentkv", prompts, args.max_tokens, "m")
+                row = summarize(side, n, res, kv)
+                row.update(steps.since_last())
+                row.update({"warmup_" + k: v for k, v in warm_steps.items()})
                 srv.stop()
-                rows.append(summarize(side, n, res, kv))
+                rows.append(row)
         partial = False
     except KeyboardInterrupt:
         log("decode_load: interrupted; writing the rows finished so far (partial)")
     finally:
         lib.stop_all()
     cols = ["agents", "server", "tokens_per_s", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "tokens", "window_s",
-            "gaps", "merged_tokens", "kv_rest", "kv_slots", "bind"]
+            "gaps", "merged_tokens", "passes", "decode_ms_mean", "iteration_ms_mean", "warmup_decode_ms_mean",
+            "warmup_iteration_ms_mean", "kv_rest", "kv_slots", "bind"]
     notes = ["%d tokens per agent (ignore_eos, temperature 0), prompts ~%d tokens, distinct per agent; one warm-up "
              "round of the same shape first; per-slot context %d (llama-server -c = agents x that)" % (
                  args.max_tokens, args.prompt_tokens, ctx),
              "tokens_per_s = (tokens counted by the server - one first token per agent) / (latest last token - "
              "earliest first token); itl = inter-token latency over tokens (a piece of k tokens gives k gaps of "
              "gap/k); merged_tokens = tokens the server counted beyond the pieces (0: one token per piece)",
+             "agentkv only: passes = its forward passes in the measured round, decode_ms_mean = their mean time "
+             "in llama_decode, iteration_ms_mean = the mean loop iteration around them (its /metrics); warmup_*: "
+             "the same over the warm-up round",
              "threads %d; llama-server -fa on, --cache-ram 0, cache_prompt off, threads bound by %s" % (
                  args.threads, args.ls_bind)]
     md = ("**PARTIAL**\n\n" if partial else "") + lib.md_table(rows, cols) + "\n\n" + "\n".join("- " + x for x in notes)

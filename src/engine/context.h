@@ -111,7 +111,10 @@ class Context {
   bool BindComputeThreadsToCpus() const;
 
   // Evaluates the items in one forward pass. REQUIRES items.size() <= n_batch,
-  // every slot valid. Positions must extend each slot contiguously.
+  // every slot valid. Positions must extend each slot contiguously. Items may
+  // come in any slot order: they are handed to llama.cpp in slot order, so
+  // that slots with consecutive numbers share one pass over the weights
+  // (context.cc says why); each slot's own items keep their order.
   // On failure the slots touched may hold a partial update: callers clear them.
   Status Decode(std::span<const BatchItem> items);
   // Decode() that asks gate->LayerReady(il), and else calls
@@ -231,6 +234,7 @@ class Context {
   bool gate_refused_ = false;
   ModelCacheSpec spec_;
   mutable std::vector<int32_t> last_logit_rows_;  // item index -> batch row with logits
+  std::vector<size_t> batch_order_;               // Decode: batch row -> item index (slot order)
   // Device copies queued in llama.cpp and not yet applied (CopySlotPrefix):
   // each slot's role in them (kCopySrc, kCopyDst bits). Cleared by any
   // llama_decode that got as far as llama.cpp's memory update.

@@ -14,8 +14,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <future>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "engine/context.h"
@@ -134,6 +135,50 @@ TEST_F(EngineTest, GreedyGenerationIsDeterministic) {
   }
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_FALSE(tok.Detokenize(runs[0]).empty());
+}
+
+// Agents decoding together share one forward pass whatever order the
+// scheduler lists them in: llama.cpp splits a batch over per-slot KV streams
+// into ubatches of increasing, consecutive slots in batch order, so Decode
+// hands the items over in slot order (a pass per ubatch is counted by a gate
+// that stops before layer 0). Each item's logits are bit-identical to the
+// same decode listed in slot order. A slot missing in the middle of the
+// range still splits the batch in two (llama.cpp's rule, kept visible here).
+TEST_F(EngineTest, ABatchInAnySlotOrderIsOnePass) {
+  struct CountPasses : LayerGate {
+    bool WaitLayer(int il) override {
+      passes += il == 0;
+      return true;
+    }
+    int passes = 0;
+  };
+  Tokenizer tok(*model_);
+  const std::string text = SampleText(2000);
+  auto decode = [&](const std::vector<int>& slots, int* passes) {
+    auto ctx = MakeContext(KvType::kQ4_0, 4, 256);
+    std::vector<BatchItem> items;
+    for (int slot = 0; slot < 4; ++slot) {
+      auto t = tok.Tokenize(text.substr(static_cast<size_t>(slot) * 300, 200), true);
+      EXPECT_TRUE(Prefill(*ctx, slot, t.tokens).ok());
+    }
+    for (int slot : slots) items.push_back({slot, 42 + slot, ctx->SlotLength(slot), true});
+    CountPasses gate;
+    EXPECT_TRUE(ctx->DecodeGated(items, &gate).ok());
+    *passes = gate.passes;
+    std::map<int, std::vector<float>> by_slot;
+    for (size_t i = 0; i < items.size(); ++i) {
+      by_slot[items[i].slot].assign(ctx->Logits(static_cast<int>(i)).begin(), ctx->Logits(static_cast<int>(i)).end());
+    }
+    return by_slot;
+  };
+  int in_order = 0, shuffled = 0, with_gap = 0;
+  const auto a = decode({0, 1, 2, 3}, &in_order);
+  const auto b = decode({2, 0, 3, 1}, &shuffled);
+  EXPECT_EQ(in_order, 1);
+  EXPECT_EQ(shuffled, 1);
+  EXPECT_EQ(a, b);
+  (void)decode({3, 0, 1}, &with_gap);  // slots 0, 1 and 3: two runs
+  EXPECT_EQ(with_gap, 2);
 }
 
 // The start-up warm-up (a throw-away decode in slot 0) leaves no trace: slot

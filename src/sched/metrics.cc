@@ -47,6 +47,8 @@ SchedulerMetrics::SchedulerMetrics()
     : batch_tokens_({1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
       prefill_tokens_({0, 16, 64, 128, 256, 512}),
       disk_wait_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}),
+      decode_ms_({1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
+      iteration_ms_({1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
       remote_fetch_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}),
       remote_push_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}) {}
 
@@ -78,6 +80,11 @@ void SchedulerMetrics::ObserveBatch(uint32_t decode_tokens, uint32_t prefill_tok
   MutexLock l(&mu_);
   batch_tokens_.Observe(decode_tokens + prefill_tokens);
   prefill_tokens_.Observe(prefill_tokens);
+}
+void SchedulerMetrics::ObserveStep(double decode_ms, double iteration_ms) {
+  MutexLock l(&mu_);
+  decode_ms_.Observe(decode_ms);
+  iteration_ms_.Observe(iteration_ms);
 }
 void SchedulerMetrics::ObserveDiskWait(double ms) {
   MutexLock l(&mu_);
@@ -183,6 +190,11 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   batch_tokens_.Render("agentkv_batch_tokens", "", &out);
   out += "# HELP agentkv_batch_prefill_tokens Prefill tokens per forward pass.\n# TYPE agentkv_batch_prefill_tokens histogram\n";
   prefill_tokens_.Render("agentkv_batch_prefill_tokens", "", &out);
+  out += "# HELP agentkv_decode_ms Time in llama_decode per forward pass.\n# TYPE agentkv_decode_ms histogram\n";
+  decode_ms_.Render("agentkv_decode_ms", "", &out);
+  out += "# HELP agentkv_loop_iteration_ms An inference-loop iteration that ran a forward pass, all of it "
+         "(admission, the pass, sampling, streaming, commits).\n# TYPE agentkv_loop_iteration_ms histogram\n";
+  iteration_ms_.Render("agentkv_loop_iteration_ms", "", &out);
   out += "# HELP agentkv_disk_wait_ms Time a request waited for its cache to come from disk.\n# TYPE agentkv_disk_wait_ms histogram\n";
   disk_wait_ms_.Render("agentkv_disk_wait_ms", "", &out);
   out += "# HELP agentkv_remote_fetch_ms Time to fetch and verify an agent from the remote tier (the local read that found it missing or older included).\n# TYPE agentkv_remote_fetch_ms histogram\n";

@@ -34,6 +34,10 @@ class SchedulerMetrics {
   void CountMatch(const std::string& match);
   void AddTokens(uint64_t prefilled, uint64_t reused, uint64_t generated);
   void ObserveBatch(uint32_t decode_tokens, uint32_t prefill_tokens);
+  // One loop iteration that ran a forward pass: `decode_ms` in llama_decode,
+  // `iteration_ms` the whole iteration (admission, sampling, streaming and
+  // commits included), so their difference is the loop's own cost.
+  void ObserveStep(double decode_ms, double iteration_ms);
   void ObserveDiskWait(double ms);
   void ObserveRemoteFetch(double ms);   // an agent fetched from the remote tier
   void ObserveRemotePush(double ms);    // a turn published to the remote tier
@@ -92,6 +96,8 @@ class SchedulerMetrics {
   Histogram batch_tokens_ GUARDED_BY(mu_);
   Histogram prefill_tokens_ GUARDED_BY(mu_);
   Histogram disk_wait_ms_ GUARDED_BY(mu_);
+  Histogram decode_ms_ GUARDED_BY(mu_);
+  Histogram iteration_ms_ GUARDED_BY(mu_);
   Histogram remote_fetch_ms_ GUARDED_BY(mu_);
   Histogram remote_push_ms_ GUARDED_BY(mu_);
 };

@@ -70,7 +70,8 @@ TEST(PromptTokenCacheTest, LongestPrefixPicksTheEntryOfTheNamespaceThatSharesThe
   EXPECT_EQ(cache.LongestPrefix("ns", prompt, 1024), longer);
   EXPECT_EQ(cache.LongestPrefix("other-ns", prompt, 1024), elsewhere);
   EXPECT_EQ(cache.LongestPrefix("third-ns", prompt, 1024), nullptr);  // namespaces never cross
-  EXPECT_EQ(cache.LongestPrefix("ns", system.substr(0, 1500) + "reviewer", 1024), shorter);  // ties: the first
+  EXPECT_EQ(cache.LongestPrefix("ns", system.substr(0, 1500) + "planner, again", 1024), shorter);
+  EXPECT_EQ(cache.LongestPrefix("ns", system.substr(0, 1500) + "reviewer", 1024), longer);  // ties: the first key
   EXPECT_EQ(cache.LongestPrefix("ns", prompt, 2100), nullptr);  // below the minimum
   EXPECT_EQ(cache.LongestPrefix("ns", "x" + prompt, 1), nullptr);
   // Not a use: the entry it found is still the least recently used.

@@ -212,6 +212,7 @@ class Scheduler : public api::Backend {
   WaitingQueue waiting_;                              // requests waiting for admission
   std::vector<std::unique_ptr<Active>> active_;
   SlotOwners slots_;                                  // who holds each slot (IsResident: any thread)
+  double last_decode_ms_ = -1;                        // this iteration's forward pass (Step), -1: none
 
   // SchedulerOptions::pipelined_restore, where possible (PipelinedPossible).
   const bool pipelined_;

@@ -31,6 +31,8 @@ void Scheduler::Loop() {
     // Sleep only when there is nothing to compute; a waiting request is
     // re-checked periodically (its agent may become free, its deadline pass).
     if (!inbox_.Wait(std::chrono::milliseconds(waiting_.empty() ? 1000 : 5), !active_.empty(), waiting_.entries())) break;
+    const Clock::time_point iteration_start = Clock::now();
+    last_decode_ms_ = -1;
     RunTasks();
     for (auto& a : active_) {
       if (!a->done && a->w->req.cancel.cancelled() && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);
@@ -50,6 +52,10 @@ void Scheduler::Loop() {
     n_active_ = active_.size();
     if (active_.empty() && waiting_.empty()) tiers_.RefillReadReserveWhenIdle();
     slots_.UpdateGauges();
+    if (last_decode_ms_ >= 0) {
+      metrics_.ObserveStep(last_decode_ms_,
+                           std::chrono::duration<double, std::milli>(Clock::now() - iteration_start).count());
+    }
   }
   // Shutdown: queued requests are refused, active ones end with what they
   // computed (committed and saved).
@@ -93,7 +99,9 @@ Status Scheduler::Step() {
   }
   if (items.empty()) return Status::OK();
   metrics_.ObserveBatch(static_cast<uint32_t>(decoders.size()), static_cast<uint32_t>(items.size() - decoders.size()));
+  const Clock::time_point decode_start = Clock::now();
   Status s = ctx_.Decode(items);
+  last_decode_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - decode_start).count();
   if (!s.ok()) {
     for (Active* a : decoders) FailActive(*a, s);
     for (Active* a : prefillers) FailActive(*a, s);

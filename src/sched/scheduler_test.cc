@@ -154,7 +154,7 @@ TEST_F(SchedulerTest, TurnsExtendTheCacheAndMatchAColdPrefill) {
 // key); deleting an agent forgets its prompt.
 TEST_F(SchedulerTest, ReturningAgentsPromptIsTokenizedIncrementally) {
   Boot(2);
-  std::string conversation = Prompt(0);
+  std::string conversation = engine::testing::SampleText(1600);  // > 1 KiB: long enough to share
   auto first = Run("agent", conversation, 8);
   EXPECT_EQ(Metric("agentkv_prompt_tokens_tokenization_reused_total"), 0.0);
   conversation += first->text() + " And then the old man said that";
@@ -271,9 +271,9 @@ TEST_F(SchedulerTest, AReturningAgentsReadTakesItsTensorsFromTheReadReserve) {
 
   SchedulerOptions off;
   off.read_reserve = false;
-  Boot(1, 64u << 20, off);
-  EXPECT_EQ(reserve.TargetBytes(), 0u);  // off: the reserve holds nothing
-  EXPECT_EQ(reserve.HeldBytes(), 0u);
+  Boot(1, 64u << 20, off);  // a new store, with a reserve of its own
+  EXPECT_EQ(store_->read_reserve().TargetBytes(), 0u);  // off: the reserve holds nothing
+  EXPECT_EQ(store_->read_reserve().HeldBytes(), 0u);
 }
 
 // The read landing's scheduler tests: one slot, agent "a" saved to disk.
