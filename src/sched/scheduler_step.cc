@@ -33,6 +33,7 @@ void Scheduler::Loop() {
     if (!inbox_.Wait(std::chrono::milliseconds(waiting_.empty() ? 1000 : 5), !active_.empty(), waiting_.entries())) break;
     const Clock::time_point iteration_start = Clock::now();
     last_decode_ms_ = -1;
+    waiting_.OrderByArrival();
     RunTasks();
     for (auto& a : active_) {
       if (!a->done && a->w->req.cancel.cancelled() && SettlePipelined(*a)) Finish(*a, api::FinishReason::kCancelled);

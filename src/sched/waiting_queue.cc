@@ -1,9 +1,17 @@
 #include "sched/waiting_queue.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
 namespace agentkv::sched {
+
+void WaitingQueue::OrderByArrival() {
+  const auto earlier = [](const auto& a, const auto& b) { return a->received < b->received; };
+  if (!std::is_sorted(entries_.begin(), entries_.end(), earlier)) {
+    std::stable_sort(entries_.begin(), entries_.end(), earlier);
+  }
+}
 
 std::vector<AgentKey> WaitingQueue::Expire(std::chrono::steady_clock::time_point now, int64_t timeout_ms,
                                            SchedulerMetrics& metrics) {

@@ -2,6 +2,8 @@
 // WaitingQueue: the inference loop's requests waiting for admission, oldest
 // first, and the order in which admission tries them (TenantRoundRobin).
 //
+// Order: the requests' arrival at the server (OrderByArrival), first come
+// first served within a tenant.
 // A request leaves the queue one of three ways: admitted (AdmitRoundRobin's
 // `try_admit` took it), ended while it waited (Expire: cancelled or past the
 // queue timeout; its sink gets the error), or refused at shutdown (FailAll).
@@ -61,6 +63,13 @@ class WaitingQueue {
   bool empty() const { return entries_.empty(); }
   size_t size() const { return entries_.size(); }
 
+  // Puts the entries in the order their requests reached the server
+  // (WaitingTurn::received, stamped before the prompt was rendered and
+  // tokenized), stable for equal times: a request whose prompt took longer to
+  // prepare (a new agent's whole prompt vs a returning agent's few new
+  // tokens) is not queued behind those that arrived after it. Call after new
+  // entries were appended; cheap when they already are in order.
+  void OrderByArrival();
   // Ends the requests that were cancelled or have waited longer than
   // `timeout_ms` at `now`: each sink gets Cancelled or FailedPrecondition
   // ("timed out ..."), counted in `metrics`. Returns their agents' keys, in

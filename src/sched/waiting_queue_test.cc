@@ -52,6 +52,24 @@ TEST(WaitingQueueTest, ExpireEndsTheCancelledAndTheTimedOutAndKeepsTheRest) {
   EXPECT_NE(text.find("agentkv_requests_total{outcome=\"error\"} 1"), std::string::npos) << text;
 }
 
+// Requests are queued once their prompt is prepared, which takes longer for
+// some (a new agent's whole prompt) than for others: the queue goes by when
+// they reached the server, equal times in queue order.
+TEST(WaitingQueueTest, OrderByArrivalGoesByWhenRequestsReachedTheServer) {
+  WaitingQueue q;
+  const auto t0 = Clock::now();
+  const auto at = [&](int ms) { return t0 + std::chrono::milliseconds(ms); };
+  Push(q, "t", "returning-1", at(5));
+  Push(q, "t", "returning-2", at(9));
+  Push(q, "t", "new", at(1));  // arrived first, prepared last
+  Push(q, "t", "same-time-a", at(9));
+  Push(q, "t", "same-time-b", at(9));
+  q.OrderByArrival();
+  std::vector<std::string> order;
+  for (const auto& w : *q.entries()) order.push_back(w->req.agent_id);
+  EXPECT_EQ(order, (std::vector<std::string>{"new", "returning-1", "returning-2", "same-time-a", "same-time-b"}));
+}
+
 TEST(WaitingQueueTest, AdmitRoundRobinAlternatesTenantsAndRemovesOnlyWhatWasTaken) {
   WaitingQueue q;
   const auto now = Clock::now();
