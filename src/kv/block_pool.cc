@@ -42,7 +42,7 @@ Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<PoolBlock> bl
   AGENTKV_RETURN_IF_ERROR(ValidatePut(agent, blocks));
   std::vector<EvictionEvent> events;
   Status status;
-  uint64_t version = 0;
+  uint64_t generation = 0;
   {
     Lock lock(&mu_);
     // Cheap lower bound first, so an impossible Put evicts nobody.
@@ -81,15 +81,15 @@ Result<uint64_t> BlockPool::Put(const AgentKey& agent, std::vector<PoolBlock> bl
       Release(agent.ns, entry.block_ids);
       entry.block_ids = std::move(ids);
       entry.dirty = dirty;
-      entry.version = next_version_++;
-      version = entry.version;
+      entry.generation = next_generation_++;
+      generation = entry.generation;
       Touch(entry);
       assert(used_bytes_ <= budget_bytes_);
     }
   }
   Notify(events);
   if (!status.ok()) return status;
-  return version;
+  return generation;
 }
 
 Result<AgentSnapshot> BlockPool::Get(const AgentKey& agent) {
@@ -97,7 +97,7 @@ Result<AgentSnapshot> BlockPool::Get(const AgentKey& agent) {
   auto it = agents_.find(agent);
   if (it == agents_.end()) return Status::NotFound("block pool get: " + Name(agent));
   Touch(it->second);
-  return AgentSnapshot{SnapshotLocked(agent, it->second), it->second.version, it->second.dirty};
+  return AgentSnapshot{SnapshotLocked(agent, it->second), it->second.generation, it->second.dirty};
 }
 
 bool BlockPool::Contains(const AgentKey& agent) const {
@@ -128,10 +128,10 @@ void BlockPool::Unpin(const AgentKey& agent) {
   if (it != agents_.end() && it->second.pins > 0) --it->second.pins;
 }
 
-bool BlockPool::MarkClean(const AgentKey& agent, uint64_t version) {
+bool BlockPool::MarkClean(const AgentKey& agent, uint64_t generation) {
   Lock lock(&mu_);
   auto it = agents_.find(agent);
-  if (it == agents_.end() || it->second.version != version) return false;
+  if (it == agents_.end() || it->second.generation != generation) return false;
   it->second.dirty = false;
   return true;
 }
@@ -243,7 +243,7 @@ AgentInfo BlockPool::InfoLocked(const AgentKey& key, const AgentEntry& entry) co
   info.last_use_ms = entry.last_use_ms;
   info.pins = entry.pins;
   info.dirty = entry.dirty;
-  info.version = entry.version;
+  info.generation = entry.generation;
   return info;
 }
 

@@ -8,7 +8,7 @@
 // per namespace and reference-counted by the agents that list it; blocks are
 // never shared across namespaces. An agent (namespace, agent id) owns an
 // ordered list of block ids plus: last use, pin count, dirty flag (it has
-// blocks the disk may not have) and a version that changes on every Put.
+// blocks the disk may not have) and a generation that changes on every Put.
 //
 // Accounting. Each stored block is charged payload_bytes() + kBlockOverheadBytes
 // (the fixed part approximates the KvBlock/KvTensor headers, the shared_ptr
@@ -19,7 +19,7 @@
 //
 // Durability is the caller's. The pool never writes to disk: the scheduler
 // saves an agent's turn on its I/O thread (write-behind) and then calls
-// MarkClean with the version it saved. Until then the agent is dirty, and a
+// MarkClean with the generation it saved. Until then the agent is dirty, and a
 // dirty agent is never evicted, so dropping an agent never loses data.
 //
 // Eviction. When a Put would exceed the budget, the least recently used agent
@@ -81,12 +81,12 @@ struct AgentInfo {
   int64_t last_use_ms = 0; // from the clock in BlockPoolOptions
   uint32_t pins = 0;
   bool dirty = false;
-  uint64_t version = 0;
+  uint64_t generation = 0;
 };
 
 struct AgentSnapshot {
   std::vector<PoolBlock> blocks;  // in sequence order
-  uint64_t version = 0;          // pass to MarkClean after saving these blocks
+  uint64_t generation = 0;       // pass to MarkClean after saving these blocks
   bool dirty = false;
 };
 
@@ -125,14 +125,14 @@ class BlockPool {
   // bytes are then ignored); new ones are stored. dirty=false means the blocks
   // are known to be on disk (restore from the warm tier). Evicts other clean
   // agents as described above if needed; the target agent itself is never
-  // evicted. Returns the agent's new version.
+  // evicted. Returns the agent's new generation.
   // Errors: InvalidArgument (empty agent id, empty/duplicate block id, null
   // block), ResourceExhausted (does not fit even after evicting every
   // candidate). On error the agent keeps its previous blocks (other, clean
   // agents may have been evicted).
   Result<uint64_t> Put(const AgentKey& agent, std::vector<PoolBlock> blocks, bool dirty = true);
 
-  // The agent's blocks, version and dirty flag; marks it used. NotFound if absent.
+  // The agent's blocks, generation and dirty flag; marks it used. NotFound if absent.
   Result<AgentSnapshot> Get(const AgentKey& agent);
 
   // True if the agent is in the pool. Does not touch LRU.
@@ -145,10 +145,10 @@ class BlockPool {
   Status Pin(const AgentKey& agent);
   void Unpin(const AgentKey& agent);
 
-  // Clears the dirty flag if the agent's version is still `version` (nothing
-  // was Put since the snapshot that was saved). Returns true if the agent is
-  // now clean, false if absent or changed (it stays dirty).
-  bool MarkClean(const AgentKey& agent, uint64_t version);
+  // Clears the dirty flag if the agent's generation is still `generation`
+  // (nothing was Put since the snapshot that was saved). Returns true if the
+  // agent is now clean, false if absent or changed (it stays dirty).
+  bool MarkClean(const AgentKey& agent, uint64_t generation);
 
   // Drops the agent from RAM, dirty or not (delete / erasure; the caller
   // removes disk files). NotFound if absent, FailedPrecondition if pinned.
@@ -176,7 +176,7 @@ class BlockPool {
     int64_t last_use_ms = 0;     // for reporting only
     uint32_t pins = 0;
     bool dirty = false;
-    uint64_t version = 0;
+    uint64_t generation = 0;
   };
   using Lock = MutexLock;
 
@@ -200,7 +200,7 @@ class BlockPool {
   std::map<AgentKey, AgentEntry> agents_ GUARDED_BY(mu_);
   size_t used_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t tick_ GUARDED_BY(mu_) = 0;
-  uint64_t next_version_ GUARDED_BY(mu_) = 1;
+  uint64_t next_generation_ GUARDED_BY(mu_) = 1;
   uint64_t evictions_ GUARDED_BY(mu_) = 0;
 };
 

@@ -106,7 +106,7 @@ TEST(BlockPoolTest, TooLargeFailsWithoutEvicting) {
 }
 
 // Dirty means "not on disk yet": never dropped, whatever the pressure, until
-// the saver marks the version it wrote clean.
+// the saver marks the generation it wrote clean.
 TEST(BlockPoolTest, DirtyAgentsAreNotEvictedUntilMarkedClean) {
   std::vector<EvictionEvent> events;
   BlockPoolOptions o = Options(2);
@@ -124,7 +124,7 @@ TEST(BlockPoolTest, DirtyAgentsAreNotEvictedUntilMarkedClean) {
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
   EXPECT_FALSE(pool.Contains(A("d")));
   EXPECT_EQ(pool.Stats().n_dirty_agents, 2u);
-  ASSERT_TRUE(pool.MarkClean(A("a"), pool.Info(A("a"))->version));  // its save landed
+  ASSERT_TRUE(pool.MarkClean(A("a"), pool.Info(A("a"))->generation));  // its save landed
   EXPECT_TRUE(pool.Put(A("d"), Blocks("d", 1)).ok());
   EXPECT_FALSE(pool.Contains(A("a")));
   EXPECT_TRUE(pool.Contains(A("c")));
@@ -227,7 +227,7 @@ TEST(BlockPoolTest, EvictToDisk) {
   ASSERT_TRUE(pool.Put(A("clean"), Blocks("c", 1), false).ok());
   EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kFailedPrecondition);  // not saved yet
   EXPECT_TRUE(pool.Contains(A("a")));
-  ASSERT_TRUE(pool.MarkClean(A("a"), pool.Info(A("a"))->version));
+  ASSERT_TRUE(pool.MarkClean(A("a"), pool.Info(A("a"))->generation));
   ASSERT_TRUE(pool.Pin(A("a")).ok());
   EXPECT_EQ(pool.EvictToDisk(A("a")).code(), StatusCode::kFailedPrecondition);
   pool.Unpin(A("a"));
@@ -258,7 +258,7 @@ TEST(BlockPoolTest, ConcurrencySmoke) {
         }
         case 2: {
           Result<AgentSnapshot> s = pool.Get(key);
-          if (s.ok() && s->dirty && rng() % 2) pool.MarkClean(key, s->version);  // "saved"
+          if (s.ok() && s->dirty && rng() % 2) pool.MarkClean(key, s->generation);  // "saved"
           break;
         }
         case 3:

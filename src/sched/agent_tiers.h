@@ -23,8 +23,9 @@
 // flight; a read's result is stored only while its entry has the read's id
 // (a dropped entry's result is discarded). unsaved_ holds an agent's newest
 // committed turn until its save landed, so a read never sees an older
-// version than the newest commit. "Version" here is AgentRecord::version,
-// the agent's turn counter (the pool's clean marks use the pool's own).
+// version than the newest commit. "Version" means AgentRecord::version
+// only, the agent's turn counter; the pool's clean marks use its per-Put
+// generation (kv/block_pool.h).
 
 #include <atomic>
 #include <chrono>
@@ -265,7 +266,7 @@ class AgentTiers {
   AgentRead ReadAgent(const AgentKey& key, const std::shared_ptr<ReadLanding::Ticket>& landing) EXCLUDES(mu_);
   void ReadDoneNotify() EXCLUDES(mu_);
   void PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
-                uint64_t pool_version);
+                uint64_t pool_generation);
   // Remote tier (agent_tiers_remote.cc). On a local miss (or, with
   // newer_than = the local version, a local copy another server has since
   // advanced): fetches the manifest, reads the blocks the local store holds

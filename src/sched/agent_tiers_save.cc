@@ -18,14 +18,14 @@ BlockProvider ProviderOfBlocks(const std::vector<PoolBlock>& blocks, const char*
 }
 
 bool AgentTiers::Commit(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks) {
-  auto pool_version = pool_.Put(key, blocks, /*dirty=*/store_ != nullptr);
+  auto pool_generation = pool_.Put(key, blocks, /*dirty=*/store_ != nullptr);
   if (store_ == nullptr) return false;
-  PostSave(key, std::move(record), std::move(blocks), pool_version.ok(), pool_version.ok() ? *pool_version : 0);
+  PostSave(key, std::move(record), std::move(blocks), pool_generation.ok(), pool_generation.ok() ? *pool_generation : 0);
   return true;
 }
 
 void AgentTiers::PostSave(const AgentKey& key, AgentRecord record, std::vector<PoolBlock> blocks, bool in_pool,
-                          uint64_t pool_version) {
+                          uint64_t pool_generation) {
   auto turn = std::make_shared<const UnsavedTurn::Data>(UnsavedTurn::Data{std::move(record), std::move(blocks)});
   uint64_t seq = 0;
   {
@@ -35,7 +35,7 @@ void AgentTiers::PostSave(const AgentKey& key, AgentRecord record, std::vector<P
     unsaved_[key] = UnsavedTurn{turn, seq};
     reads_by_key_.erase(key);  // a read of an older version is stale now
   }
-  saves_.Post([this, key, seq, turn, in_pool, pool_version] {
+  saves_.Post([this, key, seq, turn, in_pool, pool_generation] {
     const std::vector<PoolBlock>& blocks = turn->blocks;
     auto saved = store_->SaveAgent(key.ns, turn->record, ProviderOfBlocks(blocks, "save"));
     if (!saved.ok()) {
@@ -43,7 +43,7 @@ void AgentTiers::PostSave(const AgentKey& key, AgentRecord record, std::vector<P
       AKV_LOG_ERROR("save of agent %s failed: %s", key.agent_id.c_str(), saved.status().ToString().c_str());
       metrics_.CountSaveFailure();
     } else {
-      if (in_pool) pool_.MarkClean(key, pool_version);
+      if (in_pool) pool_.MarkClean(key, pool_generation);
       if (remote_ != nullptr) {
         std::vector<const KvBlock*> ptrs;
         for (const auto& b : blocks) ptrs.push_back(b.block.get());
