@@ -181,6 +181,49 @@ TEST_F(EngineTest, ABatchInAnySlotOrderIsOnePass) {
   EXPECT_EQ(with_gap, 2);
 }
 
+// The near-tie oracle's input (bench/oracle.py, issue 33): how far the
+// bundled model's logits move between the batch shapes a restored agent and
+// its cold oracle use for the same positions: a whole prompt and its
+// continuation fed as one batch (logits at every position) vs the prompt
+// alone then one token at a time. On CPU they are bit-identical (the
+// batch-invariant kernels); on a GPU llama.cpp's kernels depend on the batch
+// shape, and the largest move over every position and logit is printed with
+// the top-2 gap it can flip (twice that), what the oracle's TIE must exceed.
+TEST_F(EngineTest, LogitsOfEveryPositionDoNotDependOnTheBatchShape) {
+  Tokenizer tok(*model_);
+  std::vector<int32_t> tokens = tok.Tokenize(SampleText(3000), true).tokens;
+  ASSERT_GE(tokens.size(), 364u);
+  tokens.resize(364);
+  constexpr size_t kPrompt = 300;
+  auto ctx = MakeContext(KvType::kQ4_0, 2, 512);
+  ASSERT_NE(ctx, nullptr);
+  std::vector<BatchItem> whole;
+  for (size_t i = 0; i < tokens.size(); ++i) whole.push_back({0, tokens[i], static_cast<int32_t>(i), i >= kPrompt - 1});
+  ASSERT_TRUE(ctx->Decode(whole).ok());
+  std::vector<std::vector<float>> batched;
+  for (size_t i = kPrompt - 1; i < tokens.size(); ++i) {
+    batched.emplace_back(ctx->Logits(static_cast<int>(i)).begin(), ctx->Logits(static_cast<int>(i)).end());
+  }
+  auto last = Prefill(*ctx, 1, std::vector<int32_t>(tokens.begin(), tokens.begin() + kPrompt));
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  std::vector<std::vector<float>> stepped{*last};
+  for (size_t i = kPrompt; i < tokens.size(); ++i) {
+    BatchItem item{1, tokens[i], static_cast<int32_t>(i), true};
+    ASSERT_TRUE(ctx->Decode({&item, 1}).ok());
+    stepped.emplace_back(ctx->Logits(0).begin(), ctx->Logits(0).end());
+  }
+  ASSERT_EQ(stepped.size(), batched.size());
+  float spread = 0;
+  for (size_t k = 0; k < batched.size(); ++k) spread = std::max(spread, testing::MaxAbsDiff(batched[k], stepped[k]));
+  if (model_->info().n_gpu_layers == 0) {
+    EXPECT_EQ(spread, 0.0f) << "the CPU kernels are batch-invariant";
+  } else {
+    std::printf("bundled model on a GPU, %zu positions: max |logit diff| %.4f between batch shapes (a top-2 gap can "
+                "move %.4f)\n", batched.size(), spread, 2 * spread);
+    EXPECT_LT(spread, 0.5f);
+  }
+}
+
 // The start-up warm-up (a throw-away decode in slot 0) leaves no trace: slot
 // 0 is empty afterwards and a prompt's logits are bit-identical to those of a
 // context created without it (same batch shapes on both sides).
