@@ -539,8 +539,8 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
                                              const BlockProvider& provider) {
   const std::string where = "save agent " + rec.agent_id;
   const std::string ns_name = rec.ns;
-  // One save at a time; loads, listings and deletes go on while its new
-  // block files are written (see below).
+  // One save (or delete) at a time; loads and listings go on while it writes
+  // (see below).
   MutexLock save_lock(&save_mu_);
   MutexLock l(&mu_);
   NamespaceState* ns = FindNamespaceLocked(ns_name);
@@ -559,10 +559,26 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
     RepairFailedSaveLocked(ns, rec.agent_id, ids);
     return st.WithContext(where);
   };
-  if (!ns->dirs_ready) {
-    Status st = CreateDirsDurably(fs_, AgentsDir(*ns), root_);
-    if (st.ok()) st = CreateDirsDurably(fs_, BlocksDir(*ns), ns->dir);
+  // All of this save's file I/O runs without the lock (LevelDB's rule), so
+  // loads, listings and /metrics never wait behind a write or an fsync: the
+  // saves themselves are serialized (save_mu_, held throughout, and
+  // DeleteAgent takes it too), block files and the manifest's temp file are
+  // unnamed until the rename (`writes_in_flight` keeps a rescan from
+  // removing them), and a reader that reads a manifest meanwhile checks it
+  // against the index (manifest_changes_, raised before and after).
+  ++ns->writes_in_flight;
+  auto done = [&](Status st) REQUIRES(mu_, save_mu_) -> Result<SaveResult> {
+    --ns->writes_in_flight;
     if (!st.ok()) return fail(st);
+    return SaveResult{};
+  };
+  if (!ns->dirs_ready) {
+    const std::string agents_dir = AgentsDir(*ns), blocks_dir = BlocksDir(*ns), ns_dir = ns->dir;
+    l.Unlock();
+    Status st = CreateDirsDurably(fs_, agents_dir, root_);
+    if (st.ok()) st = CreateDirsDurably(fs_, blocks_dir, ns_dir);
+    l.Lock();
+    if (!st.ok()) return done(st);
     ns->dirs_ready = true;
   }
   const int64_t now = NowMs();
@@ -571,65 +587,65 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   rec.updated_ms = now;
 
   SaveResult res;
-  // The block files the namespace lacks are written without the lock: they
-  // are content-addressed and no manifest names them yet, so no reader needs
-  // them and garbage collection does not know them; `writes_in_flight` keeps
-  // a rescan from deleting them. Loads of other agents are thus not held up
-  // by this save's I/O (hundreds of MB for long contexts).
-  std::vector<uint32_t> to_write;
-  for (uint32_t i = 0; i < ids.size(); ++i) {
-    if (!ns->blocks.count(ids[i])) to_write.push_back(i);
-  }
-  std::vector<WrittenBlock> written;
-  Status write_status;
-  if (!to_write.empty()) {
-    ++ns->writes_in_flight;
-    l.Unlock();
-    for (uint32_t i : to_write) {
-      auto w = WriteBlockFile(*ns, rec, ids, i, provider);
-      if (!w.ok()) {
-        write_status = w.status();
-        break;
-      }
-      written.push_back(*w);
-    }
-    l.Lock();
-    --ns->writes_in_flight;
-  }
   // A written file joins the namespace's blocks (not yet durable).
   auto add_written = [&](const WrittenBlock& w) REQUIRES(mu_) {
     ++res.blocks_written;
     res.bytes_written += w.file_bytes;
     ++stats_.blocks_written;
     stats_.block_bytes_written += w.file_bytes;
-    return ns->blocks.insert_or_assign(w.id, BlockState{w.file_bytes, w.checksum, 0, false}).first;
+    ns->blocks.insert_or_assign(w.id, BlockState{w.file_bytes, w.checksum, 0, false});
   };
-  for (const WrittenBlock& w : written) add_written(w);
-  if (!write_status.ok()) return fail(write_status);
+  // The block files the namespace lacks (content-addressed: one present is
+  // this block); twice at most: a block present at the first look may be
+  // gone at the second (quarantined by a read meanwhile).
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<uint32_t> to_write;
+    for (uint32_t i = 0; i < ids.size(); ++i) {
+      if (!ns->blocks.count(ids[i])) to_write.push_back(i);
+    }
+    if (to_write.empty()) break;
+    std::vector<WrittenBlock> written;
+    const NamespaceState& ns_files = *ns;  // dir and name: immutable
+    Status st;
+    l.Unlock();
+    for (uint32_t i : to_write) {
+      auto w = WriteBlockFile(ns_files, rec, ids, i, provider);
+      if (!w.ok()) {
+        st = w.status();
+        break;
+      }
+      written.push_back(*w);
+    }
+    l.Lock();
+    for (const WrittenBlock& w : written) add_written(w);
+    if (!st.ok()) return done(st);
+  }
   bool sync_blocks = false;
   for (uint32_t i = 0; i < ids.size(); ++i) {
     auto have = ns->blocks.find(ids[i]);
     if (have == ns->blocks.end()) {
-      // Present before, deleted meanwhile (another agent's erasure or the
-      // disk budget): written again, here, under the lock.
-      auto w = WriteBlockFile(*ns, rec, ids, i, provider);
-      if (!w.ok()) return fail(w.status());
-      have = add_written(*w);
+      return done(Status::Unavailable(where + ": block " + ids[i] + " removed again while it was written"));
     }
     sync_blocks |= !have->second.durable;
     rec.blocks.push_back({ids[i], BlockTokensAt(rec, i), have->second.checksum, have->second.file_bytes});
   }
-  // Every block the manifest names must be durable before the manifest is.
-  if (sync_blocks) {
-    Status st = fs_->SyncDir(BlocksDir(*ns));
-    if (!st.ok()) return fail(st);
+  auto manifest = EncodeManifest(rec);
+  if (!manifest.ok()) return done(manifest.status());
+  // Every block the manifest names durable before the manifest is; then the
+  // manifest (temp, fsync, rename, fsync of agents/).
+  ++manifest_changes_;  // before the rename: a manifest read without the lock meanwhile is not trusted blindly
+  const std::string blocks_dir = BlocksDir(*ns), manifest_path = ManifestPath(*ns, rec.agent_id);
+  l.Unlock();
+  Status st = sync_blocks ? fs_->SyncDir(blocks_dir) : Status::OK();
+  const bool blocks_synced = st.ok();
+  if (st.ok()) st = WriteFileAtomically(fs_, manifest_path, *manifest, /*sync_dir=*/true);
+  l.Lock();
+  ++manifest_changes_;  // and after it: a read that began meanwhile is checked too
+  // Only saves write blocks (one at a time): every block on disk was synced.
+  if (blocks_synced) {
     for (auto& [id, b] : ns->blocks) b.durable = true;
   }
-  auto manifest = EncodeManifest(rec);
-  if (!manifest.ok()) return fail(manifest.status());
-  ++manifest_changes_;  // before the rename: a manifest read without the lock meanwhile is not trusted blindly
-  Status st = WriteFileAtomically(fs_, ManifestPath(*ns, rec.agent_id), *manifest, /*sync_dir=*/true);
-  if (!st.ok()) return fail(st);
+  if (Result<SaveResult> r = done(st); !r.ok()) return r;
   ++stats_.manifests_written;
   res.bytes_written += manifest->size();
 
@@ -650,6 +666,7 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
 Status AgentStore::DeleteAgent(std::string_view ns_name, std::string_view agent_id) {
   AGENTKV_RETURN_IF_ERROR(ValidateIds(ns_name, agent_id).WithContext("delete agent"));
   if (options_.read_only) return Status::FailedPrecondition("delete agent: store is read-only");
+  MutexLock save_lock(&save_mu_);  // never inside a save's unlocked writes (its agent could come back)
   MutexLock l(&mu_);
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns == nullptr) return Status::NotFound("delete agent " + std::string(agent_id) + ": not found");

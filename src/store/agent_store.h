@@ -30,9 +30,14 @@
 // they need under it, read the manifest and block files without it, and
 // take it again to check and account, so the index accessors (ListAgents,
 // GetSummary, stats: /metrics and admin calls) answer while a load waits on
-// the disk. SaveAgent writes its new block files without it too (saves
-// serialize on their own mutex); its manifest write and garbage collection,
-// DeleteAgent, VerifyAgent and a dirty namespace's rescan do hold it.
+// the disk. SaveAgent does all its writes and fsyncs without it too (block
+// files, the blocks directory's fsync, the manifest's temp file, fsync and
+// rename; saves and DeleteAgent serialize on their own mutex). Still under
+// it: garbage collection's unlinks and quarantine's renames, deleting an
+// agent (DeleteAgent, and the disk budget's evictions inside a save when the
+// disk is over budget: unlinks and two directory fsyncs), VerifyAgent (a
+// maintenance command: it reads every block file) and a dirty namespace's
+// rescan after a failure.
 //
 // Invariants (under the mutex):
 //   - NamespaceState::blocks holds the block files known to be on disk; a
@@ -430,7 +435,7 @@ class AgentStore {
   std::unique_ptr<FileLock> lock_;  // writable stores: <cache_dir>/LOCK, released last
   bool live_ = false;               // set by Open, then constant
 
-  Mutex save_mu_;  // serializes SaveAgent (held without mu_ while it writes block files)
+  Mutex save_mu_;  // serializes SaveAgent and DeleteAgent (held without mu_ while a save writes)
   Mutex mu_;
   std::map<std::string, NamespaceState> namespaces_ GUARDED_BY(mu_);  // by name
   StoreStats stats_ GUARDED_BY(mu_);  // counters only

@@ -124,5 +124,40 @@ TEST_F(AgentStoreRaceTest, ALoadWhoseManifestIsReadAfterASaveReturnsTheNewVersio
   ExpectNoDamageCounted();
 }
 
+// A save's manifest write and its fsyncs run without the store's lock: with
+// a save held at the gate as it creates its manifest's temp file (its block
+// files written and the blocks directory synced), the index answers (a
+// listing, a summary) and another agent loads whole. (Before, the lock was
+// held across the manifest's write, fsync and rename: both waited for it.)
+TEST_F(AgentStoreRaceTest, ASaveHeldAtItsManifestHoldsUpNoListingOrLoad) {
+  const std::vector<int32_t> b = MakeTokens(500, 4);
+  ASSERT_TRUE(Save(store_.get(), "team", "b", b).ok());
+  const std::vector<int32_t> v2 = MakeTokens(900, 5);
+  gated_.Close("", "/agents/");
+  auto save = std::async(std::launch::async, [&] { return Save(store_.get(), "team", "a", v2); });
+  ASSERT_TRUE(WaitHeld(gated_)) << "the save never reached its manifest";
+  auto listed = std::async(std::launch::async, [this] { return store_->ListAgents("team"); });
+  auto summary = std::async(std::launch::async, [this] { return store_->GetSummary("team", "b"); });
+  auto loaded = std::async(std::launch::async, [this] { return store_->LoadBlocks("team", "b"); });
+  const bool answered = listed.wait_for(kGiveUp) == std::future_status::ready &&
+                        summary.wait_for(kGiveUp) == std::future_status::ready &&
+                        loaded.wait_for(kGiveUp) == std::future_status::ready;
+  const int held = gated_.held();
+  gated_.Open();
+  ASSERT_TRUE(save.get().ok());
+  EXPECT_TRUE(answered) << "a listing, a summary or a load waited for the held save";
+  EXPECT_GT(held, 0) << "the save was held all along";
+  auto list = listed.get();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->size(), 2u);
+  EXPECT_TRUE(summary.get().ok());
+  auto load_b = loaded.get();
+  ASSERT_TRUE(load_b.ok()) << load_b.status().ToString();
+  EXPECT_TRUE(load_b->complete);
+  EXPECT_EQ(load_b->record.tokens, b);
+  EXPECT_TRUE(LoadsExactly(store_.get(), "team", "a", v2));
+  ExpectNoDamageCounted();
+}
+
 }  // namespace
 }  // namespace agentkv
