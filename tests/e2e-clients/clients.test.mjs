@@ -68,7 +68,7 @@ for (const client of clients) {
       const first = proxy.exchanges.length;
       const t0 = Date.now();
       const r = await runClient(client.binary, argv, { env, cwd });
-      await new Promise((res) => setTimeout(res, 200));  // the last response's end is recorded
+      await proxy.settled();  // the turn's last response is recorded
       const exchanges = proxy.exchanges.slice(first);
       console.log(`# ${client.name} ${label}: exit ${r.code ?? r.signal} in ${((Date.now() - t0) / 1000).toFixed(1)} s,`
         + ` ${exchanges.length} requests`);

@@ -110,6 +110,14 @@ export class RecordingProxy {
 
   get baseURL() { return `http://127.0.0.1:${this.port}`; }
 
+  /** Resolves once every exchange begun so far is recorded (its `ms` set), or after timeoutMs. */
+  async settled(timeoutMs = 10_000) {
+    const until = Date.now() + timeoutMs;
+    while (this.exchanges.some((ex) => ex.ms === null) && Date.now() < until) {
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  }
+
   async stop() {
     if (!this.server) return;
     this.server.closeAllConnections?.();
@@ -166,6 +174,16 @@ export class RecordingProxy {
             pending = pending.slice(at + 2);
           }
         });
+        // The record is what arrived, whether the response ended or was cut
+        // off: a client may exit on the stream's last event before the
+        // chunked terminator reaches the proxy (its close then cancels
+        // upstream, and `end` never comes).
+        const record = () => {
+          if (ex.ms !== null) return;
+          const text = out.join('');
+          ex.response = sse ? { sse: parseSse(text) } : (parseJson(text) ?? text);
+          ex.ms = Date.now() - ex.started_ms;
+        };
         ures.on('end', () => {
           const text = out.join('');
           if (rewrite && sse && pending) res.write(rewriteFrame(pending, ex));
@@ -175,12 +193,13 @@ export class RecordingProxy {
             res.write(fixed ? JSON.stringify(fixed) : text);
           }
           res.end();
-          ex.response = sse ? { sse: parseSse(text) } : (parseJson(text) ?? text);
-          ex.ms = Date.now() - ex.started_ms;
+          record();
         });
+        ures.on('close', record);
         ures.on('error', () => res.destroy());
       });
       up.on('error', (e) => {
+        if (ex.ms !== null) return;  // cancelled after its response was recorded
         ex.status = 502;
         ex.response = `proxy: ${e.message}`;
         if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });

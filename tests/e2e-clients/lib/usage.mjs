@@ -87,7 +87,13 @@ export function describe(ex, turn) {
   const u = usageOf(ex);
   const b = ex.body ?? {};
   const n = (b.messages ?? b.input ?? []).length;
-  const err = ex.status !== 200 ? ` ${JSON.stringify(ex.response).slice(0, 300)}` : '';
+  let err = ex.status !== 200 ? ` ${JSON.stringify(ex.response).slice(0, 300)}` : '';
+  // A 200 without usage: how its stream ended (the last events' types, or the tail of its body).
+  if (!err && apiOf(ex) && !u) {
+    const sse = ex.response?.sse;
+    err = sse ? ` no usage; ${sse.length} events, last: ${sse.slice(-4).map(({ data }) => data?.type ?? JSON.stringify(data)?.slice(0, 80)).join(', ')}`
+      : ` no usage; body: ${JSON.stringify(ex.response)?.slice(-300)}`;
+  }
   return `${typeof turn === 'number' ? `turn ${turn}` : turn} #${ex.seq} ${ex.method} ${ex.path} ${ex.status}${isMain(ex) ? ' main' : apiOf(ex) ? ' side' : ''}`
     + ` items=${n} tools=${(b.tools ?? []).length}`
     + (u ? ` prompt=${u.prompt} cached=${u.cached} (${pct(u)}) match=${u.match} shared=${u.shared} agent=${u.agent}` : '') + err;
