@@ -238,10 +238,13 @@ case "${1:-}" in
     AGENTKV_LLAMA_DIR=.device/llama.cpp $B/src/engine/engine_arch_test 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
     "$0" models
     ;;
-  gpu-tests)  # the engine's and the scheduler's tests of a path, on the GPU (FILTER: a gtest filter)
-    build_cuda engine_test sched_test ${ALSO_BUILD:-}  # ALSO_BUILD: e.g. "agentkv llama-server" for later steps
+  gpu-tests)  # the engine's and the scheduler's tests of a path, on the GPU (FILTER: a gtest filter; TESTS: which
+    # test binaries, default "engine_test sched_test")
+    tests=${TESTS:-engine_test sched_test}
+    build_cuda $tests ${ALSO_BUILD:-}  # ALSO_BUILD: e.g. "agentkv llama-server" for later steps
     f=${FILTER:-'LayerGated*:ReadLanding*'}
-    for t in engine/engine_test sched/sched_test; do
+    for t in $tests; do
+      t=${t%_test}/${t}
       timeout 240 $B/src/$t --gtest_filter="$f" 2>&1 | grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is|actual|slot copy|max \|' |
         tee -a "$OUT/gpu-tests.txt"
     done
