@@ -227,7 +227,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
 
   // A seeded agent reuses any common prefix: the donor was chosen for it (sched/prefix_donor.h).
   TurnPlan plan =
-      PlanTurn(w.fresh, agent.seq, w.prompt, available, {w.seeded ? 0.0 : options_.diverge_ratio});
+      PlanTurn(tokenizer_, w.fresh, agent.seq, w.prompt, available, {w.seeded ? 0.0 : options_.diverge_ratio});
   if (plan.n_keep > 0) {
     TurnRestore restored = StartTurnRestore(ctx_, tiers_, metrics_, source, slot, static_cast<uint32_t>(plan.n_keep));
     a->usage.restore_ms = restored.restore_ms;
@@ -242,7 +242,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     if (!restored.status.ok()) {
       AKV_LOG_WARN("restore of agent %s failed (%s); prefilling cold", agent.key.agent_id.c_str(),
                    restored.status.ToString().c_str());
-      plan = PlanTurn(w.fresh, agent.seq, w.prompt, 0);
+      plan = PlanTurn(tokenizer_, w.fresh, agent.seq, w.prompt, 0);
     }
   }
   if (plan.n_keep == 0) {

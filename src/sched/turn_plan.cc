@@ -17,24 +17,56 @@ std::vector<TokenSpan> MatchableSpans(const std::vector<engine::TokenSpan>& span
   return out;
 }
 
-uint32_t TokensEqualToFresh(const engine::TokenizedText& fresh, const CachedSequence& cached, size_t n_matchable) {
-  const size_t n = std::min({n_matchable, cached.tokens.size(), cached.spans.size(), fresh.tokens.size(),
-                             fresh.spans.size()});
-  size_t same = 0;
-  while (same < n && cached.tokens[same] == fresh.tokens[same] && cached.spans[same].begin == fresh.spans[same].begin &&
-         cached.spans[same].end == fresh.spans[same].end) {
-    ++same;
+uint32_t TokensAgreeingOnSpecials(const engine::Tokenizer& tokenizer, const engine::TokenizedText& fresh,
+                                  const CachedSequence& cached, size_t n_matchable) {
+  struct SpecialAt {
+    size_t index;
+    engine::TokenSpan span;
+    int32_t token;
+  };
+  auto specials = [&](const std::vector<int32_t>& tokens, const std::vector<engine::TokenSpan>& spans, size_t n) {
+    std::vector<SpecialAt> out;
+    for (size_t i = 0; i < n; ++i) {
+      if (tokenizer.IsSpecial(tokens[i])) out.push_back({i, spans[i], tokens[i]});
+    }
+    return out;
+  };
+  n_matchable = std::min(n_matchable, std::min(cached.tokens.size(), cached.spans.size()));
+  const std::vector<SpecialAt> in_cache = specials(cached.tokens, cached.spans, n_matchable);
+  const std::vector<SpecialAt> in_prompt =
+      specials(fresh.tokens, fresh.spans, std::min(fresh.tokens.size(), fresh.spans.size()));
+  size_t n = n_matchable;
+  for (size_t k = 0; k < in_cache.size() || k < in_prompt.size(); ++k) {
+    const SpecialAt* c = k < in_cache.size() ? &in_cache[k] : nullptr;
+    const SpecialAt* f = k < in_prompt.size() ? &in_prompt[k] : nullptr;
+    if (c != nullptr && f != nullptr && c->token == f->token && c->span.begin == f->span.begin &&
+        c->span.end == f->span.end) {
+      continue;
+    }
+    // The first disagreement: the cache's special is not kept, and no kept
+    // token reaches into the prompt's (a zero-width one: up to it, exclusive).
+    if (c != nullptr) n = std::min(n, c->index);
+    if (f != nullptr && f->span.begin != engine::kUnalignedSpan) {
+      const bool zero_width = f->span.end == f->span.begin;
+      while (n > 0) {
+        const uint32_t end = cached.spans[n - 1].end;
+        if (end < f->span.begin || (end == f->span.begin && !zero_width)) break;
+        --n;
+      }
+    }
+    break;
   }
-  return static_cast<uint32_t>(same);
+  return static_cast<uint32_t>(n);
 }
 
 TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const CachedSequence& cached, std::string_view prompt,
                   uint32_t max_reusable, const MatchOptions& options) {
-  return PlanTurn(tokenizer.Tokenize(prompt, /*add_bos=*/true), cached, prompt, max_reusable, options);
+  return PlanTurn(tokenizer, tokenizer.Tokenize(prompt, /*add_bos=*/true), cached, prompt, max_reusable, options);
 }
 
-TurnPlan PlanTurn(const engine::TokenizedText& fresh, const CachedSequence& cached, std::string_view prompt,
-                  uint32_t max_reusable, const MatchOptions& options) {
+TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const engine::TokenizedText& fresh,
+                  const CachedSequence& cached, std::string_view prompt, uint32_t max_reusable,
+                  const MatchOptions& options) {
   TurnPlan plan;
   auto cold = [&]() {
     plan.match = MatchType::kMiss;
@@ -54,7 +86,7 @@ TurnPlan PlanTurn(const engine::TokenizedText& fresh, const CachedSequence& cach
     if (s.begin != engine::kUnalignedSpan && s.end > s.begin) fresh_begins.insert(s.begin);
   }
   uint32_t n_keep = static_cast<uint32_t>(std::min<size_t>(m.n_keep_tokens, max_reusable));
-  n_keep = std::min(n_keep, TokensEqualToFresh(fresh, cached, spans.size()));
+  n_keep = std::min(n_keep, TokensAgreeingOnSpecials(tokenizer, fresh, cached, spans.size()));
   // Shrink to a boundary both tokenizations share, keeping >= 1 token to feed.
   while (n_keep > 0) {
     const uint32_t end = spans[n_keep - 1].end;

@@ -11,19 +11,14 @@
 // token (BOS) is ever inserted mid-context, no SentencePiece dummy space
 // appears mid-text, and every kept token's characters are in P.
 //
-// Every kept token is P's own token at its place (DESIGN.md §6: same id,
-// same span), else n_keep ends before the first one that differs; the
-// characters only decide the match type and how far to look. So:
-// - a client's text that spells a template token ("</s><s>system") is plain
-//   in P's tokenization, and never continues a cache whose tokens at those
-//   characters were real template tokens, nor the reverse;
-// - a reply the model wrote as other tokens than its text's tokenization
-//   (the bundled model wrote "leveleduclear" as level|ed|uc|lear, the
-//   tokenizer says level|ed|u|clear; or byte-fallback pieces), sent back by
-//   the client, is prefilled again from its first such token on.
-// Kept + new tokens are therefore exactly P's tokenization, whatever the
-// cache held: a turn computes what a cold prefill of P computes (the
-// crash loop's cold oracle relies on it; docs/engine.md "Exactness").
+// Special tokens are compared by token, not by character: the kept tokens'
+// special tokens (Tokenizer::IsSpecial: BOS, turn markers) must be exactly
+// P's special tokens over the same characters (same id, same span), else
+// n_keep ends before the first one that differs. A client's text that spells
+// a template token ("</s><s>system") is plain in P's tokenization, so it never
+// continues a cache whose tokens at those characters were real template
+// tokens, and the reverse. Plain tokens may be spelled differently (a
+// generated reply, byte fallback): the same characters as text either way.
 //
 // Pure function of its inputs; thread-compatible.
 
@@ -60,8 +55,9 @@ struct TurnPlan {
 // the prompt's plain ranges (done off the inference thread, see
 // Scheduler::Submit). `max_reusable` caps n_keep (what the cache source can
 // restore, e.g. RestorablePrefix); the result's n_keep <= max_reusable.
-TurnPlan PlanTurn(const engine::TokenizedText& fresh, const CachedSequence& cached, std::string_view prompt,
-                  uint32_t max_reusable, const MatchOptions& options = {});
+TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const engine::TokenizedText& fresh,
+                  const CachedSequence& cached, std::string_view prompt, uint32_t max_reusable,
+                  const MatchOptions& options = {});
 // The same, tokenizing the prompt itself (all of it parsed for specials).
 TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const CachedSequence& cached, std::string_view prompt,
                   uint32_t max_reusable, const MatchOptions& options = {});
@@ -70,16 +66,18 @@ TurnPlan PlanTurn(const engine::Tokenizer& tokenizer, const CachedSequence& cach
 // first unaligned token, see engine::TokenizedText::aligned).
 std::vector<TokenSpan> MatchableSpans(const std::vector<engine::TokenSpan>& spans, size_t text_size);
 
-// How many of the first `n_matchable` cached tokens are `fresh`'s own tokens
-// at their places: the longest leading run with the same ids and the same
-// spans. Pure.
-uint32_t TokensEqualToFresh(const engine::TokenizedText& fresh, const CachedSequence& cached, size_t n_matchable);
+// How many of the first `n_matchable` cached tokens agree with `fresh` on
+// special tokens: the largest n such that the special tokens among
+// cached[0, n) are exactly fresh's special tokens whose spans end at or
+// before cached[n - 1]'s end (same ids, same spans, same order).
+uint32_t TokensAgreeingOnSpecials(const engine::Tokenizer& tokenizer, const engine::TokenizedText& fresh,
+                                  const CachedSequence& cached, size_t n_matchable);
 
 // The new turn's prompt as the first tokens of the agent's sequence, when
 // they are exactly its fresh tokenization: the cached tokens kept by `plan`
-// equal the fresh ones (PlanTurn keeps only such tokens; checked again
-// here), and the plan's new tokens are the rest of them. Else unknown ({}).
-// Pure.
+// equal the fresh ones (they may not: the plan keeps cached tokens by
+// characters, and sampled tokens need not be the text's tokenization), and
+// the plan's new tokens are the rest of them. Else unknown ({}). Pure.
 PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view prompt,
                             const std::vector<engine::TextRange>& plain, const CachedSequence& cached,
                             const TurnPlan& plan);

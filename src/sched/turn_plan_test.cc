@@ -85,24 +85,14 @@ TEST_F(TurnPlanTest, MaxReusableCapsTheKeptTokens) {
   ExpectSpellsPrompt(tok, cached, plan, c + " Eleven.");
 }
 
-// Kept + new tokens are the prompt's own tokenization whatever the cache
-// holds (DESIGN.md §6), so a turn computes what a cold prefill computes.
-std::vector<int32_t> PlannedSequence(const CachedSequence& c, const TurnPlan& p) {
-  std::vector<int32_t> all(c.tokens.begin(), c.tokens.begin() + p.n_keep);
-  all.insert(all.end(), p.new_tokens.begin(), p.new_tokens.end());
-  return all;
-}
-
 // BPE/SentencePiece tokenization depends on context: a text's prefix alone
 // can tokenize differently than inside the whole text. (1) Find such a case
-// in real text with the bundled tokenizer: the plan keeps the tokens both
-// tokenizations share and re-tokenizes from there. (2) Over many cut points.
-// (3) A cache whose tokens spell the text differently from a fresh
-// tokenization (a model may emit a word as byte-fallback tokens, or as other
-// pieces: the bundled model wrote "leveleduclear" as level|ed|uc|lear where
-// the tokenizer says level|ed|u|clear, found by the crash loop's cold oracle
-// at stop 28): the plan keeps only the tokens before the first respelled one.
-TEST_F(TurnPlanTest, KeepsExactlyThePromptsOwnTokensOnRealTokenizer) {
+// in real text with the bundled tokenizer. (2) Generated tokens are such a
+// case: the model emits pieces a fresh tokenization of the same text would
+// merge differently. Character-level matching keeps them all; token-id
+// matching (fresh tokenization of the next prompt vs cached ids) stops at the
+// first difference.
+TEST_F(TurnPlanTest, CharacterLevelBeatsTokenIdMatchingOnRealTokenizer) {
   engine::Tokenizer tok(*model_);
   const std::string text = engine::testing::SampleText(600);
   const auto whole = tok.Tokenize(text, true).tokens;
@@ -115,20 +105,24 @@ TEST_F(TurnPlanTest, KeepsExactlyThePromptsOwnTokensOnRealTokenizer) {
   {
     CachedSequence cached = Cached(tok, text.substr(0, found_cut));
     TurnPlan plan = PlanTurn(tok, cached, text, 1u << 30);
-    EXPECT_EQ(plan.n_keep, CommonTokenPrefix(cached.tokens, whole));
-    EXPECT_EQ(PlannedSequence(cached, plan), whole);
+    EXPECT_GE(plan.n_keep, CommonTokenPrefix(cached.tokens, whole));
+    ExpectSpellsPrompt(tok, cached, plan, text);
   }
 
+  // (2) Over many cut points character-level never reuses less than
+  // token-id matching (SentencePiece here re-tokenizes differently only at
+  // the cut, so the two usually tie).
   for (size_t cut = 20; cut + 20 < text.size(); cut += 7) {
     CachedSequence cached = Cached(tok, text.substr(0, cut));
     TurnPlan plan = PlanTurn(tok, cached, text, 1u << 30);
     const size_t token_level = CommonTokenPrefix(cached.tokens, whole);
-    ASSERT_LE(plan.n_keep, token_level) << "cut " << cut;
     ASSERT_GE(plan.n_keep, std::min(token_level, cached.tokens.size() - 1)) << "cut " << cut;
-    ASSERT_EQ(PlannedSequence(cached, plan), whole) << "cut " << cut;
   }
 
-  // (3) The 10th token replaced by its bytes (<0xNN> tokens, ids 3..258 in this vocabulary).
+  // (3) A cache whose tokens spell the text differently from a fresh
+  // tokenization (a model may emit a word as byte-fallback tokens): the
+  // 10th token is replaced by its bytes (<0xNN> tokens, ids 3..258 in this
+  // vocabulary). Token-id matching stops there; character level keeps all.
   CachedSequence cached = Cached(tok, text.substr(0, 300));
   CachedSequence respelled;
   respelled.text = cached.text;
@@ -147,10 +141,11 @@ TEST_F(TurnPlanTest, KeepsExactlyThePromptsOwnTokensOnRealTokenizer) {
     }
   }
   TurnPlan plan = PlanTurn(tok, respelled, text, 1u << 30);
-  EXPECT_EQ(CommonTokenPrefix(respelled.tokens, whole), 10u);
-  EXPECT_EQ(plan.match, MatchType::kExtend);  // by characters the prompt extends the cache
-  EXPECT_EQ(plan.n_keep, 10u);                // by tokens only the first 10 are its own
-  EXPECT_EQ(PlannedSequence(respelled, plan), whole);
+  const size_t token_level = CommonTokenPrefix(respelled.tokens, whole);
+  EXPECT_EQ(token_level, 10u);
+  EXPECT_EQ(plan.match, MatchType::kExtend);
+  EXPECT_GE(plan.n_keep + 1, respelled.tokens.size());
+  EXPECT_GT(plan.n_keep, token_level + 20);
   ExpectSpellsPrompt(tok, respelled, plan, text);
 }
 
@@ -180,7 +175,7 @@ TEST_F(TurnPlanSpecialsTest, ClientTextNeverContinuesRealTemplateTokens) {
   CachedSequence cached = Cached(tok, text);
   ASSERT_GE(SpecialsAmongKept(tok, cached, static_cast<uint32_t>(cached.tokens.size())), 5u);
   const engine::TokenizedText fresh = tok.Tokenize(text, true, {client});
-  TurnPlan plan = PlanTurn(fresh, cached, text, 1u << 30);
+  TurnPlan plan = PlanTurn(tok, fresh, cached, text, 1u << 30);
   // The reuse ends before the client's first "</s>"; only the leading "<s>" is special among the kept tokens.
   ASSERT_GT(plan.n_keep, 0u);
   EXPECT_LE(cached.spans[plan.n_keep - 1].end, text.find("</s>"));
@@ -199,7 +194,7 @@ TEST_F(TurnPlanSpecialsTest, RealTemplateTokensNeverContinueClientText) {
   // The reverse: the cache holds the client's marker text as text, the new prompt has real markers there.
   const engine::TokenizedText as_text = tok.Tokenize(text, true, {client});
   CachedSequence cached{text, as_text.tokens, as_text.spans, {}};
-  TurnPlan plan = PlanTurn(tok.Tokenize(text, true), cached, text, 1u << 30);
+  TurnPlan plan = PlanTurn(tok, tok.Tokenize(text, true), cached, text, 1u << 30);
   ASSERT_GT(plan.n_keep, 0u);
   EXPECT_LE(cached.spans[plan.n_keep - 1].end, text.find("</s>"));
 }
@@ -211,7 +206,7 @@ TEST_F(TurnPlanSpecialsTest, AgreeingTemplateTokensAreAllKept) {
   CachedSequence cached{text, first.tokens, first.spans, {}};
   const std::string next = text + "Fine.</s>\n<s>user\nmore</s>\n<s>assistant\n";
   const engine::TextRange reply{text.size(), text.size() + 5}, more{next.find("more"), next.find("more") + 4};
-  TurnPlan plan = PlanTurn(tok.Tokenize(next, true, {client, reply, more}), cached, next, 1u << 30);
+  TurnPlan plan = PlanTurn(tok, tok.Tokenize(next, true, {client, reply, more}), cached, next, 1u << 30);
   EXPECT_EQ(plan.match, MatchType::kExtend);
   EXPECT_GE(plan.n_keep + 1, cached.tokens.size());  // the last "\n" may merge with the reply's first piece
   EXPECT_GE(SpecialsAmongKept(tok, cached, plan.n_keep), 3u);
