@@ -234,6 +234,11 @@ struct Usage {
   // namespace (a fork: a prefix donor, a subagent's parent, an implicit
   // DIVERGE; docs/api.md "Shared prefixes"), not from the agent's own.
   int64_t shared_tokens = 0;
+  // Of cached_tokens: those from the first one that is not the prompt's own
+  // tokenization on (a reply the model wrote as other tokens than its text's
+  // tokenization, kept by characters). 0: the turn's tokens are what a cold
+  // prefill of the prompt computes (docs/api.md).
+  int64_t respelled_tokens = 0;
   // agentkv extension.
   std::string agent_id;  // the agent that served the request (implicit too)
   // A side request (docs/api.md "Side requests"): the agent it named, whose

@@ -63,6 +63,7 @@ std::string FormatRequestLog(const RequestLogEntry& e) {
     AddNumber(&line, "cached_tokens", static_cast<double>(u.cached_tokens), 0);
     AddNumber(&line, "prefilled", static_cast<double>(u.tokens_prefilled), 0);
     if (u.shared_tokens > 0) AddNumber(&line, "shared", static_cast<double>(u.shared_tokens), 0);
+    if (u.respelled_tokens > 0) AddNumber(&line, "respelled", static_cast<double>(u.respelled_tokens), 0);
     AddNumber(&line, "completion_tokens", static_cast<double>(u.completion_tokens), 0);
     Add(&line, "cache", CacheStateName(u.cache_state));
     Add(&line, "match", MatchTypeName(u.match));

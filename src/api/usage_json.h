@@ -15,6 +15,7 @@ inline nlohmann::json AgentkvUsageJson(const Usage& u) {
           {"match", MatchTypeName(u.match)},
           {"tokens_prefilled", u.tokens_prefilled},
           {"shared_tokens", u.shared_tokens},
+          {"respelled_tokens", u.respelled_tokens},
           {"ttft_ms", u.ttft_ms},
           {"wait_ms", u.wait_ms},
           {"read_ms", u.read_ms},

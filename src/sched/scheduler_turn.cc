@@ -266,6 +266,7 @@ Status Scheduler::Prepare(Waiting& w, Agent& agent, int slot, Active* a, Restore
     return Status::InvalidArgument("prompt: " + std::to_string(prompt_tokens) + " tokens do not fit the context of " +
                                    std::to_string(ctx_.options().slot_ctx));
   }
+  a->usage.respelled_tokens = RespelledTokens(w.fresh, agent.seq, plan.n_keep);
   agent.fork_source.reset();
   a->committed_seq = agent.seq;
   agent.seq.prompt = PromptPrefixOf(w.fresh, w.prompt, w.plain, agent.seq, plan);

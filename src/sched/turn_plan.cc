@@ -130,6 +130,13 @@ PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view
   return p;
 }
 
+uint32_t RespelledTokens(const engine::TokenizedText& fresh, const CachedSequence& cached, uint32_t n_keep) {
+  const size_t n = std::min<size_t>(n_keep, cached.tokens.size());
+  size_t same = 0;
+  while (same < n && same < fresh.tokens.size() && cached.tokens[same] == fresh.tokens[same]) ++same;
+  return static_cast<uint32_t>(n - same);
+}
+
 size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<std::string>& expected) {
   size_t n = 0;
   while (n < blocks.size() && n < expected.size() && blocks[n].id == expected[n]) ++n;

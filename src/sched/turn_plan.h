@@ -82,6 +82,17 @@ PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view
                             const std::vector<engine::TextRange>& plain, const CachedSequence& cached,
                             const TurnPlan& plan);
 
+// How many of the first `n_keep` cached tokens lie at or past the first one
+// that differs from `fresh` (the prompt's own tokenization): 0 when the turn's
+// token sequence is exactly what a cold prefill of the prompt computes. Plain
+// tokens are kept by characters, so a reply the model wrote as other tokens
+// than its text's tokenization (the bundled model wrote "leveleduclear" as
+// level|ed|uc|lear where the tokenizer says level|ed|u|clear), echoed back by
+// the client, stays as the model wrote it: the turn then equals a cold
+// prefill of its own token sequence, not of the prompt's text
+// (usage.agentkv.respelled_tokens; docs/prefix-matching.md). Pure.
+uint32_t RespelledTokens(const engine::TokenizedText& fresh, const CachedSequence& cached, uint32_t n_keep);
+
 // How many leading `blocks` have the ids `expected` (the ids the tokens
 // imply, ComputeBlockIds): the blocks that really belong to this token
 // sequence. Pure.

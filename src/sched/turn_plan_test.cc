@@ -46,6 +46,8 @@ TEST_F(TurnPlanTest, ExtendKeepsEverythingAndFeedsOnlyTheNewText) {
   EXPECT_EQ(plan.n_keep, cached.tokens.size());
   EXPECT_LE(plan.new_tokens.size(), 8u);
   ExpectSpellsPrompt(tok, cached, plan, p);
+  // The kept tokens are the prompt's own tokenization: a cold prefill computes the same sequence.
+  EXPECT_EQ(RespelledTokens(tok.Tokenize(p, true), cached, plan.n_keep), 0u);
 }
 
 TEST_F(TurnPlanTest, ExactRefeedsTheLastToken) {
@@ -147,6 +149,8 @@ TEST_F(TurnPlanTest, CharacterLevelBeatsTokenIdMatchingOnRealTokenizer) {
   EXPECT_GE(plan.n_keep + 1, respelled.tokens.size());
   EXPECT_GT(plan.n_keep, token_level + 20);
   ExpectSpellsPrompt(tok, respelled, plan, text);
+  // usage.agentkv.respelled_tokens: every kept token from the respelled one on.
+  EXPECT_EQ(RespelledTokens(tok.Tokenize(text, true), respelled, plan.n_keep), plan.n_keep - token_level);
 }
 
 
