@@ -1,6 +1,7 @@
 #include "sched/turn_plan.h"
 
 #include <algorithm>
+#include <span>
 #include <unordered_set>
 
 namespace agentkv::sched {
@@ -132,9 +133,7 @@ PromptPrefix PromptPrefixOf(const engine::TokenizedText& fresh, std::string_view
 
 uint32_t RespelledTokens(const engine::TokenizedText& fresh, const CachedSequence& cached, uint32_t n_keep) {
   const size_t n = std::min<size_t>(n_keep, cached.tokens.size());
-  size_t same = 0;
-  while (same < n && same < fresh.tokens.size() && cached.tokens[same] == fresh.tokens[same]) ++same;
-  return static_cast<uint32_t>(n - same);
+  return static_cast<uint32_t>(n - CommonTokenPrefix(std::span(cached.tokens).first(n), fresh.tokens));
 }
 
 size_t MatchingBlocks(const std::vector<PoolBlock>& blocks, const std::vector<std::string>& expected) {

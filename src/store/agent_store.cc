@@ -637,11 +637,11 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   const std::string blocks_dir = BlocksDir(*ns), manifest_path = ManifestPath(*ns, rec.agent_id);
   l.Unlock();
   Status st = sync_blocks ? fs_->SyncDir(blocks_dir) : Status::OK();
-  const bool blocks_synced = st.ok();
+  const bool blocks_synced = sync_blocks && st.ok();
   if (st.ok()) st = WriteFileAtomically(fs_, manifest_path, *manifest, /*sync_dir=*/true);
   l.Lock();
   ++manifest_changes_;  // and after it: a read that began meanwhile is checked too
-  // Only saves write blocks (one at a time): every block on disk was synced.
+  // Only saves write blocks (one at a time): the fsync covered every block on disk.
   if (blocks_synced) {
     for (auto& [id, b] : ns->blocks) b.durable = true;
   }
