@@ -11,7 +11,8 @@ share its disk, CPU and noise, so they are not independent draws, and with a sin
 reflects that machine only (say so next to it).
 
   bench/paired.py FILE.json [...] [--arm restart|restart_ids] [--peer llama-server|llama-server-stock] [--markdown]
-pools every FILE (several calls, several machines). A vs-llama-server JSON (bench/vs_llama.py) gives its restart
+pools every FILE (several calls, several machines). A returning_team JSON (bench/returning_team.py with
+--llama-server) gives one pair per agent and rep (pairs_from_returning). A vs-llama-server JSON (bench/vs_llama.py) gives its restart
 pairs: agentkv's restart and llama-server's `--arm` restart of the same context and pair; the machine is
 meta.machine.boot_id (machine_of). Other JSON: every object in its "pairs" list (or a top-level list) with
 --key, --base, a "machine" and --group. One row per group (context): n, machines, geometric mean, 95%
@@ -93,11 +94,33 @@ def pairs_from_samples(doc, path, arm="restart", peer="llama-server", ours="agen
     return out
 
 
+def pairs_from_returning(doc, path):
+    """(group, machine, ours_ms, theirs_ms) for a bench/returning_team.py JSON run with --llama-server: agentkv's
+    TTFT of agent i in rep r and llama-server's of the same agent and rep (the same prompt after its own restart;
+    the sides run one after another, not interleaved). Group: "<agents>x<tokens>". With several --bin, the
+    first one is ours."""
+    samples = doc.get("samples", {})
+    ours = next((b for b in samples if b != "llama-server"), None)
+    theirs = samples.get("llama-server")
+    if ours is None or theirs is None:
+        return []
+    args = doc.get("args", {})
+    group = "%sx%s" % (args.get("agents"), args.get("tokens"))
+    machine = machine_of(doc, path)
+    out = []
+    for mine, peer in zip(samples[ours], theirs):
+        for a, b in zip(mine, peer):
+            out.append((group, machine, a.get("ttft_ms"), b.get("ttft_ms")))
+    return out
+
+
 def load_pairs(path, args):
     """[(group, machine, ours, baseline)] of one JSON: a vs-llama-server JSON (its samples), or a "pairs" list /
     top-level list of objects with --key, --base, --group and "machine"."""
     with open(path) as f:
         doc = json.load(f)
+    if isinstance(doc, dict) and isinstance(doc.get("samples"), dict):
+        return pairs_from_returning(doc, path)
     if isinstance(doc, dict) and "samples" in doc and not isinstance(doc.get("pairs"), list):
         return pairs_from_samples(doc, path, args.arm, args.peer)
     items = doc if isinstance(doc, list) else doc.get("pairs", [])

@@ -78,6 +78,14 @@ class PoolingTest(unittest.TestCase):
                            {"system": "llama-server", "what": "restart", "context": 1, "rep": 3, "client_ttft_ms": 8}]}
         self.assertEqual(pairs_from_samples(doc, "f"), [(1, "f", 4, 8)])
 
+    def test_returning_team_pairs_by_agent_and_rep(self):
+        doc = {"meta": {"machine": {"boot_id": "m"}}, "args": {"agents": 2, "tokens": 2048},
+               "samples": {"build/agentkv": [[{"ttft_ms": 5}, {"ttft_ms": 6}], [{"ttft_ms": 7}]],
+                           "llama-server": [[{"ttft_ms": 10}, {"ttft_ms": 12}], [{"ttft_ms": 21}]]}}
+        self.assertEqual(paired.pairs_from_returning(doc, "f"),
+                         [("2x2048", "m", 5, 10), ("2x2048", "m", 6, 12), ("2x2048", "m", 7, 21)])
+        self.assertEqual(paired.pairs_from_returning({"samples": {"build/agentkv": [[{"ttft_ms": 5}]]}}, "f"), [])
+
     def test_main_pools_files_of_two_machines(self):
         d = tempfile.mkdtemp()
         paths = []
