@@ -82,31 +82,19 @@ def round_of(srv, is_agentkv, prompts, max_tokens, tag):
     return results
 
 
-class StepTimes:
+class StepTimes(lib.HistogramDeltas):
     """agentkv's forward passes between two calls (its /metrics agentkv_decode_ms and agentkv_loop_iteration_ms):
     the mean time in llama_decode and the mean whole loop iteration per pass. None for llama-server."""
 
-    KEYS = ("agentkv_decode_ms", "agentkv_loop_iteration_ms")
-
     def __init__(self, srv):
-        self.srv = srv
-        self.last = self._read()
-
-    def _read(self):
-        if self.srv is None:
-            return None
-        m = self.srv.metrics()
-        return {k: (m.get(k + "_sum", 0.0), m.get(k + "_count", 0.0)) for k in self.KEYS}
+        super().__init__(srv, ("agentkv_decode_ms", "agentkv_loop_iteration_ms"))
 
     def since_last(self):
-        now = self._read()
-        out = {"passes": None, "decode_ms_mean": None, "iteration_ms_mean": None}
-        if now is not None:
-            (ds, dc), (is_, ic) = [(now[k][0] - self.last[k][0], now[k][1] - self.last[k][1]) for k in self.KEYS]
-            out = {"passes": int(dc), "decode_ms_mean": ds / dc if dc else None,
-                   "iteration_ms_mean": is_ / ic if ic else None}
-        self.last = now
-        return out
+        d = super().since_last()
+        if d is None:
+            return {"passes": None, "decode_ms_mean": None, "iteration_ms_mean": None}
+        return {"passes": int(d["agentkv_decode_ms"][0]), "decode_ms_mean": lib.mean_of(d, "agentkv_decode_ms"),
+                "iteration_ms_mean": lib.mean_of(d, "agentkv_loop_iteration_ms")}
 
 
 def summarize(server, n, results, kv):

@@ -655,6 +655,37 @@ class Agentkv(Proc):
         return int(m[-1][1]) if m else None
 
 
+class HistogramDeltas:
+    """What an agentkv server's /metrics histograms gained between two calls: {name: (count, sum)} for each
+    name in `names` (its _count and _sum lines). `srv`: anything with the server's `port`; None (llama-server)
+    gives None."""
+
+    def __init__(self, srv, names):
+        self.srv, self.names = srv, tuple(names)
+        self.last = self._read()
+
+    def _read(self):
+        if self.srv is None:
+            return None
+        st, text = http_text(self.srv.port, "/metrics")
+        m = parse_prom(text) if st == 200 else {}
+        return {k: (m.get(k + "_count", 0.0), m.get(k + "_sum", 0.0)) for k in self.names}
+
+    def since_last(self):
+        now = self._read()
+        out = None if now is None else {k: (now[k][0] - self.last[k][0], now[k][1] - self.last[k][1])
+                                        for k in self.names}
+        self.last = now
+        return out
+
+
+def mean_of(delta, name):
+    """sum / count of one histogram in a HistogramDeltas result, None without observations."""
+    if not delta or not delta[name][0]:
+        return None
+    return delta[name][1] / delta[name][0]
+
+
 def parse_prom(text):
     out = {}
     for line in text.splitlines():

@@ -254,9 +254,14 @@ def send_round(args, srv, side, agents, histories, r):
     return out
 
 
+# agentkv's /metrics histograms read before and after each round: its forward passes (report.step_stats)
+STEP_HISTOGRAMS = ("agentkv_decode_ms", "agentkv_loop_iteration_ms", "agentkv_decode_only_ms",
+                   "agentkv_decode_only_context_tokens", "agentkv_batch_prefill_tokens")
+
+
 def run_side(args, side, rep, plan, workdir, acc):
     """The whole scenario on a fresh server. Records into acc as it goes (so an interrupted run keeps every
-    finished round): "requests", "restarts" (lists), "kv_types", "commands" (by side)."""
+    finished round): "requests", "restarts", "steps" (lists), "kv_types", "commands" (by side)."""
     srv = new_server(args, side, workdir, "rep%d" % rep)
     acc["commands"][side] = srv.cmd
     srv.start()
@@ -273,10 +278,13 @@ def run_side(args, side, rep, plan, workdir, acc):
                 if side == "agentkv" and rep == 0:
                     capacity(args, srv, acc, "disk")
             t0 = time.perf_counter()
+            steps = lib.HistogramDeltas(srv if side == "agentkv" else None, STEP_HISTOGRAMS)
             rs = send_round(args, srv, side, [a for a in plan if a["first_round"] <= r], histories, r)
             for x in rs:
                 x.update(side=side, rep=rep, round=r)
             acc["requests"] += rs
+            if side == "agentkv":
+                acc["steps"].append(dict(report.step_stats(steps.since_last(), rs), side=side, rep=rep, round=r))
             st = report.round_stats(rs)
             log("%s rep %d round %d: %.2f s, TTFT p50 %s ms, reused %s of %s prompt tokens%s (%.1f s)" % (
                 side, rep, r, (st["wall_ms"] or 0) / 1000.0, lib.fmt_cell(st["ttft_p50_ms"]), st["reused_tokens"],
@@ -392,7 +400,7 @@ def main(argv=None):
                                 if any(s != "agentkv" for s in args.sides) else None)
     corpus = lib.Corpus(args.text)
     user_ctx, args.ctx = args.ctx, args.ctx or 2048  # 2048: the calibration server's -c
-    acc = {"requests": [], "restarts": [], "kv_types": {}, "commands": {}}
+    acc = {"requests": [], "restarts": [], "kv_types": {}, "commands": {}, "steps": []}
     phases, status = [], "ok"
     try:
         t = time.perf_counter()
@@ -419,7 +427,7 @@ def main(argv=None):
     meta.update({"ctx": args.ctx, "chars_per_token": corpus.cpt, "wall_s": time.perf_counter() - t_start,
                  "status": status})
     reqs = acc["requests"]
-    result = report.build(args, reqs, acc["restarts"], acc["kv_types"], acc["commands"], phases)
+    result = report.build(args, reqs, acc["restarts"], acc["kv_types"], acc["commands"], phases, acc["steps"])
     result["status"] = status
     result["capacity"] = acc.get("capacity", [])
     for c in result["capacity"]:

@@ -120,8 +120,26 @@ def totals(args, sums):
     return rows
 
 
-def build(args, reqs, restarts, kvs, cmds, phases):
-    """The result document (merged with lib.make_meta's meta into the JSON): every summary and every raw record."""
+def step_stats(delta, rs):
+    """agentkv's forward passes in one round, from lib.HistogramDeltas over shared_team.STEP_HISTOGRAMS (`delta`)
+    and the round's records `rs`: passes and their mean time in llama_decode and per loop iteration; the passes
+    that only decoded (no prompt tokens), their mean time and the cells their rows attended to (the step time at
+    that load); prompt tokens fed per pass; and the time the loop spent putting agents' caches into slots
+    (usage.agentkv.restore_ms summed: RAM -> slot copies, which no pass overlaps)."""
+    mean = lambda name: lib.mean_of(delta, name)  # noqa: E731
+    restore = [((x.get("agentkv") or {}).get("restore_ms") or 0.0) for x in rs]
+    return {"passes": int(delta["agentkv_decode_ms"][0]) if delta else None,
+            "decode_ms_mean": mean("agentkv_decode_ms"), "iteration_ms_mean": mean("agentkv_loop_iteration_ms"),
+            "decode_only_passes": int(delta["agentkv_decode_only_ms"][0]) if delta else None,
+            "decode_only_ms_mean": mean("agentkv_decode_only_ms"),
+            "decode_only_cells_mean": mean("agentkv_decode_only_context_tokens"),
+            "prefill_tokens_per_pass": mean("agentkv_batch_prefill_tokens"),
+            "restore_ms_sum": sum(restore)}
+
+
+def build(args, reqs, restarts, kvs, cmds, phases, steps=()):
+    """The result document (merged with lib.make_meta's meta into the JSON): every summary and every raw record;
+    `steps`: step_stats rows (agentkv, per rep and round)."""
     reps = per_rep_rounds(args, reqs)
     sums = rep_sums(args, reps)
     config = {k: getattr(args, k) for k in ("agents", "slots", "shared_tokens", "own_tokens", "rounds",
@@ -131,7 +149,8 @@ def build(args, reqs, restarts, kvs, cmds, phases):
     result = {"config": config, "commands": cmds, "kv_types": kvs, "rows": median_rows(args, reps),
               "totals": totals(args, sums), "ratios": ratios(args, reps, sums),
               "rep_sums": [{"side": s, "rep": r, "sum_ms": v} for (s, r), v in sorted(sums.items())],
-              "per_rep_rounds": reps, "restarts": restarts, "phases": phases, "requests": reqs}
+              "per_rep_rounds": reps, "restarts": restarts, "phases": phases, "steps": list(steps),
+              "requests": reqs}
     result["notes"] = notes(args, result)
     return result
 
@@ -194,10 +213,21 @@ def markdown(args, result):
     ratio_rows = lib.md_table(result["ratios"], ["vs", "what", "ratio", "lo", "hi", "n", "agentkv_faster"],
                               ["llama-server side", "what", "agentkv / it", "95% lo", "95% hi", "reps",
                                "reps agentkv faster"], {"ratio": "%.3f", "lo": "%.3f", "hi": "%.3f"})
+    steps = lib.md_table(result.get("steps", []), ["rep", "round", "passes", "decode_ms_mean", "iteration_ms_mean",
+                                                   "decode_only_passes", "decode_only_ms_mean",
+                                                   "decode_only_cells_mean", "prefill_tokens_per_pass",
+                                                   "restore_ms_sum"],
+                         ["rep", "round", "forward passes", "ms in llama_decode / pass", "ms / loop iteration",
+                          "decode-only passes", "ms / decode-only pass", "cells attended / decode-only pass",
+                          "prompt tokens / pass", "restores into slots, ms (sum)"],
+                         {"decode_ms_mean": "%.1f", "iteration_ms_mean": "%.1f", "decode_only_ms_mean": "%.1f",
+                          "decode_only_cells_mean": "%.0f", "prefill_tokens_per_pass": "%.0f",
+                          "restore_ms_sum": "%.0f"}) if result.get("steps") else "—"
     return ("status: %s\n\n%s\n\n### per round (medians over reps)\n\n%s\n\n### detail\n\n%s\n\n"
-            "### ratios agentkv / llama-server (paired geometric means over reps; < 1: agentkv faster)\n\n%s\n\n%s" % (
+            "### ratios agentkv / llama-server (paired geometric means over reps; < 1: agentkv faster)\n\n%s\n\n"
+            "### agentkv's forward passes per round (its /metrics before and after the round)\n\n%s\n\n%s" % (
                 result.get("status", "ok"), "\n".join(heads) or "- no ratios (one side only, or no complete rep)",
-                issue_table(args, result), detail, ratio_rows, "\n".join("- " + n for n in result["notes"])))
+                issue_table(args, result), detail, ratio_rows, steps, "\n".join("- " + n for n in result["notes"])))
 
 
 def notes(args, result):

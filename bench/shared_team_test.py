@@ -62,6 +62,27 @@ class RoundStatsTest(unittest.TestCase):
         self.assertAlmostEqual(st["gen_tps"], 24 / 2.5)
 
 
+class StepStatsTest(unittest.TestCase):
+    def test_means_per_pass_and_restores_summed(self):
+        delta = {"agentkv_decode_ms": (10, 300.0), "agentkv_loop_iteration_ms": (10, 320.0),
+                 "agentkv_decode_only_ms": (8, 200.0), "agentkv_decode_only_context_tokens": (8, 80000.0),
+                 "agentkv_batch_prefill_tokens": (10, 4096.0)}
+        rs = [{"agentkv": {"restore_ms": 8.0}}, {"agentkv": {"restore_ms": 0.0}}, {"agentkv": None}, {}]
+        st = report.step_stats(delta, rs)
+        self.assertEqual((st["passes"], st["decode_only_passes"]), (10, 8))
+        self.assertAlmostEqual(st["decode_ms_mean"], 30.0)
+        self.assertAlmostEqual(st["iteration_ms_mean"], 32.0)
+        self.assertAlmostEqual(st["decode_only_ms_mean"], 25.0)
+        self.assertAlmostEqual(st["decode_only_cells_mean"], 10000.0)
+        self.assertAlmostEqual(st["prefill_tokens_per_pass"], 409.6)
+        self.assertAlmostEqual(st["restore_ms_sum"], 8.0)
+
+    def test_no_passes_and_no_server_give_none(self):
+        idle = {k: (0, 0.0) for k in shared_team.STEP_HISTOGRAMS}
+        self.assertIsNone(report.step_stats(idle, [])["decode_only_ms_mean"])
+        self.assertIsNone(report.step_stats(None, [])["passes"])
+
+
 class RatiosTest(unittest.TestCase):
     def records(self, rounds_done=3):
         out = []

@@ -49,6 +49,8 @@ SchedulerMetrics::SchedulerMetrics()
       disk_wait_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}),
       decode_ms_({1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
       iteration_ms_({1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
+      decode_only_ms_({1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}),
+      decode_only_context_({1024, 4096, 16384, 65536, 262144, 1048576}),
       remote_fetch_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}),
       remote_push_ms_({1, 5, 10, 50, 100, 500, 1000, 5000}) {}
 
@@ -85,6 +87,11 @@ void SchedulerMetrics::ObserveStep(double decode_ms, double iteration_ms) {
   MutexLock l(&mu_);
   decode_ms_.Observe(decode_ms);
   iteration_ms_.Observe(iteration_ms);
+}
+void SchedulerMetrics::ObserveDecodeOnlyPass(double decode_ms, uint64_t context_tokens) {
+  MutexLock l(&mu_);
+  decode_only_ms_.Observe(decode_ms);
+  decode_only_context_.Observe(static_cast<double>(context_tokens));
 }
 void SchedulerMetrics::ObserveDiskWait(double ms) {
   MutexLock l(&mu_);
@@ -195,6 +202,12 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   out += "# HELP agentkv_loop_iteration_ms An inference-loop iteration that ran a forward pass, all of it "
          "(admission, the pass, sampling, streaming, commits).\n# TYPE agentkv_loop_iteration_ms histogram\n";
   iteration_ms_.Render("agentkv_loop_iteration_ms", "", &out);
+  out += "# HELP agentkv_decode_only_ms Time in llama_decode per forward pass that fed no prompt tokens (decoding "
+         "agents only).\n# TYPE agentkv_decode_only_ms histogram\n";
+  decode_only_ms_.Render("agentkv_decode_only_ms", "", &out);
+  out += "# HELP agentkv_decode_only_context_tokens Cells the rows of such a pass attend to (the sum of their "
+         "agents' positions).\n# TYPE agentkv_decode_only_context_tokens histogram\n";
+  decode_only_context_.Render("agentkv_decode_only_context_tokens", "", &out);
   out += "# HELP agentkv_disk_wait_ms Time a request waited for its cache to come from disk.\n# TYPE agentkv_disk_wait_ms histogram\n";
   disk_wait_ms_.Render("agentkv_disk_wait_ms", "", &out);
   out += "# HELP agentkv_remote_fetch_ms Time to fetch and verify an agent from the remote tier (the local read that found it missing or older included).\n# TYPE agentkv_remote_fetch_ms histogram\n";

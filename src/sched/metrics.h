@@ -38,6 +38,11 @@ class SchedulerMetrics {
   // `iteration_ms` the whole iteration (admission, sampling, streaming and
   // commits included), so their difference is the loop's own cost.
   void ObserveStep(double decode_ms, double iteration_ms);
+  // A forward pass that fed no prompt tokens (every row a decoding agent's
+  // next token): its time in llama_decode and `context_tokens`, the cells its
+  // rows attend to (the sum of their agents' positions). The step time of a
+  // decode at a given load, apart from passes that also prefill.
+  void ObserveDecodeOnlyPass(double decode_ms, uint64_t context_tokens);
   void ObserveDiskWait(double ms);
   void ObserveRemoteFetch(double ms);   // an agent fetched from the remote tier
   void ObserveRemotePush(double ms);    // a turn published to the remote tier
@@ -98,6 +103,8 @@ class SchedulerMetrics {
   Histogram disk_wait_ms_ GUARDED_BY(mu_);
   Histogram decode_ms_ GUARDED_BY(mu_);
   Histogram iteration_ms_ GUARDED_BY(mu_);
+  Histogram decode_only_ms_ GUARDED_BY(mu_);
+  Histogram decode_only_context_ GUARDED_BY(mu_);
   Histogram remote_fetch_ms_ GUARDED_BY(mu_);
   Histogram remote_push_ms_ GUARDED_BY(mu_);
 };

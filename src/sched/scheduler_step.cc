@@ -108,6 +108,11 @@ Status Scheduler::Step() {
     for (Active* a : prefillers) FailActive(*a, s);
     return s;
   }
+  if (prefillers.empty()) {
+    uint64_t context_tokens = 0;
+    for (const Active* a : decoders) context_tokens += a->agent->seq.tokens.size();
+    metrics_.ObserveDecodeOnlyPass(last_decode_ms_, context_tokens);
+  }
   // The fed tokens are now in the KV: record them in the agents' sequences.
   for (Active* a : decoders) {
     CachedSequence& seq = a->agent->seq;

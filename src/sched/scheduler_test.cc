@@ -148,6 +148,26 @@ TEST_F(SchedulerTest, TurnsExtendTheCacheAndMatchAColdPrefill) {
   EXPECT_EQ(extended->text(), cold->text());
 }
 
+// /metrics times the passes that only decode (issue 32's wave analysis reads
+// the step time at a load from them) and counts the cells their rows attend
+// to: one agent of P prompt tokens generating C tokens makes C - 1 such passes
+// (its first token comes from the prefill), at positions P .. P + C - 2.
+TEST_F(SchedulerTest, DecodeOnlyPassesAreTimedWithTheCellsTheyAttend) {
+  Boot(2);
+  EXPECT_EQ(Metric("agentkv_decode_only_ms_count"), 0.0);
+  auto r = Run("solo", engine::testing::SampleText(600), 8);
+  ASSERT_TRUE(r->error().ok()) << r->error().ToString();
+  const double p = r->usage().prompt_tokens, c = r->usage().completion_tokens;
+  ASSERT_GE(c, 2.0) << "the reply must need a decode-only pass";
+  EXPECT_EQ(Metric("agentkv_decode_only_ms_count"), c - 1);
+  EXPECT_GT(Metric("agentkv_decode_only_ms_sum"), 0.0);
+  EXPECT_EQ(Metric("agentkv_decode_only_context_tokens_count"), c - 1);
+  EXPECT_EQ(Metric("agentkv_decode_only_context_tokens_sum"), (c - 1) * p + (c - 1) * (c - 2) / 2);
+  // (A decode-only pass is recorded inside the step, before its replies are
+  // sent; agentkv_decode_ms after the iteration, so its last pass may not be
+  // in yet when the reply is.)
+}
+
 // A returning agent's prompt is tokenized from its previous one (only the
 // new text); a new agent's from another agent's prompt of its namespace that
 // shares a long prefix (never another namespace's, never for an isolated
