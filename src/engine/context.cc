@@ -153,9 +153,10 @@ Status Context::Warmup() {
 void Context::ReserveStaging() {
   const uint64_t bytes =
       MaxStateBytes(spec_.slot_shape, static_cast<uint32_t>(options_.slot_ctx), static_cast<uint32_t>(options_.n_slots));
-  std::span<uint8_t> buf = staging_.Get(bytes);
-  // Fault the pages in now (page-locked memory already is), not in a request.
-  if (!staging_.pinned()) std::fill(buf.begin(), buf.end(), uint8_t{0});
+  staging_.ReserveInBackground(bytes, [](double ms, size_t size, bool pinned) {
+    AKV_LOG_INFO("staging buffer: %.1f MB (%s) ready after %.0f ms, reserved in the background from start-up",
+                 size / 1e6, pinned ? "page-locked" : "heap", ms);
+  });
 }
 
 bool Context::BindComputeThreadsToCpus() const {
