@@ -195,13 +195,11 @@ class Context {
 
   llama_context* raw() const { return ctx_; }
   // Whether state transfers go through page-locked memory (GPU models).
-  bool staging_pinned() const { return staging_.pinned(); }  // (waits for the start-up's reservation)
+  bool staging_pinned() const { return staging_.pinned(); }
 
  private:
-  // Starts allocating the staging buffer for a full slot at creation, in the
-  // background (page-locked memory takes ~0.3-0.5 ms/MB to allocate: never
-  // inside a request, and not on the start-up's path either: the first
-  // export or import waits for what is left of it).
+  // Allocates the staging buffer for a full slot at creation (page-locked
+  // memory takes ~0.3 ms/MB to allocate: never inside a request).
   void ReserveStaging();
   Context(const Model& model, const ContextOptions& options)
       : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}

@@ -8,19 +8,11 @@
 // then run as direct DMA instead of through the driver's pageable bounce
 // buffers. Otherwise it is ordinary heap memory.
 //
-// Page-locking a full slot's worth takes long (~0.5 s per GB on the H200
-// machines: most of agentkv's extra start-up at 32K, issue 34), so the
-// server reserves it in the background (ReserveInBackground) and the first
-// Get() that needs it waits for it; a returning agent's first restore reads
-// its blocks from disk meanwhile.
-//
-// Thread safety: none; owned by one Context. ReserveInBackground's thread
-// touches only the memory it allocates, which Get() adopts after joining it.
+// Thread safety: none; owned by one Context.
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <thread>
 
 struct ggml_backend_buffer;
 
@@ -36,31 +28,18 @@ class StagingBuffer {
   StagingBuffer& operator=(const StagingBuffer&) = delete;
 
   // A span of exactly `size` bytes; contents unspecified. Invalidates spans
-  // returned before when it has to grow. Waits for a background reservation
-  // first, and adopts it if it is at least as large as the buffer in hand.
+  // returned before when it has to grow.
   std::span<uint8_t> Get(size_t size);
-  // Starts allocating `size` bytes on a thread of its own (heap memory has its
-  // pages faulted in there too); returns at once. `on_done(ms, pinned)`, if
-  // set, runs on that thread when the memory is ready. At most one at a time:
-  // a second call first waits for the first.
-  void ReserveInBackground(size_t size, void (*on_done)(double ms, size_t bytes, bool pinned) = nullptr);
-  bool pinned();  // waits for a background reservation
+  bool pinned() const { return pinned_buffer_ != nullptr; }
 
  private:
-  struct Allocation {
-    ggml_backend_buffer* pinned_buffer = nullptr;
-    uint8_t* heap = nullptr;
-    uint8_t* data = nullptr;
-    size_t capacity = 0;
-  };
-  static Allocation Allocate(bool want_pinned, size_t size);
-  static void Free(Allocation* a);
-  void AdoptReservation();  // joins the background thread, keeps the larger buffer
+  void Release();
 
   bool want_pinned_;
-  Allocation held_;
-  std::thread reserving_;
-  Allocation reserved_;  // written by reserving_ only until it is joined
+  ggml_backend_buffer* pinned_buffer_ = nullptr;
+  uint8_t* heap_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t capacity_ = 0;
 };
 
 }  // namespace agentkv::engine
