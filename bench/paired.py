@@ -97,8 +97,8 @@ def pairs_from_samples(doc, path, arm="restart", peer="llama-server", ours="agen
 def pairs_from_returning(doc, path):
     """(group, machine, ours_ms, theirs_ms) for a bench/returning_team.py JSON run with --llama-server: agentkv's
     TTFT of agent i in rep r and llama-server's of the same agent and rep (the same prompt after its own restart;
-    the sides run one after another, not interleaved). Group: "<agents>x<tokens>". With several --bin, the
-    first one is ours."""
+    interleaved per rep where the JSON says "interleaved", one side after the other in older JSON). Group:
+    "<agents>x<tokens>". With several --bin, the first one is ours."""
     samples = doc.get("samples", {})
     ours = next((b for b in samples if b != "llama-server"), None)
     theirs = samples.get("llama-server")

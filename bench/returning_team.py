@@ -6,7 +6,8 @@ Per binary (--bin, repeatable; runs alternate between them): one agentkv server 
 agent), N agents (default 3) of ~--tokens prompt tokens each (distinct slices of the held-out text) are
 prefilled cold and saved; then, per rep: SIGTERM, the cache's files dropped from the page cache, a new process
 (startup excluded), and the agents return in order, each sending its same prompt again (an EXACT match,
-max_tokens 1) --gap-ms after the previous answer. Reported per binary and per position in the order: the
+max_tokens 1) --gap-ms after the previous answer. The sides take turns within each rep, their order
+alternating from rep to rep, so agent i of rep r pairs two interleaved measurements. Reported per binary and per position in the order: the
 median [min-max] over reps of the client-side TTFT and of the server's read_ms (usage.agentkv).
 
 With --llama-server (issue 34), llama-server is measured the same way beside them: one process, -np --agents
@@ -68,28 +69,50 @@ class LsArgs:
         self.llama_server, self.model_path, self.threads, self.ls_bind = a.llama_server, a.model, a.threads, a.ls_bind
 
 
-def llama_server_side(a, prompts, ctx, out):
-    """The llama-server rows (one list per agent position) of the protocol in the module doc."""
+def llama_server_prepare(a, prompts, ctx, out):
+    """llama-server's side of the protocol in the module doc, before the reps: each agent prefilled on its slot
+    and saved to its slot file. Returns the (stopped) server and the files."""
     ls = lib.LlamaServer(LsArgs(a), out, ctx, kv=a.kv, name="returning-llama-server", slots=a.agents, bind=a.ls_bind)
     ls.start()
     for i, pr in enumerate(prompts):
         ls.complete(pr, 1, slot=i)
         ls.slot("save", "agent%d.bin" % i, slot=i)
     ls.stop()
-    files = [os.path.join(ls.slot_dir, "agent%d.bin" % i) for i in range(a.agents)]
-    rows = [[] for _ in prompts]
-    for _ in range(a.reps):
-        lib.drop_page_cache(files)
-        ls.start()
+    return ls, [os.path.join(ls.slot_dir, "agent%d.bin" % i) for i in range(a.agents)]
+
+
+def llama_server_rep(a, ls, files, prompts):
+    """One rep of llama-server's side: a new process, the slot files dropped from the page cache, every agent's
+    file restored into its slot and its prompt sent; one sample per agent."""
+    lib.drop_page_cache(files)
+    ls.start()
+    out = []
+    for i, pr in enumerate(prompts):
+        j, wall = ls.slot("restore", "agent%d.bin" % i, slot=i)
+        r = ls.complete(pr, 1, slot=i)
+        out.append({"ttft_ms": wall + (r["client_ttft_ms"] or 0), "read_ms": (j.get("timings") or {}).get(
+            "restore_ms"), "cache_state": "slot restore (%s cached)" % r.get("tokens_cached"),
+            "first_decode_ms": r.get("prompt_ms"), "startup_ms": ls.startup_ms})
+        time.sleep(a.gap_ms / 1e3)
+    ls.stop()
+    return out
+
+
+def agentkv_rep(a, k, b, cache, prompts, model, port, ctx):
+    """One rep of binary b: SIGTERM'd before, its cache files dropped from the page cache, a new process, every
+    agent returning in order; one sample per agent."""
+    files = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs]
+    lib.drop_page_cache(files)
+    out = []
+    with open(os.path.join(a.out, f"server{k}.log"), "a") as log:
+        p = start(b, model, cache, port, ctx, a.threads, log, a.slots, a.kv)
         for i, pr in enumerate(prompts):
-            j, wall = ls.slot("restore", "agent%d.bin" % i, slot=i)
-            r = ls.complete(pr, 1, slot=i)
-            rows[i].append({"ttft_ms": wall + (r["client_ttft_ms"] or 0), "read_ms": (j.get("timings") or {}).get(
-                "restore_ms"), "cache_state": "slot restore (%s cached)" % r.get("tokens_cached"),
-                "first_decode_ms": r.get("prompt_ms"), "startup_ms": ls.startup_ms})
+            ttft, usage = post(port, f"agent{i}", pr)
+            ak = usage.get("agentkv", {})
+            out.append({"ttft_ms": ttft, "read_ms": ak.get("read_ms"), "cache_state": ak.get("cache_state")})
             time.sleep(a.gap_ms / 1e3)
-        ls.stop()
-    return rows
+        stop(p)
+    return out
 
 
 def main():
@@ -124,21 +147,18 @@ def main():
             for i, pr in enumerate(prompts):
                 post(port, f"agent{i}", pr)
             stop(p)
-    for rep in range(a.reps):
-        for k, b in enumerate(a.bin):
-            files = [os.path.join(d, f) for d, _, fs in os.walk(caches[b]) for f in fs]
-            lib.drop_page_cache(files)
-            with open(os.path.join(a.out, f"server{k}.log"), "a") as log:
-                p = start(b, model, caches[b], port, ctx, a.threads, log, a.slots, a.kv)
-                for i, pr in enumerate(prompts):
-                    ttft, usage = post(port, f"agent{i}", pr)
-                    ak = usage.get("agentkv", {})
-                    results[b][i].append({"ttft_ms": ttft, "read_ms": ak.get("read_ms"),
-                                          "cache_state": ak.get("cache_state")})
-                    time.sleep(a.gap_ms / 1e3)
-                stop(p)
+    ls = None
     if a.llama_server:
-        results["llama-server"] = llama_server_side(a, prompts, ctx, a.out)
+        ls, ls_files = llama_server_prepare(a, prompts, ctx, a.out)
+        results["llama-server"] = [[] for _ in range(a.agents)]
+    # The sides interleaved per rep, their order alternating (issue 34: interleaved pairs).
+    for rep in range(a.reps):
+        sides = [(k, b) for k, b in enumerate(a.bin)] + ([(None, "llama-server")] if ls else [])
+        for k, b in (sides if rep % 2 == 0 else sides[::-1]):
+            samples = (llama_server_rep(a, ls, ls_files, prompts) if b == "llama-server" else
+                       agentkv_rep(a, k, b, caches[b], prompts, model, port, ctx))
+            for i, x in enumerate(samples):
+                results[b][i].append(dict(x, rep=rep))
     summary = {}
     for b in results:
         rows = []
@@ -163,7 +183,8 @@ def main():
                    "kv": {"agentkv": "--kv %s at rest, default slot type (its log says)" % a.kv,
                           "llama-server": "%s at rest (slot files) and in slots, threads bound by %s" % (
                               a.kv, a.ls_bind)},
-                   "summary": summary, "samples": results}, f, indent=1)
+                   "summary": summary, "samples": results,
+                   "interleaved": "per rep, order alternating"}, f, indent=1)
 
 
 if __name__ == "__main__":
