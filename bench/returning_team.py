@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Agents returning one after another after a restart: the first returning agent's read is not the only
-one that matters (bench/RESULTS.md, stop 13, the read reserve's refill).
+one that matters (bench/HISTORY.md, stop 13, the read reserve's refill).
 
 Per binary (--bin, repeatable; runs alternate between them): one agentkv server (--slots 1, -c fitting one
 agent), N agents (default 3) of ~--tokens prompt tokens each (distinct slices of the held-out text) are

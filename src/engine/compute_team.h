@@ -18,7 +18,7 @@ namespace agentkv::engine {
 // with the caller and a worker on one CPU; with libgomp's spin-waiting both
 // then spin at every barrier for a peer that is not running until the kernel
 // moves one, which made 3 in 9 first decodes after a restart take 17-42 ms
-// instead of ~4 ms on 2 cores (bench/RESULTS.md "CPU restart spread").
+// instead of ~4 ms on 2 cores (bench/HISTORY.md "CPU restart spread").
 // Call it on the thread that will call Decode(), before its first decode.
 bool BindComputeTeamToCpus(int n_threads);
 

@@ -114,7 +114,7 @@ bool PipelinedRestore::DecodeGated(const std::vector<engine::BatchItem>& items,
   ImportingGate gate(*import_, yield_now, poll);
   const auto start = std::chrono::steady_clock::now();
   *decoded = ctx_.DecodeGated(items, &gate);
-  // Where a pipelined turn's time went (AGENTKV_LOG=debug; bench/RESULTS.md, stop 14).
+  // Where a pipelined turn's time went (AGENTKV_LOG=debug; bench/HISTORY.md, stop 14).
   const auto end = std::chrono::steady_clock::now();
   AKV_LOG_DEBUG("pipelined restore of agent %s: gated decode of %zu tokens %.2f ms, %.2f ms of it waiting for the "
                 "rows of %d layers, %.2f ms after its last wait%s",

@@ -1,7 +1,7 @@
 #pragma once
 // PipelinedRestore: one turn's restore that runs while its agent's blocks
 // are still being read (SchedulerOptions::pipelined_restore, on by default
-// with a GPU; the why and the measurements: bench/RESULTS.md, stops 14, 15).
+// with a GPU; the why and the measurements: bench/HISTORY.md, stops 14, 15).
 //
 // 1. The read streams (ReadLanding::Ticket::Stream): every block tensor is
 //    copied into the landing's state as it comes in, and the manifest is

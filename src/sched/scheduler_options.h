@@ -62,7 +62,7 @@ struct SchedulerOptions {
   // read; a request that arrives meanwhile makes it yield and restore the
   // usual way). Turns the read landing on. Unset: on where the context
   // stages through pinned memory (a GPU), off on CPU, where the read is not
-  // the restore's bottleneck (bench/RESULTS.md, stops 14 and 15).
+  // the restore's bottleneck (bench/HISTORY.md, stops 14 and 15).
   std::optional<bool> pipelined_restore;
 };
 

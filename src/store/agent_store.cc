@@ -26,7 +26,7 @@ namespace {
 // or NVMe disk's queue busy (one file per 256-token block, 0.3-10 MB each,
 // split into reads of BlockReadChunkBytes so that a few files are enough
 // reads too). Measured on the H200 host's disk (16 cores;
-// bench/RESULTS.md, issue #8): cold reads of 137 9.4 MB files reach 1.9, 2.0,
+// bench/HISTORY.md, issue #8): cold reads of 137 9.4 MB files reach 1.9, 2.0,
 // 2.2 GB/s with 8, 16, 32 threads; the threads mostly wait on the disk, so
 // twice the cores, at least 8.
 int ReadThreads() {
@@ -384,7 +384,7 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   if (it != ns->agents.end()) it->second.last_used_ms = std::max(it->second.last_used_ms, NowMs());
   out.record = std::move(rec);
   // Where a load's time went (AGENTKV_LOG=debug): the in-server read of a
-  // fresh process against `bench store`'s (bench/RESULTS.md, stop 11).
+  // fresh process against `bench store`'s (bench/HISTORY.md, stop 11).
   AKV_LOG_DEBUG("store: loaded %s/%s: %zu blocks (%.1f MB of block files, %d readers, %.2f MB reads) in %.2f ms: "
                 "lock %.2f, manifest %.2f (beside the block files), block files %.2f (files done from %.2f to %.2f; "
                 "process meanwhile: %ld minor faults, user %.1f ms, sys %.1f ms), checks %.2f",

@@ -26,7 +26,7 @@ inline constexpr size_t kBlockHeadReadBytes = 64 << 10;
 // 8B-shape agent of 2,048 tokens, 8 files of 9.4 MB, by 32 readers: reads of
 // 1.2 MB), while an agent of more files than readers is read a file per read
 // (32K tokens, 136 files: 20 MB > a file), which keeps each read as long as
-// the kernel's readahead likes it (bench/RESULTS.md, "chunked block reads").
+// the kernel's readahead likes it (bench/HISTORY.md, "chunked block reads").
 inline constexpr size_t kMinBlockReadChunkBytes = 1 << 20;
 size_t BlockReadChunkBytes(uint64_t data_bytes, int n_threads);
 // The same for a streaming read (BlockReadOptions::offset_major, whose

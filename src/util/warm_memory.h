@@ -10,7 +10,7 @@
 // faults on first write, inside the read (the kernel's copy out of the page
 // cache). An 8B-shape agent of 2,048 tokens is 81 MB, ~20,500 faults; on the
 // H200 host, with the faults taken beforehand the in-server read took 6-7 ms
-// less (65-67 -> 59-60 ms median, two rounds; bench/RESULTS.md, stop 13).
+// less (65-67 -> 59-60 ms median, two rounds; bench/HISTORY.md, stop 13).
 //
 // How: SetTargets names, per buffer size, how many buffers to hold;
 // FillShare allocates and faults in the missing ones (split into shares so
