@@ -114,10 +114,13 @@ record_provenance() {  # record_provenance STEP: $OUT/provenance-STEP.json, at t
     [ -x "$b" ] && bins+=("\"$b\": \"$(sha256sum "$b" | cut -d' ' -f1)\"")
   done
   mkdir -p "$OUT"
+  # Two runs of one step in a call (e.g. `returning` at 2K then at 32K) each keep their record.
+  local f="$OUT/provenance-${1:-none}.json" n=2
+  while [ -e "$f" ]; do f="$OUT/provenance-${1:-none}-$n.json"; n=$((n + 1)); done
   printf '{"step": "%s", "commit": "%s", "date": "%s", "hostname": "%s", "boot_id": "%s", "gpu": "%s", "binaries_sha256": {%s}}\n' \
     "$*" "$AGENTKV_SOURCE_COMMIT" "$(date -Is)" "$(hostname)" "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" \
     "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)" \
-    "$(IFS=,; echo "${bins[*]}")" > "$OUT/provenance-${1:-none}.json"
+    "$(IFS=,; echo "${bins[*]}")" > "$f"
 }
 case "${1:-}" in prepare*|"") ;; *) trap 'record_provenance "$@"' EXIT ;; esac
 MODELS=${MODELS:-$HOME/m}
