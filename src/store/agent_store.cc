@@ -62,47 +62,15 @@ Status ValidateIds(std::string_view ns, std::string_view agent_id) {
 
 }  // namespace
 
-AgentStore::NamespaceState* AgentStore::FindNamespaceLocked(std::string_view ns) {
-  auto it = namespaces_.find(std::string(ns));
-  return it == namespaces_.end() ? nullptr : &it->second;
-}
-
 Result<AgentStore::NamespaceState*> AgentStore::PrepareLocked(std::string_view ns) {
-  NamespaceState* state = FindNamespaceLocked(ns);
+  NamespaceState* state = index_.Find(ns);
   if (state != nullptr) AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(state));
   return state;
 }
 
-AgentSummary AgentStore::SummaryLocked(const NamespaceState& ns, const std::string& id,
-                                       const AgentState& a) const {
-  AgentSummary s;
-  s.ns = ns.name;
-  s.agent_id = id;
-  s.n_tokens = a.n_tokens;
-  s.n_blocks = static_cast<uint32_t>(a.blocks.size());
-  for (const BlockRef& b : a.blocks) {
-    s.block_bytes += b.file_bytes;
-    if (ns.blocks.count(b.id)) ++s.n_blocks_on_disk;
-  }
-  s.text_bytes = a.text_bytes;
-  s.manifest_bytes = a.manifest_bytes;
-  s.kv_types = a.kv_types;
-  s.layout_version = a.layout_version;
-  s.created_ms = a.created_ms;
-  s.updated_ms = a.updated_ms;
-  s.last_used_ms = a.last_used_ms;
-  s.version = a.version;
-  s.usable = a.usable;
-  return s;
-}
-
 std::vector<std::string> AgentStore::ListNamespaces() {
   MutexLock l(&mu_);
-  std::vector<std::string> out;
-  for (const auto& [name, ns] : namespaces_) {
-    if (!ns.agents.empty()) out.push_back(name);
-  }
-  return out;
+  return index_.NamesWithAgents();
 }
 
 Result<std::vector<AgentSummary>> AgentStore::ListAgents(std::string_view ns_name) {
@@ -111,7 +79,7 @@ Result<std::vector<AgentSummary>> AgentStore::ListAgents(std::string_view ns_nam
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   std::vector<AgentSummary> out;
   if (ns == nullptr) return out;
-  for (const auto& [id, a] : ns->agents) out.push_back(SummaryLocked(*ns, id, a));
+  for (const auto& [id, a] : ns->agents) out.push_back(StoreIndex::Summary(*ns, id, a));
   return out;
 }
 
@@ -121,7 +89,7 @@ Result<AgentSummary> AgentStore::GetSummary(std::string_view ns_name, std::strin
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns != nullptr) {
     auto it = ns->agents.find(std::string(agent_id));
-    if (it != ns->agents.end()) return SummaryLocked(*ns, it->first, it->second);
+    if (it != ns->agents.end()) return StoreIndex::Summary(*ns, it->first, it->second);
   }
   return Status::NotFound("agent " + std::string(agent_id) + ": not found");
 }
@@ -543,12 +511,8 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   // (see below).
   MutexLock save_lock(&save_mu_);
   MutexLock l(&mu_);
-  NamespaceState* ns = FindNamespaceLocked(ns_name);
-  if (ns == nullptr) {
-    ns = &namespaces_[rec.ns];
-    ns->name = rec.ns;
-    ns->dir = root_ + "/" + NameHash(rec.ns);
-  }
+  NamespaceState* ns = index_.Find(ns_name);
+  if (ns == nullptr) ns = &index_.FindOrAdd(rec.ns, root_ + "/" + NameHash(rec.ns));
   AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(ns).WithContext(where));
   // Checked once: saves are serialized (save_mu_), no other process writes
   // (the cache dir's lock), and nothing else raises a version.
@@ -655,7 +619,7 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   a = StateOfManifest(rec, manifest->size());
   a.last_used_ms = now;
   a.usable = true;
-  RecountRefsLocked(ns);
+  StoreIndex::RecountRefs(ns);
   res.blocks_deleted = CollectGarbageLocked(ns);
   st = EnforceBudgetLocked(ns, rec.agent_id, &res.agents_evicted);
   if (!st.ok()) AKV_LOG_WARN("store: %s", st.ToString().c_str());  // the save itself succeeded
@@ -676,13 +640,10 @@ Status AgentStore::DeleteAgent(std::string_view ns_name, std::string_view agent_
 StoreStats AgentStore::stats() {
   MutexLock l(&mu_);
   StoreStats s = stats_;
-  s.agents = s.block_files = s.disk_bytes = 0;
-  for (const auto& [name, ns] : namespaces_) {
-    s.agents += ns.agents.size();
-    s.block_files += ns.blocks.size();
-    for (const auto& [id, b] : ns.blocks) s.disk_bytes += b.file_bytes;
-    for (const auto& [id, a] : ns.agents) s.disk_bytes += a.manifest_bytes;
-  }
+  const StoreIndex::Totals t = index_.totals();
+  s.agents = t.agents;
+  s.block_files = t.block_files;
+  s.disk_bytes = t.disk_bytes;
   return s;
 }
 

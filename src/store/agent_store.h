@@ -39,6 +39,10 @@
 // maintenance command: it reads every block file) and a dirty namespace's
 // rescan after a failure.
 //
+// The in-memory index of namespaces, agents and block files is a StoreIndex
+// (store_index.h: its own questions, no file work); this class keeps it in
+// line with the files.
+//
 // Invariants (under the mutex):
 //   - NamespaceState::blocks holds the block files known to be on disk; a
 //     block's refs = number of agents (all, including kv-type mismatches)
@@ -64,6 +68,7 @@
 #include "store/block_read.h"
 #include "store/file_system.h"
 #include "store/kv_block.h"
+#include "store/store_index.h"
 #include "util/mutex.h"
 #include "util/status.h"
 
@@ -95,24 +100,6 @@ struct AgentStoreOptions {
   // them; the defaults are measured (bench/RESULTS.md).
   int read_threads = 0;
   std::optional<size_t> read_chunk_bytes;
-};
-
-struct AgentSummary {
-  std::string ns;
-  std::string agent_id;
-  uint32_t n_tokens = 0;
-  uint32_t n_blocks = 0;
-  uint32_t n_blocks_on_disk = 0;  // blocks whose file is present (not verified)
-  uint64_t text_bytes = 0;
-  uint64_t manifest_bytes = 0;
-  uint64_t block_bytes = 0;       // all its blocks, shared ones included
-  std::string kv_types;
-  uint32_t layout_version = 0;
-  int64_t created_ms = 0;
-  int64_t updated_ms = 0;
-  int64_t last_used_ms = 0;       // max(updated, last load) in this process
-  uint64_t version = 0;           // its manifest's (AgentRecord::version)
-  bool usable = true;             // false: kv types differ from the store's
 };
 
 // Supplies block `index` (id `block_id`) of the agent being saved; called only
@@ -308,34 +295,10 @@ class AgentStore {
   const std::string& root_dir() const { return root_; }
 
  private:
-  struct BlockState {
-    uint64_t file_bytes = 0;
-    uint64_t checksum = 0;
-    uint32_t refs = 0;
-    bool durable = false;  // its directory entry was fsynced
-  };
-  struct AgentState {
-    std::vector<BlockRef> blocks;
-    uint32_t n_tokens = 0;
-    uint64_t text_bytes = 0;
-    uint64_t manifest_bytes = 0;
-    std::string kv_types;
-    uint32_t layout_version = 0;
-    int64_t created_ms = 0;
-    int64_t updated_ms = 0;
-    int64_t last_used_ms = 0;
-    uint64_t version = 0;
-    bool usable = true;
-  };
-  struct NamespaceState {
-    std::string name;
-    std::string dir;  // <root>/<NameHash(name)>
-    std::map<std::string, AgentState> agents;  // by agent id
-    std::map<std::string, BlockState> blocks;  // block files on disk, by id
-    bool dirs_ready = false;
-    bool dirty = false;
-    int writes_in_flight = 0;  // a save writing block files without the lock: a rescan keeps temp/orphan files
-  };
+  // The in-memory index (store_index.h), under mu_.
+  using BlockState = StoreIndex::Block;
+  using AgentState = StoreIndex::Agent;
+  using NamespaceState = StoreIndex::Namespace;
   struct WrittenBlock {
     std::string id;
     uint64_t checksum = 0;
@@ -351,19 +314,11 @@ class AgentStore {
   // blocks and quarantines bad manifests.
   Status ScanNamespaceLocked(NamespaceState* ns) REQUIRES(mu_);
   Status CleanIfDirtyLocked(NamespaceState* ns) REQUIRES(mu_);
-  void RecountRefsLocked(NamespaceState* ns) REQUIRES(mu_);
   // Moves a bad file into quarantine/ (or deletes it if that fails).
   void QuarantineLocked(NamespaceState* ns, const std::string& path) REQUIRES(mu_);
   // Deletes blocks with refs == 0. Returns how many were deleted.
   uint32_t CollectGarbageLocked(NamespaceState* ns) REQUIRES(mu_);
   Status EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id, uint32_t* evicted) REQUIRES(mu_);
-  // The least recently used agent other than keep_id of keep_ns (nullptr:
-  // none kept); false if there is none. *total_bytes (if given): the bytes
-  // of every namespace's manifests and block files. only_ns (if given):
-  // that namespace alone, for both the victim and the total.
-  bool PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id, NamespaceState** victim_ns,
-                           std::string* victim_id, uint64_t* total_bytes, const NamespaceState* only_ns = nullptr)
-      REQUIRES(mu_);
   // disk_budget_per_ns_bytes for one namespace.
   Status EnforceNamespaceBudgetLocked(NamespaceState* ns, std::string_view keep_id, uint32_t* evicted) REQUIRES(mu_);
   // After a save ran out of space: rescans dirty namespaces (removing what
@@ -371,7 +326,7 @@ class AgentStore {
   // keep_id. false if there was none to delete.
   Result<bool> EvictForSpaceLocked(std::string_view keep_ns, std::string_view keep_id) REQUIRES(mu_);
   Status DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id) REQUIRES(mu_);
-  // The state a scan derives from an agent's manifest.
+  // The state a scan derives from an agent's manifest (usable: its kv types are the store's).
   AgentState StateOfManifest(const AgentRecord& rec, uint64_t manifest_bytes) const;
 
   // save_repair.cc. After SaveAgentOnce failed part-way (mu_ and save_mu_
@@ -393,7 +348,6 @@ class AgentStore {
   // SaveAgent's version rule (see there): OK, and rec->version set, if `rec`
   // may replace what `ns` holds for its agent.
   Status CheckNotStaleLocked(NamespaceState* ns, AgentRecord* rec) REQUIRES(mu_);
-  NamespaceState* FindNamespaceLocked(std::string_view ns) REQUIRES(mu_);
   Result<NamespaceState*> PrepareLocked(std::string_view ns) REQUIRES(mu_);  // find + clean if dirty
   // The agent's manifest, read and checked under the lock (the admin paths
   // and saves): CheckReadableLocked, then the file, then DecodeRecordLocked.
@@ -418,7 +372,6 @@ class AgentStore {
   // decoded by a read-ahead task, or empty to do it here.
   Result<KvBlock> ReadBlockLocked(NamespaceState* ns, const AgentRecord& rec, uint32_t i,
                                   std::optional<Result<DecodedBlock>> read = std::nullopt) REQUIRES(mu_);
-  AgentSummary SummaryLocked(const NamespaceState& ns, const std::string& id, const AgentState& a) const REQUIRES(mu_);
   int64_t NowMs() const;
   std::string AgentsDir(const NamespaceState& ns) const { return ns.dir + "/agents"; }
   std::string BlocksDir(const NamespaceState& ns) const { return ns.dir + "/blocks"; }
@@ -437,7 +390,7 @@ class AgentStore {
 
   Mutex save_mu_;  // serializes SaveAgent and DeleteAgent (held without mu_ while a save writes)
   Mutex mu_;
-  std::map<std::string, NamespaceState> namespaces_ GUARDED_BY(mu_);  // by name
+  StoreIndex index_ GUARDED_BY(mu_);
   StoreStats stats_ GUARDED_BY(mu_);  // counters only
   uint64_t quarantine_seq_ GUARDED_BY(mu_) = 0;
   // Manifest writes and removals begun (a save, an erasure): a read done

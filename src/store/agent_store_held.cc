@@ -36,7 +36,7 @@ Result<std::vector<std::optional<KvBlock>>> AgentStore::ReadHeldBlocks(std::stri
     for (size_t k = 0; k < got.size(); ++k) read[k] = std::move(got[k]);
   }
   MutexLock l(&mu_);
-  NamespaceState* ns = FindNamespaceLocked(ns_name);
+  NamespaceState* ns = index_.Find(ns_name);
   if (ns == nullptr) return held;  // erased meanwhile
   for (size_t k = 0; k < indexes.size(); ++k) {
     auto block = ReadBlockLocked(ns, rec, indexes[k], std::move(read[k]));

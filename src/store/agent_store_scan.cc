@@ -113,7 +113,7 @@ std::string AgentStore::BlockPath(const NamespaceState& ns, std::string_view blo
 
 Status AgentStore::ScanAllLocked() {
   AGENTKV_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListOrEmpty(fs_, root_));
-  namespaces_.clear();
+  std::vector<NamespaceState> scanned;
   for (const DirEntry& e : entries) {
     if (!IsBlockId(e.name)) continue;  // not ours: leave it alone
     // A link or file where a namespace directory goes is refused, not
@@ -124,9 +124,9 @@ Status AgentStore::ScanAllLocked() {
     ns.dir = root_ + "/" + e.name;
     AGENTKV_RETURN_IF_ERROR(ScanNamespaceLocked(&ns));
     if (ns.name.empty()) continue;  // no valid manifest: nothing to serve
-    std::string name = ns.name;
-    namespaces_[name] = std::move(ns);
+    scanned.push_back(std::move(ns));
   }
+  index_.Reset(std::move(scanned));
   return Status::OK();
 }
 
@@ -201,7 +201,7 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
     b.durable = true;
     ns->blocks[id] = b;
   }
-  RecountRefsLocked(ns);
+  StoreIndex::RecountRefs(ns);
   if (!ro) {
     for (auto it = ns->blocks.begin(); it != ns->blocks.end();) {
       if (it->second.refs > 0 || ns->writes_in_flight > 0) {  // an in-flight save's blocks are not named yet
@@ -219,35 +219,13 @@ Status AgentStore::ScanNamespaceLocked(NamespaceState* ns) {
 }
 
 AgentStore::AgentState AgentStore::StateOfManifest(const AgentRecord& rec, uint64_t manifest_bytes) const {
-  AgentState a;
-  a.blocks = rec.blocks;
-  a.n_tokens = static_cast<uint32_t>(rec.tokens.size());
-  a.text_bytes = rec.text.size();
-  a.manifest_bytes = manifest_bytes;
-  a.kv_types = rec.kv_types;
-  a.layout_version = rec.layout_version;
-  a.created_ms = rec.created_ms;
-  a.updated_ms = rec.updated_ms;
-  a.last_used_ms = rec.updated_ms;
-  a.version = rec.version;
-  a.usable = options_.kv_types.empty() || options_.kv_types == rec.kv_types;
-  return a;
+  return StoreIndex::AgentOfManifest(rec, manifest_bytes, options_.kv_types.empty() || options_.kv_types == rec.kv_types);
 }
 
 Status AgentStore::CleanIfDirtyLocked(NamespaceState* ns) {
   if (!ns->dirty) return Status::OK();
   ns->dirty = true;  // stays dirty until a scan succeeds
   return ScanNamespaceLocked(ns).WithContext("rescan namespace " + ns->name);
-}
-
-void AgentStore::RecountRefsLocked(NamespaceState* ns) {
-  for (auto& [id, b] : ns->blocks) b.refs = 0;
-  for (const auto& [agent_id, a] : ns->agents) {
-    for (const BlockRef& ref : a.blocks) {
-      auto it = ns->blocks.find(ref.id);
-      if (it != ns->blocks.end()) ++it->second.refs;
-    }
-  }
 }
 
 void AgentStore::QuarantineLocked(NamespaceState* ns, const std::string& path) {
@@ -296,7 +274,7 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
   std::vector<std::string> freed;
   AgentState gone = std::move(it->second);
   ns->agents.erase(it);
-  RecountRefsLocked(ns);
+  StoreIndex::RecountRefs(ns);
   for (const BlockRef& b : gone.blocks) {
     auto bit = ns->blocks.find(b.id);
     if (bit == ns->blocks.end() || bit->second.refs == 0) freed.push_back(b.id);
@@ -324,37 +302,12 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
   return Status::OK();
 }
 
-bool AgentStore::PickLruVictimLocked(const NamespaceState* keep_ns, std::string_view keep_id,
-                                     NamespaceState** victim_ns, std::string* victim_id, uint64_t* total_bytes,
-                                     const NamespaceState* only_ns) {
-  const std::string* victim = nullptr;
-  int64_t oldest = 0;
-  uint64_t total = 0;
-  for (auto& [name, ns] : namespaces_) {
-    if (only_ns != nullptr && &ns != only_ns) continue;
-    for (const auto& [id, b] : ns.blocks) total += b.file_bytes;
-    for (const auto& [id, a] : ns.agents) {
-      total += a.manifest_bytes;
-      if (&ns == keep_ns && id == keep_id) continue;
-      if (victim == nullptr || a.last_used_ms < oldest) {
-        *victim_ns = &ns;
-        victim = &id;
-        oldest = a.last_used_ms;
-      }
-    }
-  }
-  if (total_bytes != nullptr) *total_bytes = total;
-  if (victim == nullptr) return false;
-  *victim_id = *victim;
-  return true;
-}
-
 Status AgentStore::EnforceNamespaceBudgetLocked(NamespaceState* ns, std::string_view keep_id, uint32_t* evicted) {
   for (;;) {
     uint64_t total = 0;
     NamespaceState* victim_ns = nullptr;
     std::string id;
-    const bool found = PickLruVictimLocked(ns, keep_id, &victim_ns, &id, &total, ns);
+    const bool found = index_.PickLruVictim(ns, keep_id, &victim_ns, &id, &total, ns);
     if (total <= options_.disk_budget_per_ns_bytes || !found) return Status::OK();
     AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(victim_ns).WithContext("namespace disk budget"));
     if (!victim_ns->agents.count(id)) continue;  // the rescan changed the picture
@@ -369,9 +322,9 @@ Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::strin
                                        uint32_t* evicted) {
   if (options_.disk_budget_per_ns_bytes > 0) {
     // A save: its own namespace only (the others did not grow). Open: all.
-    for (auto& [name, ns] : namespaces_) {
-      if (keep_ns != nullptr && &ns != keep_ns) continue;
-      AGENTKV_RETURN_IF_ERROR(EnforceNamespaceBudgetLocked(&ns, &ns == keep_ns ? keep_id : "", evicted));
+    for (NamespaceState* ns : index_.All()) {
+      if (keep_ns != nullptr && ns != keep_ns) continue;
+      AGENTKV_RETURN_IF_ERROR(EnforceNamespaceBudgetLocked(ns, ns == keep_ns ? keep_id : "", evicted));
     }
   }
   if (options_.disk_budget_bytes == 0) return Status::OK();
@@ -379,7 +332,7 @@ Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::strin
     uint64_t total = 0;
     NamespaceState* victim_ns = nullptr;
     std::string id;
-    const bool found = PickLruVictimLocked(keep_ns, keep_id, &victim_ns, &id, &total);
+    const bool found = index_.PickLruVictim(keep_ns, keep_id, &victim_ns, &id, &total);
     if (total <= options_.disk_budget_bytes || !found) return Status::OK();
     AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(victim_ns).WithContext("disk budget"));
     if (!victim_ns->agents.count(id)) continue;  // the rescan changed the picture
@@ -393,13 +346,13 @@ Status AgentStore::EnforceBudgetLocked(const NamespaceState* keep_ns, std::strin
 Result<bool> AgentStore::EvictForSpaceLocked(std::string_view keep_ns_name, std::string_view keep_id) {
   // Failed saves leave their files behind (temp files, blocks no manifest
   // names): the rescans of dirty namespaces remove them first.
-  for (auto& [name, ns] : namespaces_) {
-    AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(&ns).WithContext("make room"));
+  for (NamespaceState* ns : index_.All()) {
+    AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(ns).WithContext("make room"));
   }
-  const NamespaceState* keep_ns = FindNamespaceLocked(keep_ns_name);
+  const NamespaceState* keep_ns = index_.Find(keep_ns_name);
   NamespaceState* victim_ns = nullptr;
   std::string id;
-  if (!PickLruVictimLocked(keep_ns, keep_id, &victim_ns, &id, nullptr)) return false;
+  if (!index_.PickLruVictim(keep_ns, keep_id, &victim_ns, &id, nullptr)) return false;
   AKV_LOG_WARN("store: disk full: evicting agent %s/%s to make room for %s", victim_ns->name.c_str(), id.c_str(),
                std::string(keep_id).c_str());
   AGENTKV_RETURN_IF_ERROR(DeleteAgentLocked(victim_ns, id).WithContext("make room"));

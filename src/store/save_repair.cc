@@ -51,7 +51,7 @@ void AgentStore::RepairFailedSaveLocked(NamespaceState* ns, const std::string& a
       ns->agents[agent_id] = StateOfManifest(*rec, bytes->size());
     }
   }
-  RecountRefsLocked(ns);
+  StoreIndex::RecountRefs(ns);
   CollectGarbageLocked(ns);  // marks the namespace dirty if a removal fails
 }
 
