@@ -53,3 +53,11 @@ target_link_libraries(cpp-httplib INTERFACE Threads::Threads)
 if(AGENTKV_LLAMA_SERVER)
   add_custom_target(agentkv-llama-server ALL DEPENDS llama-server)
 endif()
+
+# ggml's own operator test (tests/test-backend-ops.cpp of the pinned source, extended by our patches' cases):
+# compares every backend's result with the CPU's, and times operators in `perf` mode. Built only when asked
+# for (`ninja test-backend-ops`; device-bench's fattn-ops step on the GPU), never by default.
+if(EXISTS ${AGENTKV_LLAMA_DIR}/tests/test-backend-ops.cpp)
+  add_executable(test-backend-ops EXCLUDE_FROM_ALL ${AGENTKV_LLAMA_DIR}/tests/test-backend-ops.cpp)
+  target_link_libraries(test-backend-ops PRIVATE ggml Threads::Threads)
+endif()

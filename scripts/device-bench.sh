@@ -202,7 +202,7 @@ case "${1:-}" in
     (cd "$src" && touch .agentkv-plain && tar cJf - --exclude='ggml/src/ggml-'{vulkan,sycl,opencl,hexagon,metal,et,cann,musa,webgpu,zdnn,openvino,virtgpu} \
       --exclude='tools/ui/'{src,tests,static} --exclude='tools/server/'{tests,webui,public} --exclude='tools/mtmd/'{tests,'test-*'} \
       --exclude='*.md' --exclude='ggml/src/ggml-cpu/spacemit' \
-      CMakeLists.txt cmake ggml src include common vendor licenses LICENSE tools scripts/ui-assets.cmake \
+      CMakeLists.txt cmake ggml src include common vendor licenses LICENSE tools scripts/ui-assets.cmake tests/test-backend-ops.cpp \
       scripts/build-info.sh .agentkv-ok .agentkv-plain models/ggml-vocab-{llama-bpe,gemma-4,deepseek-llm}.gguf) > .device/llama.cpp.tar.xz
     rm -f "$src/.agentkv-plain"
     du -sh .device/llama.cpp.tar.xz
@@ -433,13 +433,14 @@ case "${1:-}" in
       --redis-io-threads ${REDIS_IO_THREADS:-1} --out $out 2>&1 | tail -25
     pack $out remote-$p
     ;;
-  team)  # team PRESET [ARGS...]: the shared-prefix team (issue 32) at the H200 size, 1 rep
+  team)  # team PRESET [ARGS...]: the shared-prefix team (issue 32) at the H200 size, 1 rep (TEAM_TAG: a suffix for
+    # the output's name, so that several runs in one call, e.g. an A/B of an environment variable, keep theirs)
     p=$2
     t0=$SECONDS
     [ -x $B/agentkv ] && [ -x $B/bin/llama-server ] || build_cuda agentkv llama-server
     synth_model $p
     echo "team: build + model $p: $((SECONDS - t0)) s"
-    out=/tmp/b/team-$p
+    out=/tmp/b/team-$p${TEAM_TAG:+-$TEAM_TAG}
     mkdir -p $out
     t0=$SECONDS
     timeout $T /usr/bin/env python3 bench/shared_team.py --bin $B/agentkv --llama-server $B/bin/llama-server \
@@ -448,7 +449,29 @@ case "${1:-}" in
       tee $out/console.txt | grep -E '^\[bench|^\| ([0-9]+:|sum )|^- agentkv|^status'
     echo "team: benchmark $((SECONDS - t0)) s (rc ${PIPESTATUS[0]})"
     keep_our_log_lines $out
-    pack $out team-$p
+    pack $out team-$p${TEAM_TAG:+-$TEAM_TAG}
+    ;;
+  fattn-ops)  # ggml's test-backend-ops on the GPU: FLASH_ATTN_EXT with quantized K/V against the CPU (FATTN_FILTER, a
+    # regex on the case's parameters), then `perf` of the decode cases of Llama-3-8B's heads (patch 0007's), with the
+    # vector kernel's GQA grouping off and on (GGML_CUDA_FATTN_VEC_GQA), ROUNDS (2) times alternating
+    build_cuda agentkv llama-server test-backend-ops
+    out=/tmp/fattn-ops
+    mkdir -p $out
+    tbo=$(find $B -name test-backend-ops -type f -perm -u+x | head -1)
+    timeout 300 $tbo -o FLASH_ATTN_EXT -b CUDA0 -p "${FATTN_FILTER:-nb=[12],}" > $out/test.txt 2>&1
+    echo "test-backend-ops FLASH_ATTN_EXT (${FATTN_FILTER:-nb=[12],}) rc=$?: $(grep -c ' OK$' $out/test.txt) OK," \
+      "$(grep -c 'FAIL' $out/test.txt) FAIL; $(grep -E 'tests passed|Backend CUDA0' $out/test.txt | tail -2 | tr '\n' ' ')" |
+      tee -a "$OUT/gpu.txt"
+    grep FAIL $out/test.txt | head -20
+    for round in $(seq "${ROUNDS:-2}"); do
+      for gqa in 0 1; do
+        GGML_CUDA_FATTN_VEC_GQA=$gqa timeout 120 $tbo perf -o FLASH_ATTN_EXT -b CUDA0 -p 'hsk=128,hsv=128,nh=8,nr23=\[4,' \
+          > $out/perf_gqa${gqa}_r$round.txt 2>&1
+        echo "perf GGML_CUDA_FATTN_VEC_GQA=$gqa round $round:"; grep -E 'FLASH_ATTN_EXT\(' $out/perf_gqa${gqa}_r$round.txt |
+          sed -E 's/.*nr23=\[([0-9]+),([0-9]+)\],kv=([0-9]+),nb=([0-9]+).*type_K=([a-z0-9_]+).*: +([0-9]+) runs - +([0-9.]+) us\/run.*/  nr23=[\1,\2] kv=\3 nb=\4 \5: \7 us/'
+      done
+    done
+    pack $out fattn-ops
     ;;
   replay)  # replay PRESET [ARGS...]: the recorded coding-agent requests (bench/client_replay.py, issue 30), 1 rep
     p=$2
