@@ -295,6 +295,8 @@ class AgentStore {
   const std::string& root_dir() const { return root_; }
 
  private:
+  // Both names valid (ValidateName): every public call that names an agent checks them first.
+  static Status ValidateIds(std::string_view ns, std::string_view agent_id);
   // The in-memory index (store_index.h), under mu_.
   using BlockState = StoreIndex::Block;
   using AgentState = StoreIndex::Agent;
