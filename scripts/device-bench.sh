@@ -175,7 +175,7 @@ build_cuda() {  # build_cuda TARGET...: configure (sm_90, with llama-server) and
   fi
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   pkg-config --exists hiredis 2>/dev/null || export PKG_CONFIG_PATH=$PWD/.device/hiredis/lib/pkgconfig
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$OUT/gpu.txt"  # -a: a step's lines before it stay
   echo "source commit: ${AGENTKV_SOURCE_COMMIT:-UNSET (JSON commit fields name the git of the copied tree, not this tree)}" |
     tee -a "$OUT/gpu.txt"
   echo "ccache: $(command -v ccache || echo none); THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)" | tee -a "$OUT/gpu.txt"
@@ -459,17 +459,16 @@ case "${1:-}" in
     mkdir -p $out
     tbo=$(find $B -name test-backend-ops -type f -perm -u+x | head -1)
     timeout 300 $tbo -o FLASH_ATTN_EXT -b CUDA0 -p "${FATTN_FILTER:-nb=[12],}" > $out/test.txt 2>&1
-    echo "test-backend-ops FLASH_ATTN_EXT (${FATTN_FILTER:-nb=[12],}) rc=$?: $(grep -c ' OK$' $out/test.txt) OK," \
-      "$(grep -c 'FAIL' $out/test.txt) FAIL; $(grep -E 'tests passed|Backend CUDA0' $out/test.txt | tail -2 | tr '\n' ' ')" |
-      tee -a "$OUT/gpu.txt"
+    echo "test-backend-ops FLASH_ATTN_EXT (${FATTN_FILTER:-nb=[12],}) rc=$?: $(grep -E 'tests passed' $out/test.txt |
+      head -1 | tr -s ' '), $(grep -c 'FAIL' $out/test.txt) lines with FAIL" | tee -a "$OUT/gpu.txt"
     grep FAIL $out/test.txt | head -20
     for round in $(seq "${ROUNDS:-2}"); do
       for gqa in 0 1; do
         GGML_CUDA_FATTN_VEC_GQA=$gqa timeout 120 $tbo perf -o FLASH_ATTN_EXT -b CUDA0 -p 'hsk=128,hsv=128,nh=8,nr23=\[4,' \
           > $out/perf_gqa${gqa}_r$round.txt 2>&1
-        echo "perf GGML_CUDA_FATTN_VEC_GQA=$gqa round $round:"; grep -E 'FLASH_ATTN_EXT\(' $out/perf_gqa${gqa}_r$round.txt |
-          sed -E 's/.*nr23=\[([0-9]+),([0-9]+)\],kv=([0-9]+),nb=([0-9]+).*type_K=([a-z0-9_]+).*: +([0-9]+) runs - +([0-9.]+) us\/run.*/  nr23=[\1,\2] kv=\3 nb=\4 \5: \7 us/'
       done
+      echo "perf, round $round (gqa0: one Q head per block, upstream; gqa1: patch 0007):"
+      python3 bench/tools/fattn_perf_table.py $out/perf_gqa0_r$round.txt $out/perf_gqa1_r$round.txt | tee $out/perf_r$round.md
     done
     pack $out fattn-ops
     ;;
