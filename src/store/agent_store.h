@@ -337,6 +337,12 @@ class AgentStore {
   void RepairFailedSaveLocked(NamespaceState* ns, const std::string& agent_id, const std::vector<std::string>& ids)
       REQUIRES(mu_, save_mu_);
 
+  // agent_store_load.cc (with LoadBlocks and StartReadThreads). How to read
+  // block files of these sizes at once (ReadBlockFiles, when
+  // fs_->ConcurrentReads()): options_' threads and chunk size or the
+  // defaults (a streaming read's: StreamReadChunkBytes).
+  BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes, bool streaming = false) const;
+
   // agent_store.cc
   // One attempt of SaveAgent on a validated record (ns and fingerprint set,
   // blocks empty); `ids` are its block ids.
@@ -365,10 +371,6 @@ class AgentStore {
   // record of this agent that decodes, else NotFound (erased) or Unavailable.
   Result<AgentRecord> DecodeRecordLocked(NamespaceState* ns, const std::string& agent_id,
                                          Result<std::string> bytes, std::optional<uint64_t> stamp) REQUIRES(mu_);
-  // How to read block files of these sizes at once (ReadBlockFiles, when
-  // fs_->ConcurrentReads()): options_' threads and chunk size or the
-  // defaults (a streaming read's: StreamReadChunkBytes).
-  BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes, bool streaming = false) const;
   // Reads and decodes block i of `rec` and checks it belongs there; a
   // corrupt file is quarantined. `read` is the block file already read and
   // decoded by a read-ahead task, or empty to do it here.

@@ -1,5 +1,6 @@
 // AgentStore: opening, rescanning and cleaning the disk state; erasure and
-// the disk budget. The public read/write operations are in agent_store.cc.
+// the disk budget. The public read/write operations are in agent_store.cc
+// and agent_store_load.cc.
 
 #include <algorithm>
 #include <chrono>
