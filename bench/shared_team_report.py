@@ -137,6 +137,21 @@ def step_stats(delta, rs):
             "restore_ms_sum": sum(restore)}
 
 
+def new_agents_pooled(args, reqs):
+    """Per side: the new agents' TTFT p50 over every rep's new agents together (nearest rank, lib.pct), and how
+    many. A rep's own p50 of a few new agents swings with how many of them arrived ahead of the others (the wave
+    of slots they land in), so the pooled p50 is the one to compare across runs."""
+    out = []
+    for side in args.sides:
+        ttfts = [x["client_ttft_ms"] for x in reqs
+                 if x["side"] == side and x["new"] and not x.get("error") and x.get("client_ttft_ms") is not None]
+        if ttfts:
+            out.append({"side": side, "n": len(ttfts), "reps": len({x["rep"] for x in reqs
+                                                                     if x["side"] == side and x["new"]}),
+                        "ttft_p50_ms": lib.pct(ttfts, 50)})
+    return out
+
+
 def build(args, reqs, restarts, kvs, cmds, phases, steps=()):
     """The result document (merged with lib.make_meta's meta into the JSON): every summary and every raw record;
     `steps`: step_stats rows (agentkv, per rep and round)."""
@@ -149,6 +164,7 @@ def build(args, reqs, restarts, kvs, cmds, phases, steps=()):
     result = {"config": config, "commands": cmds, "kv_types": kvs, "rows": median_rows(args, reps),
               "totals": totals(args, sums), "ratios": ratios(args, reps, sums),
               "rep_sums": [{"side": s, "rep": r, "sum_ms": v} for (s, r), v in sorted(sums.items())],
+              "new_agents_pooled": new_agents_pooled(args, reqs),
               "per_rep_rounds": reps, "restarts": restarts, "phases": phases, "steps": list(steps),
               "requests": reqs}
     result["notes"] = notes(args, result)
@@ -193,6 +209,11 @@ def issue_table(args, result):
                 if by[(r, s)].get("new_wait_p50_ms") is not None else "",
                 ktok(by[(r, s)]["new_reused_tokens"]), ktok(by[(r, s)]["new_prompt_tokens"])) for s in args.sides]
             lines.append("| %d: the new agents | %s |" % (r, " | ".join(cells)))
+            pooled = {x["side"]: x for x in result.get("new_agents_pooled", [])}
+            if args.reps > 1 and pooled:
+                cells = ["—" if s not in pooled else "TTFT p50 %s (%d new agents of %d reps)" % (
+                    secs(pooled[s]["ttft_p50_ms"]), pooled[s]["n"], pooled[s]["reps"]) for s in args.sides]
+                lines.append("| %d: the new agents, every rep pooled | %s |" % (r, " | ".join(cells)))
     tot = {t["side"]: t for t in result["totals"]}
     sums = {x["vs"]: x for x in result["ratios"] if x["what"] == "sum of rounds"}
     cells = ["%s%s" % (secs(tot[s]["sum_median_ms"]), " (agentkv %.2fx)" % sums[s]["ratio"] if s in sums else "")

@@ -111,5 +111,18 @@ class RatiosTest(unittest.TestCase):
         self.assertIn("sum", report.markdown(args, res))
 
 
+class NewAgentsPooledTest(unittest.TestCase):
+    def test_the_p50_pools_every_reps_new_agents(self):
+        # rep 0's two new agents were admitted at once, rep 1's waited a wave: each rep's own p50 is one of them,
+        # the pooled p50 is taken over all four (nearest rank: index round(0.5 * 3) = 2 of 100, 200, 2100, 2200)
+        reqs = [req("agentkv", 0, 2, 0.0, 3000, t, new=True) for t in (100, 200)] + \
+               [req("agentkv", 1, 2, 0.0, 3000, t, new=True) for t in (2100, 2200)] + \
+               [req("agentkv", 0, 2, 0.0, 3000, 50), {"agent": "x", "side": "agentkv", "rep": 1, "round": 2,
+                                                       "new": True, "error": "HTTP 500"}]
+        args = make_args(reps=2, rounds=3, new_agents=2)
+        res = report.build(args, reqs, [], {}, {}, [])
+        self.assertEqual(res["new_agents_pooled"], [{"side": "agentkv", "n": 4, "reps": 2, "ttft_p50_ms": 2100}])
+        self.assertIn("every rep pooled | TTFT p50 2.10 s (4 new agents of 2 reps)", report.markdown(args, res))
+
 if __name__ == "__main__":
     unittest.main()
