@@ -28,6 +28,9 @@
 #                                            tokens, 8B layout) with A, B, A, B (ROUNDS, 2; LAST_ROUND_BY_S: no
 #                                            round starts after that many s); 2048 tokens fit one call
 #   scripts/device-bench.sh capacity CTXS    capacity fill verification, bundled model
+#   scripts/device-bench.sh fattn-ops        CUDA build + ggml's test-backend-ops: every decode-shaped FLASH_ATTN_EXT case
+#                                            against the CPU, then the vector kernel's Q-head grouping (patch 0007) off
+#                                            and on in `perf` (GGML_CUDA_FATTN_VEC_GQA=0/1, ROUNDS, 2), as a table
 #   scripts/device-bench.sh team PRESET [ARGS...]  bench/shared_team.py at issue 32's H200 size on a preset (32
 #                                            agents / 16 slots / 4000 shared + 1500 own tokens / 64 tokens, 4 rounds,
 #                                            restart before round 2, 8 new agents in round 3; agentkv vs llama-server
