@@ -246,7 +246,9 @@ def markdown(args, result):
                           "restore_ms_sum": "%.0f"}) if result.get("steps") else "—"
     return ("status: %s\n\n%s\n\n### per round (medians over reps)\n\n%s\n\n### detail\n\n%s\n\n"
             "### ratios agentkv / llama-server (paired geometric means over reps; < 1: agentkv faster)\n\n%s\n\n"
-            "### agentkv's forward passes per round (its /metrics before and after the round)\n\n%s\n\n%s" % (
+            "### agentkv's forward passes per round (its /metrics before and after the round)\n\n%s\n\n"
+            "On a GPU `llama_decode` returns once the pass is queued and the loop waits for it when it samples: "
+            "there the loop iteration, not the time in llama_decode, is a pass's time.\n\n%s" % (
                 result.get("status", "ok"), "\n".join(heads) or "- no ratios (one side only, or no complete rep)",
                 issue_table(args, result), detail, ratio_rows, steps, "\n".join("- " + n for n in result["notes"])))
 
