@@ -23,7 +23,8 @@ if [ -f tests/e2e-clients/package.json ]; then
   (cd tests/e2e-clients && npm install --silent --no-audit --no-fund --no-save && AGENTKV_BIN="$PWD/../../$BUILD/agentkv" npm test)
 fi
 # Unit tests of the benchmark statistics (paired geometric mean, cluster bootstrap; the shared team's plan and
-# summaries; the client replay's second sessions and checks; the leader-wait summary; < 1 s).
+# summaries; the client replay's second sessions and checks; the leader-wait summary; the flash-attention perf
+# table of device-bench's fattn-ops; < 1 s).
 /usr/bin/python3 bench/paired_test.py
 /usr/bin/python3 bench/oracle_test.py
 /usr/bin/python3 bench/shared_team_test.py
@@ -31,6 +32,7 @@ fi
 /usr/bin/python3 bench/leader_wait_test.py
 /usr/bin/python3 bench/decode_load_test.py
 /usr/bin/python3 bench/vs_llama_test.py
+/usr/bin/python3 bench/tools/fattn_perf_table_test.py
 # Hostile clients (~30 s): bad requests, slow-loris, idle flood (bench/RESULTS.md); the table on failure.
 mkdir -p bench/out/hostile
 /usr/bin/python3 bench/hostile_clients.py --quick --bin "$BUILD/agentkv" --json bench/out/hostile/quick.json \
