@@ -104,23 +104,14 @@ StoreIndex::Agent StoreIndex::AgentOfManifest(const AgentRecord& rec, uint64_t m
 
 AgentSummary StoreIndex::Summary(const Namespace& ns, const std::string& id, const Agent& a) {
   AgentSummary s;
+  static_cast<AgentFacts&>(s) = a;
   s.ns = ns.name;
   s.agent_id = id;
-  s.n_tokens = a.n_tokens;
   s.n_blocks = static_cast<uint32_t>(a.blocks.size());
   for (const BlockRef& b : a.blocks) {
     s.block_bytes += b.file_bytes;
     if (ns.blocks.count(b.id)) ++s.n_blocks_on_disk;
   }
-  s.text_bytes = a.text_bytes;
-  s.manifest_bytes = a.manifest_bytes;
-  s.kv_types = a.kv_types;
-  s.layout_version = a.layout_version;
-  s.created_ms = a.created_ms;
-  s.updated_ms = a.updated_ms;
-  s.last_used_ms = a.last_used_ms;
-  s.version = a.version;
-  s.usable = a.usable;
   return s;
 }
 

@@ -24,15 +24,12 @@
 
 namespace agentkv {
 
-struct AgentSummary {
-  std::string ns;
-  std::string agent_id;
+// What the store knows of an agent from its manifest and its loads: kept per
+// agent in the index (StoreIndex::Agent) and handed out in AgentSummary.
+struct AgentFacts {
   uint32_t n_tokens = 0;
-  uint32_t n_blocks = 0;
-  uint32_t n_blocks_on_disk = 0;  // blocks whose file is present (not verified)
   uint64_t text_bytes = 0;
   uint64_t manifest_bytes = 0;
-  uint64_t block_bytes = 0;       // all its blocks, shared ones included
   std::string kv_types;
   uint32_t layout_version = 0;
   int64_t created_ms = 0;
@@ -40,6 +37,14 @@ struct AgentSummary {
   int64_t last_used_ms = 0;       // max(updated, last load) in this process
   uint64_t version = 0;           // its manifest's (AgentRecord::version)
   bool usable = true;             // false: kv types differ from the store's
+};
+
+struct AgentSummary : AgentFacts {
+  std::string ns;
+  std::string agent_id;
+  uint32_t n_blocks = 0;
+  uint32_t n_blocks_on_disk = 0;  // blocks whose file is present (not verified)
+  uint64_t block_bytes = 0;       // all its blocks, shared ones included
 };
 
 class StoreIndex {
@@ -50,18 +55,8 @@ class StoreIndex {
     uint32_t refs = 0;
     bool durable = false;  // its directory entry was fsynced
   };
-  struct Agent {
+  struct Agent : AgentFacts {
     std::vector<BlockRef> blocks;
-    uint32_t n_tokens = 0;
-    uint64_t text_bytes = 0;
-    uint64_t manifest_bytes = 0;
-    std::string kv_types;
-    uint32_t layout_version = 0;
-    int64_t created_ms = 0;
-    int64_t updated_ms = 0;
-    int64_t last_used_ms = 0;
-    uint64_t version = 0;
-    bool usable = true;
   };
   struct Namespace {
     std::string name;
