@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include "engine/chat_format.h"
 #include "engine/context_size.h"
@@ -96,6 +97,40 @@ Result<uint64_t> ParseBytes(const std::string& text) {
 
 namespace {
 
+// The start-up's phases, timed for one log line (issue 34 compares our
+// start-up with llama-server's; this says where ours goes).
+class StartupPhases {
+ public:
+  explicit StartupPhases(std::chrono::steady_clock::time_point start) : start_(start), last_(start) {}
+
+  // Ends the phase that began at the previous mark (or at the start).
+  void Mark(const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    phases_.emplace_back(name, std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+
+  // "start-up 1234 ms: model 800 ms, context (...) 300 ms, ..."
+  std::string Describe() const {
+    std::string line = "start-up " + Ms(last_ - start_) + ":";
+    for (size_t i = 0; i < phases_.size(); ++i) {
+      line += (i == 0 ? " " : ", ") + phases_[i].first + " " +
+              std::to_string(static_cast<long long>(std::lround(phases_[i].second))) + " ms";
+    }
+    return line;
+  }
+
+ private:
+  static std::string Ms(std::chrono::steady_clock::duration d) {
+    return std::to_string(static_cast<long long>(
+               std::lround(std::chrono::duration<double, std::milli>(d).count()))) + " ms";
+  }
+
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_;
+  std::vector<std::pair<std::string, double>> phases_;
+};
+
 // -c 0: the trained context capped by the memory the slots' KV lives in
 // (engine/context_size.h): the GPU's free memory once the weights are on it,
 // else physical RAM less the weights and the RAM pool's budget.
@@ -176,7 +211,9 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   // KV caches; a dot directory is never taken for a fingerprint directory.
   mo.weights_digest.cache_dir = cache_dir + "/.model-digests";
   const auto t_load = std::chrono::steady_clock::now();
+  StartupPhases phases(t_load);
   AGENTKV_ASSIGN_OR_RETURN(stack->model_, engine::Model::Load(config.model_path, mo));
+  phases.Mark("model");
   if (!config.quiet && stack->model_->info().weights_bytes_hashed > 0) {
     AKV_LOG_INFO("fingerprinted all %.0f MiB of weights (load %.1f s; cached for the next start)",
                  double(stack->model_->info().weights_bytes_hashed) / (1 << 20),
@@ -208,6 +245,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   co.n_batch = std::max(prefill_chunk, 64);
   co.warmup = config.warmup;
   AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
+  phases.Mark("context (probe, warm-up, staging buffer)");
   const engine::ModelCacheSpec& spec = stack->context_->spec();
 
   AgentStoreOptions so;
@@ -219,6 +257,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   so.read_threads = config.read_threads;
   so.read_chunk_bytes = config.read_chunk_bytes;
   AGENTKV_ASSIGN_OR_RETURN(stack->store_, AgentStore::Open(so));
+  phases.Mark("store");
 
   BlockPoolOptions po;
   po.budget_bytes = pool_budget_bytes;
@@ -259,8 +298,10 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   stack->scheduler_ = std::make_unique<sched::Scheduler>(*stack->model_, *stack->context_, *stack->pool_,
                                                           stack->store_.get(), opt);
   stack->scheduler_->Start();
+  phases.Mark("scheduler (read reserve)");
   stack->backend_->Set(stack->scheduler_.get());
   if (!config.quiet) {
+    AKV_LOG_INFO("%s", phases.Describe().c_str());
     const auto st = stack->store_->stats();
     AKV_LOG_INFO("ready: model %s (%s), %d slots x %d tokens, kv %s (%llu B/token) at rest, %s in slots (%llu B/token%s), "
                  "cache %s (%llu warm agents), RAM pool %.0f MiB",
