@@ -244,6 +244,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
                                   config.prefill_chunk > 0 ? " (--prefill-chunk)" : "");
   co.n_batch = std::max(prefill_chunk, 64);
   co.warmup = config.warmup;
+  co.staging_in_background = config.staging_in_background;
   AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
   phases.Mark("context (probe, warm-up, staging buffer)");
   const engine::ModelCacheSpec& spec = stack->context_->spec();

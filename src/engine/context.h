@@ -55,6 +55,11 @@ struct ContextOptions {
   // warm-up does), so that the first request after a start does not pay for
   // loading GPU kernels, capturing graphs or growing the output buffer.
   bool warmup = true;
+  // The staging buffer (one slot's state; page-locked on a GPU, ~0.3-0.5 ms
+  // per MB to allocate) is reserved when the context is created: on the
+  // start-up's path (false, the default) or on a thread of its own, the
+  // first export or import waiting for what is left of it (true).
+  bool staging_in_background = false;
   // ImportSlotBlocks overlaps writing the state's rows (worker threads) with
   // llama.cpp copying them into the cache (RowCopyPipeline); unset: for
   // states of 4 MiB and more (below, starting the workers costs more than
@@ -199,7 +204,8 @@ class Context {
 
  private:
   // Allocates the staging buffer for a full slot at creation (page-locked
-  // memory takes ~0.3 ms/MB to allocate: never inside a request).
+  // memory takes ~0.3 ms/MB to allocate: never inside a request), or starts
+  // allocating it in the background (ContextOptions::staging_in_background).
   void ReserveStaging();
   Context(const Model& model, const ContextOptions& options)
       : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}

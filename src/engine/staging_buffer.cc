@@ -1,5 +1,9 @@
 #include "engine/staging_buffer.h"
 
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
 #include "ggml-backend.h"
 
 namespace agentkv::engine {
@@ -17,33 +21,67 @@ ggml_backend_buffer_type_t GpuHostBufferType() {
 
 }  // namespace
 
-StagingBuffer::~StagingBuffer() { Release(); }
+StagingBuffer::~StagingBuffer() {
+  AdoptReservation();
+  Free(&held_);
+}
 
-void StagingBuffer::Release() {
-  if (pinned_buffer_ != nullptr) ggml_backend_buffer_free(pinned_buffer_);
-  delete[] heap_;
-  pinned_buffer_ = nullptr;
-  heap_ = nullptr;
-  data_ = nullptr;
-  capacity_ = 0;
+StagingBuffer::Allocation StagingBuffer::Allocate(bool want_pinned, size_t size) {
+  Allocation a;
+  if (want_pinned) {
+    if (ggml_backend_buffer_type_t buft = GpuHostBufferType()) {
+      a.pinned_buffer = ggml_backend_buft_alloc_buffer(buft, size);
+      if (a.pinned_buffer != nullptr) a.data = static_cast<uint8_t*>(ggml_backend_buffer_get_base(a.pinned_buffer));
+    }
+  }
+  if (a.data == nullptr) {
+    a.heap = new uint8_t[size];  // uninitialized on purpose: every use overwrites what it reads
+    a.data = a.heap;
+  }
+  a.capacity = size;
+  return a;
+}
+
+void StagingBuffer::Free(Allocation* a) {
+  if (a->pinned_buffer != nullptr) ggml_backend_buffer_free(a->pinned_buffer);
+  delete[] a->heap;
+  *a = Allocation{};
+}
+
+void StagingBuffer::AdoptReservation() {
+  if (!reserving_.joinable()) return;
+  reserving_.join();
+  if (reserved_.capacity >= held_.capacity) std::swap(held_, reserved_);
+  Free(&reserved_);
 }
 
 std::span<uint8_t> StagingBuffer::Get(size_t size) {
-  if (size > capacity_) {
-    Release();
-    if (want_pinned_) {
-      if (ggml_backend_buffer_type_t buft = GpuHostBufferType()) {
-        pinned_buffer_ = ggml_backend_buft_alloc_buffer(buft, size);
-        if (pinned_buffer_ != nullptr) data_ = static_cast<uint8_t*>(ggml_backend_buffer_get_base(pinned_buffer_));
-      }
-    }
-    if (data_ == nullptr) {
-      heap_ = new uint8_t[size];  // uninitialized on purpose: every use overwrites what it reads
-      data_ = heap_;
-    }
-    capacity_ = size;
+  AdoptReservation();
+  if (size > held_.capacity) {
+    Free(&held_);
+    held_ = Allocate(want_pinned_, size);
   }
-  return {data_, size};
+  return {held_.data, size};
+}
+
+void StagingBuffer::ReserveInBackground(size_t size, void (*on_done)(double ms, size_t bytes, bool pinned)) {
+  AdoptReservation();
+  reserving_ = std::thread([this, size, on_done, want_pinned = want_pinned_] {
+    const auto start = std::chrono::steady_clock::now();
+    Allocation a = Allocate(want_pinned, size);
+    // Fault the pages in now (page-locked memory already is), not in a request.
+    if (a.heap != nullptr) std::fill(a.heap, a.heap + size, uint8_t{0});
+    reserved_ = a;
+    if (on_done != nullptr) {
+      on_done(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), size,
+              a.pinned_buffer != nullptr);
+    }
+  });
+}
+
+bool StagingBuffer::pinned() {
+  AdoptReservation();
+  return held_.pinned_buffer != nullptr;
 }
 
 }  // namespace agentkv::engine

@@ -8,11 +8,19 @@
 // then run as direct DMA instead of through the driver's pageable bounce
 // buffers. Otherwise it is ordinary heap memory.
 //
-// Thread safety: none; owned by one Context.
+// Page-locking a full slot's worth takes long (~0.3-0.5 s per GB on the
+// device machines; issue 34 counts it in agentkv's start-up at 32K), so it
+// may be reserved in the background (ReserveInBackground; the server's
+// --staging-reserve background): the first Get() that needs it waits for
+// it, while a returning agent's first restore reads its blocks from disk.
+//
+// Thread safety: none; owned by one Context. ReserveInBackground's thread
+// touches only the memory it allocates, which Get() adopts after joining it.
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <thread>
 
 struct ggml_backend_buffer;
 
@@ -28,18 +36,31 @@ class StagingBuffer {
   StagingBuffer& operator=(const StagingBuffer&) = delete;
 
   // A span of exactly `size` bytes; contents unspecified. Invalidates spans
-  // returned before when it has to grow.
+  // returned before when it has to grow. Waits for a background reservation
+  // first, and adopts it if it is at least as large as the buffer in hand.
   std::span<uint8_t> Get(size_t size);
-  bool pinned() const { return pinned_buffer_ != nullptr; }
+  // Starts allocating `size` bytes on a thread of its own (heap memory has its
+  // pages faulted in there too); returns at once. `on_done(ms, pinned)`, if
+  // set, runs on that thread when the memory is ready. At most one at a time:
+  // a second call first waits for the first.
+  void ReserveInBackground(size_t size, void (*on_done)(double ms, size_t bytes, bool pinned) = nullptr);
+  bool pinned();  // waits for a background reservation
 
  private:
-  void Release();
+  struct Allocation {
+    ggml_backend_buffer* pinned_buffer = nullptr;
+    uint8_t* heap = nullptr;
+    uint8_t* data = nullptr;
+    size_t capacity = 0;
+  };
+  static Allocation Allocate(bool want_pinned, size_t size);
+  static void Free(Allocation* a);
+  void AdoptReservation();  // joins the background thread, keeps the larger buffer
 
   bool want_pinned_;
-  ggml_backend_buffer* pinned_buffer_ = nullptr;
-  uint8_t* heap_ = nullptr;
-  uint8_t* data_ = nullptr;
-  size_t capacity_ = 0;
+  Allocation held_;
+  std::thread reserving_;
+  Allocation reserved_;  // written by reserving_ only until it is joined
 };
 
 }  // namespace agentkv::engine

@@ -34,8 +34,8 @@ async function turn(server, id, messages, max_tokens = 12, extra = {}) {
 }
 
 // Two turns on the first server, restart (how: `stopHow`), third turn on the
-// second server, compared with a cold agent there.
-async function restartScenario(id, stopHow) {
+// second server (started with `s2opts`), compared with a cold agent there.
+async function restartScenario(id, stopHow, s2opts = {}) {
   const msgs = [
     { role: 'system', content: LONG_SYSTEM },
     { role: 'user', content: 'Who kept the roses by the platform?' },
@@ -63,7 +63,7 @@ async function restartScenario(id, stopHow) {
     assert.equal(info.signal, 'SIGKILL');
   }
 
-  const s2 = await start();
+  const s2 = await start(s2opts);
   // The index of warm agents was loaded from disk.
   const before = await rawRequest(s2, 'GET', `/v1/agents/${id}`);
   assert.equal(before.status, 200, `agent ${id} unknown after restart: ${before.text}`);
@@ -92,6 +92,7 @@ async function restartScenario(id, stopHow) {
 
   const ex = await s2.stop();
   assert.equal(ex.code, 0, s2.log);
+  return s2.log;
 }
 
 test('SIGTERM, restart on the same cache dir: next turn is warm, same output as cold', async () => {
@@ -100,6 +101,17 @@ test('SIGTERM, restart on the same cache dir: next turn is warm, same output as 
 
 test('kill -9 after a saved turn, restart: next turn is warm, same output as cold', async () => {
   await restartScenario('restart-kill', 'SIGKILL');
+});
+
+// The first restore after the start waits for the staging buffer reserved in
+// the background (engine/staging_buffer.h), then answers as a cold agent does.
+test('restart with --staging-reserve background: next turn is warm, same output as cold', async () => {
+  const log = await restartScenario('restart-bgstaging', 'SIGTERM', { extraArgs: ['--staging-reserve', 'background'] });
+  assert.match(log, /staging buffer: .* reserved in the background/, log);
+  const bad = await Server.start({ cacheDir: `${dir}/cache-bad`, extraArgs: ['--staging-reserve', 'later'] })
+    .then((s) => { servers.push(s); return null; }, (e) => e);
+  assert.ok(bad, '--staging-reserve later should be refused');
+  assert.match(String(bad.message ?? bad), /--staging-reserve: expected auto, start or background/);
 });
 
 // The hybrid, named explicitly (--slot-kv f16: f16 slots, q4_0 at rest; the
