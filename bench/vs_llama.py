@@ -287,7 +287,9 @@ def summarize(samples, contexts, peers, kv, meta, args):
         b = pick(AK_B, "restart", n)
         if b:  # the A/B arm: agentkv-b / agentkv, > 1 when the default is faster
             row.update({"akb_restart_ms": m(b, "client_ttft_ms"), "akb_read_ms": m(b, "server_read_ms"),
-                        "akb_restore_ms": m(b, "server_restore_ms")})
+                        "akb_restore_ms": m(b, "server_restore_ms"), "akb_wait_ms": m(b, "server_wait_ms"),
+                        "akb_startup_ms": m(b, "startup_ms"), "akb_startup_ttft_ms": m(b, "startup_ttft_ms"),
+                        "ratio_ak_b_startup_paired": _paired_startup(meta, ak["restart"], b)})
             pg = _paired(meta, ak["restart"], b)
             row.update({"ratio_ak_b_paired": pg["geomean"], "ratio_ak_b_paired_lo": pg["lo"],
                         "ratio_ak_b_paired_hi": pg["hi"], "ratio_ak_b_won": "%d/%d" % (pg["won"], pg["n"])})
@@ -325,7 +327,8 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
     if any("akb_restart_ms" in row for row in summary):
         restart += ["akb_restart_ms", "ratio_ak_b_paired", "ratio_ak_b_paired_lo", "ratio_ak_b_paired_hi",
                     "ratio_ak_b_won"]
-        stages += ["akb_read_ms", "akb_restore_ms"]
+        stages += ["akb_read_ms", "akb_restore_ms", "akb_wait_ms"]
+        startup += ["akb_startup_ms", "akb_startup_ttft_ms", "ratio_ak_b_startup_paired"]
     restart += ["ak_restart_states", "page_cache"]
     body = []
     if partial:
