@@ -294,6 +294,9 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   // (see below).
   MutexLock save_lock(&save_mu_);
   MutexLock l(&mu_);
+  // What an earlier failed attempt or eviction queued goes before this save
+  // writes a block file (pending_removals_).
+  RemovePendingFiles(l);
   NamespaceState* ns = index_.Find(ns_name);
   if (ns == nullptr) ns = &index_.FindOrAdd(rec.ns, root_ + "/" + NameHash(rec.ns));
   AGENTKV_RETURN_IF_ERROR(CleanIfDirtyLocked(ns).WithContext(where));
@@ -304,6 +307,7 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   // leaves the namespace to be rescanned from disk).
   auto fail = [&](const Status& st) REQUIRES(mu_, save_mu_) {
     RepairFailedSaveLocked(ns, rec.agent_id, ids);
+    RemovePendingFiles(l);
     return st.WithContext(where);
   };
   // All of this save's file I/O runs without the lock (LevelDB's rule), so
@@ -403,9 +407,10 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   a.last_used_ms = now;
   a.usable = true;
   StoreIndex::RecountRefs(ns);
-  res.blocks_deleted = CollectGarbageLocked(ns);
+  CollectGarbageLocked(ns);
   st = EnforceBudgetLocked(ns, rec.agent_id, &res.agents_evicted);
   if (!st.ok()) AKV_LOG_WARN("store: %s", st.ToString().c_str());  // the save itself succeeded
+  res.blocks_deleted = RemovePendingFiles(l);
   res.record = std::move(rec);
   return res;
 }
@@ -417,7 +422,10 @@ Status AgentStore::DeleteAgent(std::string_view ns_name, std::string_view agent_
   MutexLock l(&mu_);
   AGENTKV_ASSIGN_OR_RETURN(NamespaceState * ns, PrepareLocked(ns_name));
   if (ns == nullptr) return Status::NotFound("delete agent " + std::string(agent_id) + ": not found");
-  return DeleteAgentLocked(ns, std::string(agent_id));
+  Status st = DeleteAgentLocked(ns, std::string(agent_id));
+  Status erased;
+  RemovePendingFiles(l, &erased);
+  return st.ok() ? erased.WithContext("delete agent " + std::string(agent_id)) : st;
 }
 
 StoreStats AgentStore::stats() {

@@ -32,12 +32,14 @@
 // GetSummary, stats: /metrics and admin calls) answer while a load waits on
 // the disk. SaveAgent does all its writes and fsyncs without it too (block
 // files, the blocks directory's fsync, the manifest's temp file, fsync and
-// rename; saves and DeleteAgent serialize on their own mutex). Still under
-// it: garbage collection's unlinks and quarantine's renames, deleting an
-// agent (DeleteAgent, and the disk budget's evictions inside a save when the
-// disk is over budget: unlinks and two directory fsyncs), VerifyAgent (a
-// maintenance command: it reads every block file) and a dirty namespace's
-// rescan after a failure.
+// rename; saves and DeleteAgent serialize on their own mutex). Nor do
+// garbage collection's unlinks: the index drops a block at once and its file
+// is removed once the save or delete releases the lock (pending_removals_,
+// RemovePendingFiles), with the blocks directory's fsync of a deletion.
+// Still under it: quarantine's renames, a deletion's manifest removal and
+// the agents directory's fsync (DeleteAgent, and the disk budget's evictions
+// inside a save), VerifyAgent (a maintenance command: it reads every block
+// file) and a dirty namespace's rescan after a failure.
 //
 // The in-memory index of namespaces, agents and block files is a StoreIndex
 // (store_index.h: its own questions, no file work); this class keeps it in
@@ -318,8 +320,17 @@ class AgentStore {
   Status CleanIfDirtyLocked(NamespaceState* ns) REQUIRES(mu_);
   // Moves a bad file into quarantine/ (or deletes it if that fails).
   void QuarantineLocked(NamespaceState* ns, const std::string& path) REQUIRES(mu_);
-  // Deletes blocks with refs == 0. Returns how many were deleted.
-  uint32_t CollectGarbageLocked(NamespaceState* ns) REQUIRES(mu_);
+  // Takes blocks with refs == 0 out of the index and queues their files for
+  // removal (RemovePendingFiles; erasure: blocks/ fsynced after it). Returns
+  // how many were queued.
+  uint32_t CollectGarbageLocked(NamespaceState* ns, bool erasure = false) REQUIRES(mu_);
+  // Removes the files queued in pending_removals_, without mu_ while it
+  // unlinks and fsyncs (loads, listings and /metrics go on meanwhile); `l`
+  // holds mu_ on entry and again on return. A failed removal marks its
+  // namespace dirty (the rescan retries it); the first failure of an
+  // erasure (a removal whose directory must be fsynced) is returned in
+  // *erasure if set. Returns the block files removed.
+  uint32_t RemovePendingFiles(MutexLock& l, Status* erasure = nullptr) REQUIRES(mu_, save_mu_);
   Status EnforceBudgetLocked(const NamespaceState* keep_ns, std::string_view keep_id, uint32_t* evicted) REQUIRES(mu_);
   // disk_budget_per_ns_bytes for one namespace.
   Status EnforceNamespaceBudgetLocked(NamespaceState* ns, std::string_view keep_id, uint32_t* evicted) REQUIRES(mu_);
@@ -327,6 +338,8 @@ class AgentStore {
   // failed saves left) and deletes the least recently used agent other than
   // keep_id. false if there was none to delete.
   Result<bool> EvictForSpaceLocked(std::string_view keep_ns, std::string_view keep_id) REQUIRES(mu_);
+  // Removes the agent's manifest (durably) and takes it out of the index; the
+  // blocks only it named are queued: the caller runs RemovePendingFiles.
   Status DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id) REQUIRES(mu_);
   // The state a scan derives from an agent's manifest (usable: its kv types are the store's).
   AgentState StateOfManifest(const AgentRecord& rec, uint64_t manifest_bytes) const;
@@ -395,6 +408,18 @@ class AgentStore {
   Mutex save_mu_;  // serializes SaveAgent and DeleteAgent (held without mu_ while a save writes)
   Mutex mu_;
   StoreIndex index_ GUARDED_BY(mu_);
+  // Files already out of the index, to be removed from disk by
+  // RemovePendingFiles without mu_. Only saves and deletes queue them, and
+  // they are serialized (save_mu_): a save removes the queue before it
+  // writes a block file, so a queued removal never hits a block written
+  // anew under the same (content-addressed) id.
+  struct PendingRemoval {
+    std::string ns;        // its namespace (index_.Find), marked dirty if the removal fails
+    std::string path;
+    std::string sync_dir;  // fsynced after the removals ("": none), so that an erasure is durable
+    bool block = false;    // a block file (counted in SaveResult::blocks_deleted)
+  };
+  std::vector<PendingRemoval> pending_removals_ GUARDED_BY(mu_);
   StoreStats stats_ GUARDED_BY(mu_);  // counters only
   uint64_t quarantine_seq_ GUARDED_BY(mu_) = 0;
   // Manifest writes and removals begun (a save, an erasure): a read done

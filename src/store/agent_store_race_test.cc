@@ -159,5 +159,42 @@ TEST_F(AgentStoreRaceTest, ASaveHeldAtItsManifestHoldsUpNoListingOrLoad) {
   ExpectNoDamageCounted();
 }
 
+// A deletion held at the gate as it unlinks the agent's block files (its
+// manifest already removed, its blocks out of the index): the index answers
+// and another agent loads whole. (Before, the lock was held across the
+// unlinks and the blocks directory's fsync: both waited for them.) Once the
+// deletion returns, its block files are gone and the other agent's are not.
+TEST_F(AgentStoreRaceTest, ADeletionHeldAtItsBlockUnlinksHoldsUpNoListingOrLoad) {
+  const std::vector<int32_t> b = MakeTokens(500, 4);
+  ASSERT_TRUE(Save(store_.get(), "team", "b", b).ok());
+  const size_t blocks_before = CountFiles(mem_, "/blocks/");
+  gated_.Close("", "", "/blocks/");
+  auto erased = std::async(std::launch::async, [this] { return store_->DeleteAgent("team", "a"); });
+  ASSERT_TRUE(WaitHeld(gated_)) << "the deletion never reached its block files";
+  auto listed = std::async(std::launch::async, [this] { return store_->ListAgents("team"); });
+  auto summary = std::async(std::launch::async, [this] { return store_->GetSummary("team", "b"); });
+  auto loaded = std::async(std::launch::async, [this] { return store_->LoadBlocks("team", "b"); });
+  const bool answered = listed.wait_for(kGiveUp) == std::future_status::ready &&
+                        summary.wait_for(kGiveUp) == std::future_status::ready &&
+                        loaded.wait_for(kGiveUp) == std::future_status::ready;
+  const int held = gated_.held();
+  gated_.Open();
+  Status st = erased.get();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(answered) << "a listing, a summary or a load waited for the held deletion";
+  EXPECT_GT(held, 0) << "the deletion was held all along";
+  auto list = listed.get();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->size(), 1u);  // "a" left the index before its files went
+  auto load_b = loaded.get();
+  ASSERT_TRUE(load_b.ok()) << load_b.status().ToString();
+  EXPECT_TRUE(load_b->complete);
+  EXPECT_EQ(load_b->record.tokens, b);
+  EXPECT_EQ(store_->LoadBlocks("team", "a").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(CountFiles(mem_, "/blocks/"), blocks_before - 3);  // v1_'s three blocks, none of b's
+  EXPECT_TRUE(LoadsExactly(store_.get(), "team", "b", b));
+  ExpectNoDamageCounted();
+}
+
 }  // namespace
 }  // namespace agentkv

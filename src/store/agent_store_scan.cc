@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "store/agent_store.h"
 #include "store/block_file.h"
@@ -64,6 +65,7 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) 
   if (options.cache_dir.empty()) return Status::InvalidArgument("open store: empty cache_dir");
   if (!IsHeaderText(options.kv_types)) return Status::InvalidArgument("open store: bad kv_types");
   std::unique_ptr<AgentStore> store(new AgentStore(std::move(options)));
+  MutexLock save_lock(&store->save_mu_);  // the budget's evictions below, as in a save
   MutexLock l(&store->mu_);
   const std::string lock_path = CacheLockPath(store->options_.cache_dir);
   if (!store->options_.read_only) {
@@ -91,6 +93,7 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Open(AgentStoreOptions options) 
   if (!store->options_.read_only) {
     uint32_t evicted = 0;
     AGENTKV_RETURN_IF_ERROR(store->EnforceBudgetLocked(nullptr, "", &evicted).WithContext("open store"));
+    store->RemovePendingFiles(l);
   }
   return store;
 }
@@ -243,17 +246,48 @@ void AgentStore::QuarantineLocked(NamespaceState* ns, const std::string& path) {
   ++stats_.quarantined_files;
 }
 
-uint32_t AgentStore::CollectGarbageLocked(NamespaceState* ns) {
+uint32_t AgentStore::CollectGarbageLocked(NamespaceState* ns, bool erasure) {
   uint32_t n = 0;
   for (auto it = ns->blocks.begin(); it != ns->blocks.end();) {
     if (it->second.refs > 0) {
       ++it;
       continue;
     }
-    Status st = fs_->RemoveFile(BlockPath(*ns, it->first));
-    if (!st.ok() && st.code() != StatusCode::kNotFound) ns->dirty = true;  // rescan will retry
-    if (st.ok()) ++n;
+    pending_removals_.push_back({ns->name, BlockPath(*ns, it->first), erasure ? BlocksDir(*ns) : "", true});
+    ++n;
     it = ns->blocks.erase(it);
+  }
+  return n;
+}
+
+// `l` is the caller's lock on mu_, released here around the file work: the
+// analysis cannot follow a lock passed in, so it checks the callers
+// (REQUIRES(mu_, save_mu_) on the declaration) and not this body.
+uint32_t AgentStore::RemovePendingFiles(MutexLock& l, Status* erasure) NO_THREAD_SAFETY_ANALYSIS {
+  if (pending_removals_.empty()) return 0;
+  std::vector<PendingRemoval> removals;
+  removals.swap(pending_removals_);
+  l.Unlock();
+  std::vector<Status> removed;
+  removed.reserve(removals.size());
+  std::map<std::string, Status> synced;  // each directory to fsync once, after its removals
+  for (const PendingRemoval& r : removals) {
+    removed.push_back(fs_->RemoveFile(r.path));
+    if (!r.sync_dir.empty()) synced.emplace(r.sync_dir, Status::OK());
+  }
+  for (auto& [dir, st] : synced) st = SyncDirIfPresent(fs_, dir);
+  l.Lock();
+  uint32_t n = 0;
+  for (size_t i = 0; i < removals.size(); ++i) {
+    const PendingRemoval& r = removals[i];
+    Status st = removed[i].code() == StatusCode::kNotFound ? Status::OK() : removed[i];  // a rescan took it first
+    if (st.ok() && !r.sync_dir.empty()) st = synced[r.sync_dir];
+    if (st.ok()) {
+      n += removed[i].ok() && r.block;
+      continue;
+    }
+    if (NamespaceState* ns = index_.Find(r.ns)) ns->dirty = true;  // the rescan retries
+    if (erasure != nullptr && erasure->ok() && !r.sync_dir.empty()) *erasure = st.WithContext("remove " + r.path);
   }
   return n;
 }
@@ -280,13 +314,9 @@ Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agen
     auto bit = ns->blocks.find(b.id);
     if (bit == ns->blocks.end() || bit->second.refs == 0) freed.push_back(b.id);
   }
-  CollectGarbageLocked(ns);
-  st = fs_->SyncDir(BlocksDir(*ns));
-  if (st.code() == StatusCode::kNotFound) st = Status::OK();
-  if (!st.ok()) {
-    ns->dirty = true;
-    return st.WithContext("delete agent " + agent_id);
-  }
+  // The freed blocks' files go (and blocks/ is fsynced) once the caller
+  // releases mu_: RemovePendingFiles.
+  CollectGarbageLocked(ns, /*erasure=*/true);
   // Erasure covers quarantined copies of its own data too.
   freed.push_back(NameHash(agent_id));
   auto q = fs_->ListDir(QuarantineDir(*ns));

@@ -1,7 +1,8 @@
 #pragma once
 // GatedFileSystem (tests): forwards every call to a base FileSystem; reads of
-// paths containing the reads part, and new files at paths containing the
-// writes part, wait while the gate is closed. A test holds a disk read (or a
+// paths containing the reads part, new files at paths containing the writes
+// part and removals of paths containing the removes part wait while the gate
+// is closed. A test holds a disk read (or a
 // save) for as long as it likes and checks what keeps going meanwhile, with
 // no wall-time assertion: it opens the gate once it has seen it.
 // Thread-safe if the base is. ConcurrentReads() is true (the store's
@@ -21,12 +22,14 @@ class GatedFileSystem final : public ForwardingFileSystem {
  public:
   explicit GatedFileSystem(FileSystem* base = DefaultFileSystem()) : ForwardingFileSystem(base, /*concurrent=*/true) {}
 
-  // Closes the gate for reads of paths containing `reads_part` and new files
-  // at paths containing `writes_part` (an empty part holds nothing).
-  void Close(std::string reads_part, std::string writes_part) {
+  // Closes the gate for reads of paths containing `reads_part`, new files at
+  // paths containing `writes_part` and removals of paths containing
+  // `removes_part` (an empty part holds nothing).
+  void Close(std::string reads_part, std::string writes_part, std::string removes_part = "") {
     std::lock_guard<std::mutex> l(mu_);
     reads_part_ = std::move(reads_part);
     writes_part_ = std::move(writes_part);
+    removes_part_ = std::move(removes_part);
     closed_ = true;
   }
   void Open() {
@@ -44,6 +47,10 @@ class GatedFileSystem final : public ForwardingFileSystem {
     Gate(path, /*write=*/true);
     return base()->NewWritableFile(path);
   }
+  Status RemoveFile(const std::string& path) override {
+    Gate(path, removes_part_);
+    return base()->RemoveFile(path);
+  }
   Result<std::string> ReadFile(const std::string& path) override {
     Gate(path, /*write=*/false);
     return base()->ReadFile(path);
@@ -54,9 +61,9 @@ class GatedFileSystem final : public ForwardingFileSystem {
   }
 
  private:
-  void Gate(const std::string& path, bool write) {
+  void Gate(const std::string& path, bool write) { Gate(path, write ? writes_part_ : reads_part_); }
+  void Gate(const std::string& path, const std::string& part) {
     std::unique_lock<std::mutex> l(mu_);
-    const std::string& part = write ? writes_part_ : reads_part_;
     if (!closed_ || part.empty() || path.find(part) == std::string::npos) return;
     ++held_;
     cv_.notify_all();
@@ -68,7 +75,7 @@ class GatedFileSystem final : public ForwardingFileSystem {
   std::condition_variable cv_;
   bool closed_ = false;
   int held_ = 0;
-  std::string reads_part_, writes_part_;
+  std::string reads_part_, writes_part_, removes_part_;
 };
 
 }  // namespace agentkv::store_test
