@@ -14,7 +14,7 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
   std::vector<std::string> known = {"m", "model", "host", "port", "c", "ctx", "slots", "kv", "slot-kv", "cache-dir",
                                     "cache-ram", "cache-disk", "cache-disk-per-tenant", "agent-table-ram", "api-key", "api-key-file", "admin-key", "tenant-requests", "t", "threads",
                                     "prefill-chunk", "gpu-layers", "ngl", "remote", "remote-password-file", "help", "alias", "strict-model-name",
-                                    "no-warmup", "chat-template-file", "reasoning-format", "read-landing", "read-reserve", "pipelined-restore", "staging-reserve", "read-threads", "read-chunk-kib"};
+                                    "no-warmup", "chat-template-file", "reasoning-format", "read-landing", "read-reserve", "pipelined-restore", "staging-reserve", "landing-reserve", "read-threads", "read-chunk-kib"};
   known.insert(known.end(), extra_known.begin(), extra_known.end());
   if (!flags.error().empty()) {
     *error = flags.error();
@@ -118,12 +118,15 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     }
     config->pipelined_restore = *r == "on";
   }
-  if (auto r = flags.Get("staging-reserve"); r && *r != "auto") {
-    if (*r != "start" && *r != "background") {
-      *error = "--staging-reserve: expected auto, start or background";
-      return false;
+  for (auto [flag, in_background] : {std::pair{"staging-reserve", &config->staging_in_background},
+                                     std::pair{"landing-reserve", &config->landing_in_background}}) {
+    if (auto r = flags.Get(flag); r && *r != "auto") {
+      if (*r != "start" && *r != "background") {
+        *error = std::string("--") + flag + ": expected auto, start or background";
+        return false;
+      }
+      *in_background = *r == "background";
     }
-    config->staging_in_background = *r == "background";
   }
   if (auto r = flags.Get("read-reserve"); r && *r != "auto") {
     if (*r != "on" && *r != "off") {

@@ -279,6 +279,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   opt.read_landing = config.read_landing;
   opt.read_reserve = config.read_reserve;
   opt.pipelined_restore = config.pipelined_restore;
+  opt.read_landing_in_background = config.landing_in_background;
   opt.prefill_chunk = prefill_chunk;
   if (config.agent_table_bytes > 0) opt.agent_table_bytes = config.agent_table_bytes;
   if (!config.remote_url.empty()) {

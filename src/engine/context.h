@@ -200,7 +200,8 @@ class Context {
 
   llama_context* raw() const { return ctx_; }
   // Whether state transfers go through page-locked memory (GPU models).
-  bool staging_pinned() const { return staging_.pinned(); }
+  // Never waits for a background reservation (staging_in_background).
+  bool staging_pinned() const { return staging_.pinning(); }
 
  private:
   // Allocates the staging buffer for a full slot at creation (page-locked

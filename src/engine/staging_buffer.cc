@@ -64,9 +64,9 @@ std::span<uint8_t> StagingBuffer::Get(size_t size) {
   return {held_.data, size};
 }
 
-void StagingBuffer::ReserveInBackground(size_t size, void (*on_done)(double ms, size_t bytes, bool pinned)) {
+void StagingBuffer::ReserveInBackground(size_t size, ReservedFn on_done) {
   AdoptReservation();
-  reserving_ = std::thread([this, size, on_done, want_pinned = want_pinned_] {
+  reserving_ = std::thread([this, size, on_done = std::move(on_done), want_pinned = want_pinned_] {
     const auto start = std::chrono::steady_clock::now();
     Allocation a = Allocate(want_pinned, size);
     // Fault the pages in now (page-locked memory already is), not in a request.
@@ -78,6 +78,8 @@ void StagingBuffer::ReserveInBackground(size_t size, void (*on_done)(double ms, 
     }
   });
 }
+
+bool StagingBuffer::pinning() const { return want_pinned_ && GpuHostBufferType() != nullptr; }
 
 bool StagingBuffer::pinned() {
   AdoptReservation();

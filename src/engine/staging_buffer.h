@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <thread>
 
@@ -40,11 +41,16 @@ class StagingBuffer {
   // first, and adopts it if it is at least as large as the buffer in hand.
   std::span<uint8_t> Get(size_t size);
   // Starts allocating `size` bytes on a thread of its own (heap memory has its
-  // pages faulted in there too); returns at once. `on_done(ms, pinned)`, if
-  // set, runs on that thread when the memory is ready. At most one at a time:
-  // a second call first waits for the first.
-  void ReserveInBackground(size_t size, void (*on_done)(double ms, size_t bytes, bool pinned) = nullptr);
+  // pages faulted in there too); returns at once. `on_done(ms, bytes,
+  // pinned)`, if set, runs on that thread when the memory is ready. At most
+  // one at a time: a second call first waits for the first.
+  using ReservedFn = std::function<void(double ms, size_t bytes, bool pinned)>;
+  void ReserveInBackground(size_t size, ReservedFn on_done = nullptr);
   bool pinned();  // waits for a background reservation
+  // Whether the memory is meant to be page-locked: asked for, and a GPU
+  // backend has host memory to give. Never waits (an allocation that then
+  // fails falls back to heap memory, which pinned() tells).
+  bool pinning() const;
 
  private:
   struct Allocation {

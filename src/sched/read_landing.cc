@@ -1,20 +1,38 @@
 #include "sched/read_landing.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "util/log.h"
 
 namespace agentkv::sched {
 
-ReadLanding::ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint64_t capacity, bool pinned)
+ReadLanding::ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint64_t capacity, bool pinned,
+                         bool in_background)
     : buffer_(std::make_shared<Buffer>(layout, n_stream, pinned)) {
+  buffer_->capacity = capacity;
+  if (in_background) {
+    buffer_->staging.ReserveInBackground(capacity, [ready = &buffer_->ready](double ms, size_t bytes, bool locked) {
+      AKV_LOG_INFO("read landing: %.1f MB (%s) ready %.0f ms after it began, reserved in the background "
+                   "(--landing-reserve background)",
+                   bytes / 1e6, locked ? "page-locked" : "heap, faulted in", ms);
+      ready->store(true, std::memory_order_release);
+    });
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
   std::span<uint8_t> buf = buffer_->staging.Get(capacity);
   // Fault the pages in now (page-locked memory already is), not in a read.
   if (!buffer_->staging.pinned()) std::fill(buf.begin(), buf.end(), uint8_t{0});
-  buffer_->capacity = capacity;
+  buffer_->ready.store(true, std::memory_order_release);
+  AKV_LOG_INFO("read landing: %.1f MB (%s) in %.0f ms at start", capacity / 1e6,
+               buffer_->staging.pinned() ? "page-locked" : "heap, faulted in",
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
 }
 
 std::shared_ptr<ReadLanding::Ticket> ReadLanding::Reserve() {
+  // Still being reserved in the background: this read takes the unlanded route.
+  if (!buffer_->ready.load(std::memory_order_acquire)) return nullptr;
   if (current_.lock() != nullptr) return nullptr;  // a read (or its unadmitted result) holds it
   auto ticket = std::make_shared<Ticket>(buffer_);
   current_ = ticket;

@@ -56,12 +56,16 @@ class ReadLanding {
  public:
   // A landing for states of up to `capacity` bytes (one slot's:
   // engine::MaxStateBytes), allocated now (page-locked memory takes ~0.3 ms
-  // per MB to allocate: never inside a request). `layout` (slots, blocks)
-  // must outlive the landing and its tickets; n_stream as the context's.
-  ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint64_t capacity, bool pinned);
+  // per MB to allocate: never inside a request), or, in_background, on a
+  // thread of its own: until it is ready every read takes the unlanded route.
+  // `layout` (slots, blocks) must outlive the landing and its tickets;
+  // n_stream as the context's.
+  ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint64_t capacity, bool pinned,
+              bool in_background = false);
 
   class Ticket;
-  // The landing for the next read, or null while another ticket lives.
+  // The landing for the next read, or null while another ticket lives or
+  // the memory is still being reserved. Never waits.
   std::shared_ptr<Ticket> Reserve();
 
  private:
@@ -70,6 +74,9 @@ class ReadLanding {
     engine::KvLayout layout;
     uint32_t n_stream;
     uint64_t capacity = 0;
+    // Set once the memory is reserved (by the reserving thread, in the
+    // background); declared before `staging`, whose destructor joins it.
+    std::atomic<bool> ready{false};
     engine::StagingBuffer staging;  // used by one ticket at a time
   };
   std::shared_ptr<Buffer> buffer_;  // shared with the tickets: outlives the last one

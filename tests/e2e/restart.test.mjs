@@ -104,10 +104,15 @@ test('kill -9 after a saved turn, restart: next turn is warm, same output as col
 });
 
 // The first restore after the start waits for the staging buffer reserved in
-// the background (engine/staging_buffer.h), then answers as a cold agent does.
-test('restart with --staging-reserve background: next turn is warm, same output as cold', async () => {
-  const log = await restartScenario('restart-bgstaging', 'SIGTERM', { extraArgs: ['--staging-reserve', 'background'] });
+// the background (engine/staging_buffer.h), and the read landing (on here,
+// as with a GPU) lands no read until its own background reservation is
+// ready (sched/read_landing.h): either way the turn answers as a cold agent.
+test('restart with the staging buffer and the read landing reserved in the background: warm, same output as cold', async () => {
+  const log = await restartScenario('restart-bgstaging', 'SIGTERM', {
+    extraArgs: ['--staging-reserve', 'background', '--read-landing', 'on', '--landing-reserve', 'background'],
+  });
   assert.match(log, /staging buffer: .* reserved in the background/, log);
+  assert.match(log, /read landing: .* reserved in the background/, log);
   const bad = await Server.start({ cacheDir: `${dir}/cache-bad`, extraArgs: ['--staging-reserve', 'later'] })
     .then((s) => { servers.push(s); return null; }, (e) => e);
   assert.ok(bad, '--staging-reserve later should be refused');
