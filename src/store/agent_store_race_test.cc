@@ -65,6 +65,25 @@ class AgentStoreRaceTest : public ::testing::Test {
     EXPECT_EQ(CountFiles(mem_, "/quarantine/"), 0u);
   }
 
+  // A listing of "team", a summary of its agent "b" and a load of "b",
+  // started at once on threads of their own (while something is held).
+  struct IndexCalls {
+    std::future<Result<std::vector<AgentSummary>>> listed;
+    std::future<Result<AgentSummary>> summary;
+    std::future<Result<LoadedAgent>> loaded;
+    // All three returned within kGiveUp.
+    bool Answered() {
+      return listed.wait_for(kGiveUp) == std::future_status::ready &&
+             summary.wait_for(kGiveUp) == std::future_status::ready &&
+             loaded.wait_for(kGiveUp) == std::future_status::ready;
+    }
+  };
+  IndexCalls StartIndexCallsOnB() {
+    return {std::async(std::launch::async, [this] { return store_->ListAgents("team"); }),
+            std::async(std::launch::async, [this] { return store_->GetSummary("team", "b"); }),
+            std::async(std::launch::async, [this] { return store_->LoadBlocks("team", "b"); })};
+  }
+
   MemFileSystem mem_;
   GatedFileSystem gated_{&mem_};
   std::unique_ptr<AgentStore> store_;
@@ -136,22 +155,18 @@ TEST_F(AgentStoreRaceTest, ASaveHeldAtItsManifestHoldsUpNoListingOrLoad) {
   gated_.Close("", "/agents/");
   auto save = std::async(std::launch::async, [&] { return Save(store_.get(), "team", "a", v2); });
   ASSERT_TRUE(WaitHeld(gated_)) << "the save never reached its manifest";
-  auto listed = std::async(std::launch::async, [this] { return store_->ListAgents("team"); });
-  auto summary = std::async(std::launch::async, [this] { return store_->GetSummary("team", "b"); });
-  auto loaded = std::async(std::launch::async, [this] { return store_->LoadBlocks("team", "b"); });
-  const bool answered = listed.wait_for(kGiveUp) == std::future_status::ready &&
-                        summary.wait_for(kGiveUp) == std::future_status::ready &&
-                        loaded.wait_for(kGiveUp) == std::future_status::ready;
+  IndexCalls calls = StartIndexCallsOnB();
+  const bool answered = calls.Answered();
   const int held = gated_.held();
   gated_.Open();
   ASSERT_TRUE(save.get().ok());
   EXPECT_TRUE(answered) << "a listing, a summary or a load waited for the held save";
   EXPECT_GT(held, 0) << "the save was held all along";
-  auto list = listed.get();
+  auto list = calls.listed.get();
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_EQ(list->size(), 2u);
-  EXPECT_TRUE(summary.get().ok());
-  auto load_b = loaded.get();
+  EXPECT_TRUE(calls.summary.get().ok());
+  auto load_b = calls.loaded.get();
   ASSERT_TRUE(load_b.ok()) << load_b.status().ToString();
   EXPECT_TRUE(load_b->complete);
   EXPECT_EQ(load_b->record.tokens, b);
@@ -171,22 +186,18 @@ TEST_F(AgentStoreRaceTest, ADeletionHeldAtItsBlockUnlinksHoldsUpNoListingOrLoad)
   gated_.Close("", "", "/blocks/");
   auto erased = std::async(std::launch::async, [this] { return store_->DeleteAgent("team", "a"); });
   ASSERT_TRUE(WaitHeld(gated_)) << "the deletion never reached its block files";
-  auto listed = std::async(std::launch::async, [this] { return store_->ListAgents("team"); });
-  auto summary = std::async(std::launch::async, [this] { return store_->GetSummary("team", "b"); });
-  auto loaded = std::async(std::launch::async, [this] { return store_->LoadBlocks("team", "b"); });
-  const bool answered = listed.wait_for(kGiveUp) == std::future_status::ready &&
-                        summary.wait_for(kGiveUp) == std::future_status::ready &&
-                        loaded.wait_for(kGiveUp) == std::future_status::ready;
+  IndexCalls calls = StartIndexCallsOnB();
+  const bool answered = calls.Answered();
   const int held = gated_.held();
   gated_.Open();
   Status st = erased.get();
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_TRUE(answered) << "a listing, a summary or a load waited for the held deletion";
   EXPECT_GT(held, 0) << "the deletion was held all along";
-  auto list = listed.get();
+  auto list = calls.listed.get();
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_EQ(list->size(), 1u);  // "a" left the index before its files went
-  auto load_b = loaded.get();
+  auto load_b = calls.loaded.get();
   ASSERT_TRUE(load_b.ok()) << load_b.status().ToString();
   EXPECT_TRUE(load_b->complete);
   EXPECT_EQ(load_b->record.tokens, b);
