@@ -152,25 +152,11 @@ Status Context::Warmup() {
 }
 
 void Context::ReserveStaging() {
-  const auto start = std::chrono::steady_clock::now();
   const uint64_t bytes =
       MaxStateBytes(spec_.slot_shape, static_cast<uint32_t>(options_.slot_ctx), static_cast<uint32_t>(options_.n_slots));
-  if (options_.staging_in_background) {
-    staging_.ReserveInBackground(bytes, [](double ms, size_t size, bool pinned) {
-      AKV_LOG_INFO("staging buffer: %.1f MB (%s) ready %.0f ms after it began, reserved in the background "
-                   "(--staging-reserve background)",
-                   size / 1e6, pinned ? "page-locked" : "heap, faulted in", ms);
-    });
-    return;
-  }
-  std::span<uint8_t> buf = staging_.Get(bytes);
-  // Fault the pages in now (page-locked memory already is), not in a request.
-  if (!staging_.pinned()) std::fill(buf.begin(), buf.end(), uint8_t{0});
-  // On the start-up's path: its time is part of agentkv's start-up (issue 34 reports that). Reserving it in the
-  // background made the CPU start-up slower (bench/RESULTS.md, stop 29): ContextOptions::staging_in_background.
-  AKV_LOG_INFO("staging buffer: %.1f MB (%s) in %.0f ms at start", bytes / 1e6,
-               staging_.pinned() ? "page-locked" : "heap, faulted in",
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  // On the start-up's path unless staging_in_background: its time is part of agentkv's start-up (issue 34 reports
+  // that; reserving it in the background made the CPU start-up slower, bench/RESULTS.md, stop 29).
+  staging_.Reserve(bytes, options_.staging_in_background, "staging buffer", "staging-reserve");
 }
 
 bool Context::BindComputeThreadsToCpus() const {

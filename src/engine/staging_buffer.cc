@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "ggml-backend.h"
+#include "util/log.h"
 
 namespace agentkv::engine {
 namespace {
@@ -77,6 +78,23 @@ void StagingBuffer::ReserveInBackground(size_t size, ReservedFn on_done) {
               a.pinned_buffer != nullptr);
     }
   });
+}
+
+void StagingBuffer::Reserve(size_t size, bool in_background, const char* name, const char* flag,
+                            std::function<void()> on_ready) {
+  auto ready = [in_background, name, flag, on_ready = std::move(on_ready)](double ms, size_t bytes, bool locked) {
+    AKV_LOG_INFO("%s: %.1f MB (%s) in %.0f ms %s%s%s", name, bytes / 1e6, locked ? "page-locked" : "heap, faulted in",
+                 ms, in_background ? "reserved in the background (--" : "at start", in_background ? flag : "",
+                 in_background ? " background)" : "");
+    if (on_ready != nullptr) on_ready();
+  };
+  if (in_background) return ReserveInBackground(size, std::move(ready));
+  const auto start = std::chrono::steady_clock::now();
+  std::span<uint8_t> buf = Get(size);
+  // Fault the pages in now (page-locked memory already is), not in a request.
+  if (held_.heap != nullptr) std::fill(buf.begin(), buf.end(), uint8_t{0});
+  ready(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), size,
+        held_.pinned_buffer != nullptr);
 }
 
 bool StagingBuffer::pinning() const { return want_pinned_ && GpuHostBufferType() != nullptr; }

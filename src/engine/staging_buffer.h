@@ -46,6 +46,14 @@ class StagingBuffer {
   // one at a time: a second call first waits for the first.
   using ReservedFn = std::function<void(double ms, size_t bytes, bool pinned)>;
   void ReserveInBackground(size_t size, ReservedFn on_done = nullptr);
+  // Reserves `size` bytes before any use: here, pages faulted in
+  // (page-locked memory already is), or, in_background, by
+  // ReserveInBackground. Either way, once the memory is ready, logs
+  // "<name>: N MB (page-locked|heap, faulted in) in N ms at start" (or
+  // "... reserved in the background (--<flag> background)") and then calls
+  // on_ready, if set, on the thread that reserved it.
+  void Reserve(size_t size, bool in_background, const char* name, const char* flag,
+               std::function<void()> on_ready = nullptr);
   bool pinned();  // waits for a background reservation
   // Whether the memory is meant to be page-locked: asked for, and a GPU
   // backend has host memory to give. Never waits (an allocation that then

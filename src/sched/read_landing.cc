@@ -1,7 +1,6 @@
 #include "sched/read_landing.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "util/log.h"
 
@@ -11,23 +10,8 @@ ReadLanding::ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint
                          bool in_background)
     : buffer_(std::make_shared<Buffer>(layout, n_stream, pinned)) {
   buffer_->capacity = capacity;
-  if (in_background) {
-    buffer_->staging.ReserveInBackground(capacity, [ready = &buffer_->ready](double ms, size_t bytes, bool locked) {
-      AKV_LOG_INFO("read landing: %.1f MB (%s) ready %.0f ms after it began, reserved in the background "
-                   "(--landing-reserve background)",
-                   bytes / 1e6, locked ? "page-locked" : "heap, faulted in", ms);
-      ready->store(true, std::memory_order_release);
-    });
-    return;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  std::span<uint8_t> buf = buffer_->staging.Get(capacity);
-  // Fault the pages in now (page-locked memory already is), not in a read.
-  if (!buffer_->staging.pinned()) std::fill(buf.begin(), buf.end(), uint8_t{0});
-  buffer_->ready.store(true, std::memory_order_release);
-  AKV_LOG_INFO("read landing: %.1f MB (%s) in %.0f ms at start", capacity / 1e6,
-               buffer_->staging.pinned() ? "page-locked" : "heap, faulted in",
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  buffer_->staging.Reserve(capacity, in_background, "read landing", "landing-reserve",
+                           [ready = &buffer_->ready] { ready->store(true, std::memory_order_release); });
 }
 
 std::shared_ptr<ReadLanding::Ticket> ReadLanding::Reserve() {
