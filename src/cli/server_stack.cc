@@ -244,15 +244,9 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
                                   config.prefill_chunk > 0 ? " (--prefill-chunk)" : "");
   co.n_batch = std::max(prefill_chunk, 64);
   co.warmup = config.warmup;
-  // The staging buffer and the read landing (one slot's state each,
-  // page-locked on a GPU: ~0.5 s each at 32K on the device machines) are
-  // reserved on threads of their own, beside the warm-up, the store's scan
-  // and the read reserve, and waited for before the server serves, unless
-  // --staging-reserve / --landing-reserve background (issue 34).
-  using When = engine::StagingBuffer::When;
-  co.staging_reserve = config.staging_in_background ? When::kBackground : When::kBeside;
+  co.staging_in_background = config.staging_in_background;
   AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
-  phases.Mark("context (probe, warm-up)");
+  phases.Mark("context (probe, warm-up, staging buffer)");
   const engine::ModelCacheSpec& spec = stack->context_->spec();
 
   AgentStoreOptions so;
@@ -285,7 +279,7 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   opt.read_landing = config.read_landing;
   opt.read_reserve = config.read_reserve;
   opt.pipelined_restore = config.pipelined_restore;
-  opt.read_landing_reserve = config.landing_in_background ? When::kBackground : When::kBeside;
+  opt.read_landing_in_background = config.landing_in_background;
   opt.prefill_chunk = prefill_chunk;
   if (config.agent_table_bytes > 0) opt.agent_table_bytes = config.agent_table_bytes;
   if (!config.remote_url.empty()) {
@@ -307,9 +301,6 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
                                                           stack->store_.get(), opt);
   stack->scheduler_->Start();
   phases.Mark("scheduler (read reserve)");
-  if (co.staging_reserve == When::kBeside) stack->context_->WaitStagingReserved();
-  if (opt.read_landing_reserve == When::kBeside) stack->scheduler_->WaitReadLandingReserved();
-  phases.Mark("the rest of the staging buffer and read landing");
   stack->backend_->Set(stack->scheduler_.get());
   if (!config.quiet) {
     AKV_LOG_INFO("%s", phases.Describe().c_str());
