@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "ggml-backend.h"
@@ -20,6 +22,16 @@ ggml_backend_buffer_type_t GpuHostBufferType() {
   return nullptr;
 }
 
+// Page-locked memory is registered (RegisteredMemory) unless
+// AGENTKV_HOST_REGISTER=off (read once): then cudaMallocHost, as before stop 32.
+bool RegisterHostMemory() {
+  static const bool on = [] {
+    const char* v = std::getenv("AGENTKV_HOST_REGISTER");
+    return v == nullptr || std::string_view(v) != "off";
+  }();
+  return on;
+}
+
 }  // namespace
 
 StagingBuffer::~StagingBuffer() {
@@ -31,8 +43,14 @@ StagingBuffer::Allocation StagingBuffer::Allocate(bool want_pinned, size_t size)
   Allocation a;
   if (want_pinned) {
     if (ggml_backend_buffer_type_t buft = GpuHostBufferType()) {
-      a.pinned_buffer = ggml_backend_buft_alloc_buffer(buft, size);
-      if (a.pinned_buffer != nullptr) a.data = static_cast<uint8_t*>(ggml_backend_buffer_get_base(a.pinned_buffer));
+      if (RegisterHostMemory()) {
+        a.registered = AllocateRegistered(size);
+        a.data = a.registered.data;
+      }
+      if (a.data == nullptr) {
+        a.pinned_buffer = ggml_backend_buft_alloc_buffer(buft, size);
+        if (a.pinned_buffer != nullptr) a.data = static_cast<uint8_t*>(ggml_backend_buffer_get_base(a.pinned_buffer));
+      }
     }
   }
   if (a.data == nullptr) {
@@ -44,6 +62,7 @@ StagingBuffer::Allocation StagingBuffer::Allocate(bool want_pinned, size_t size)
 }
 
 void StagingBuffer::Free(Allocation* a) {
+  FreeRegistered(&a->registered);
   if (a->pinned_buffer != nullptr) ggml_backend_buffer_free(a->pinned_buffer);
   delete[] a->heap;
   *a = Allocation{};
@@ -75,15 +94,15 @@ void StagingBuffer::ReserveInBackground(size_t size, ReservedFn on_done) {
     reserved_ = a;
     if (on_done != nullptr) {
       on_done(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), size,
-              a.pinned_buffer != nullptr);
+              a.kind());
     }
   });
 }
 
 void StagingBuffer::Reserve(size_t size, bool in_background, const char* name, const char* flag,
                             std::function<void()> on_ready) {
-  auto ready = [in_background, name, flag, on_ready = std::move(on_ready)](double ms, size_t bytes, bool locked) {
-    AKV_LOG_INFO("%s: %.1f MB (%s) in %.0f ms %s%s%s", name, bytes / 1e6, locked ? "page-locked" : "heap, faulted in",
+  auto ready = [in_background, name, flag, on_ready = std::move(on_ready)](double ms, size_t bytes, const char* kind) {
+    AKV_LOG_INFO("%s: %.1f MB (%s) in %.0f ms %s%s%s", name, bytes / 1e6, kind,
                  ms, in_background ? "reserved in the background (--" : "at start", in_background ? flag : "",
                  in_background ? " background)" : "");
     if (on_ready != nullptr) on_ready();
@@ -94,14 +113,14 @@ void StagingBuffer::Reserve(size_t size, bool in_background, const char* name, c
   // Fault the pages in now (page-locked memory already is), not in a request.
   if (held_.heap != nullptr) std::fill(buf.begin(), buf.end(), uint8_t{0});
   ready(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), size,
-        held_.pinned_buffer != nullptr);
+        held_.kind());
 }
 
 bool StagingBuffer::pinning() const { return want_pinned_ && GpuHostBufferType() != nullptr; }
 
 bool StagingBuffer::pinned() {
   AdoptReservation();
-  return held_.pinned_buffer != nullptr;
+  return held_.locked();
 }
 
 }  // namespace agentkv::engine

@@ -3,10 +3,14 @@
 // and import (hundreds of MB for long contexts). Reused across calls: growing
 // it allocates once; smaller requests reuse it without touching the pages.
 //
-// When the model runs on a GPU, the memory comes from the GPU backend's host
-// buffer type (page-locked): the device copies of llama_state_seq_{get,set}
-// then run as direct DMA instead of through the driver's pageable bounce
-// buffers. Otherwise it is ordinary heap memory.
+// When the model runs on a GPU, the memory is page-locked: the device copies
+// of llama_state_seq_{get,set} then run as direct DMA instead of through the
+// driver's pageable bounce buffers. It is faulted in and then registered with
+// the driver (engine/registered_memory.h: about half the time of
+// cudaMallocHost, and other threads' CUDA calls are not held up meanwhile),
+// else taken from the GPU backend's host buffer type (cudaMallocHost;
+// AGENTKV_HOST_REGISTER=off asks for this one). Otherwise it is ordinary heap
+// memory.
 //
 // Page-locking a full slot's worth takes long (~0.3-0.5 s per GB on the
 // device machines; issue 34 counts it in agentkv's start-up at 32K), so it
@@ -22,6 +26,8 @@
 #include <functional>
 #include <span>
 #include <thread>
+
+#include "engine/registered_memory.h"
 
 struct ggml_backend_buffer;
 
@@ -41,15 +47,16 @@ class StagingBuffer {
   // first, and adopts it if it is at least as large as the buffer in hand.
   std::span<uint8_t> Get(size_t size);
   // Starts allocating `size` bytes on a thread of its own (heap memory has its
-  // pages faulted in there too); returns at once. `on_done(ms, bytes,
-  // pinned)`, if set, runs on that thread when the memory is ready. At most
-  // one at a time: a second call first waits for the first.
-  using ReservedFn = std::function<void(double ms, size_t bytes, bool pinned)>;
+  // pages faulted in there too); returns at once. `on_done(ms, bytes, kind)`,
+  // if set, runs on that thread when the memory is ready; kind: "page-locked,
+  // registered", "page-locked" (cudaMallocHost) or "heap, faulted in". At
+  // most one at a time: a second call first waits for the first.
+  using ReservedFn = std::function<void(double ms, size_t bytes, const char* kind)>;
   void ReserveInBackground(size_t size, ReservedFn on_done = nullptr);
   // Reserves `size` bytes before any use: here, pages faulted in
   // (page-locked memory already is), or, in_background, by
   // ReserveInBackground. Either way, once the memory is ready, logs
-  // "<name>: N MB (page-locked|heap, faulted in) in N ms at start" (or
+  // "<name>: N MB (<kind>) in N ms at start" (or
   // "... reserved in the background (--<flag> background)") and then calls
   // on_ready, if set, on the thread that reserved it.
   void Reserve(size_t size, bool in_background, const char* name, const char* flag,
@@ -62,10 +69,15 @@ class StagingBuffer {
 
  private:
   struct Allocation {
+    RegisteredMemory registered;
     ggml_backend_buffer* pinned_buffer = nullptr;
     uint8_t* heap = nullptr;
     uint8_t* data = nullptr;
     size_t capacity = 0;
+    bool locked() const { return registered.data != nullptr || pinned_buffer != nullptr; }
+    const char* kind() const {
+      return registered.data != nullptr ? "page-locked, registered" : pinned_buffer != nullptr ? "page-locked" : "heap, faulted in";
+    }
   };
   static Allocation Allocate(bool want_pinned, size_t size);
   static void Free(Allocation* a);
