@@ -295,7 +295,7 @@ Result<SaveResult> AgentStore::SaveAgentOnce(AgentRecord rec, const std::vector<
   MutexLock save_lock(&save_mu_);
   MutexLock l(&mu_);
   // What an earlier failed attempt or eviction queued goes before this save
-  // writes a block file (pending_removals_).
+  // writes a block file (removals_).
   RemovePendingFiles(l);
   NamespaceState* ns = index_.Find(ns_name);
   if (ns == nullptr) ns = &index_.FindOrAdd(rec.ns, root_ + "/" + NameHash(rec.ns));

@@ -34,7 +34,7 @@
 // files, the blocks directory's fsync, the manifest's temp file, fsync and
 // rename; saves and DeleteAgent serialize on their own mutex). Nor do
 // garbage collection's unlinks: the index drops a block at once and its file
-// is removed once the save or delete releases the lock (pending_removals_,
+// is removed once the save or delete releases the lock (removals_,
 // RemovePendingFiles), with the blocks directory's fsync of a deletion.
 // Still under it: quarantine's renames, a deletion's manifest removal and
 // the agents directory's fsync (DeleteAgent, and the disk budget's evictions
@@ -43,7 +43,9 @@
 //
 // The in-memory index of namespaces, agents and block files is a StoreIndex
 // (store_index.h: its own questions, no file work); this class keeps it in
-// line with the files.
+// line with the files. Block files are read in parallel, without the lock,
+// by a BlockFilesReader (block_files_reader.h: its threads, read sizes and
+// read reserve; no index).
 //
 // Invariants (under the mutex):
 //   - NamespaceState::blocks holds the block files known to be on disk; a
@@ -67,6 +69,8 @@
 
 #include "store/agent_record.h"
 #include "store/block_file.h"
+#include "store/block_files_reader.h"
+#include "store/file_removals.h"
 #include "store/block_read.h"
 #include "store/file_system.h"
 #include "store/kv_block.h"
@@ -267,7 +271,7 @@ class AgentStore {
   // tensors' memory from (util/warm_memory.h; empty until someone sets its
   // targets, e.g. the scheduler's --read-reserve). Thread-safe; lives as long
   // as the store or the last tensor read into its buffers.
-  WarmMemory& read_reserve() const { return *read_reserve_; }
+  WarmMemory& read_reserve() const { return reader_.reserve(); }
 
   // The blocks of `rec` (agent `rec.agent_id` of `ns` as another tier,
   // e.g. the remote, holds it) that this store holds a file of, by block id:
@@ -324,7 +328,7 @@ class AgentStore {
   // removal (RemovePendingFiles; erasure: blocks/ fsynced after it). Returns
   // how many were queued.
   uint32_t CollectGarbageLocked(NamespaceState* ns, bool erasure = false) REQUIRES(mu_);
-  // Removes the files queued in pending_removals_, without mu_ while it
+  // Removes the files queued in removals_ (file_removals.h), without mu_ while it
   // unlinks and fsyncs (loads, listings and /metrics go on meanwhile); `l`
   // holds mu_ on entry and again on return. A failed removal marks its
   // namespace dirty (the rescan retries it); the first failure of an
@@ -349,12 +353,6 @@ class AgentStore {
   // (block ids `ids`), or marks it dirty if it cannot.
   void RepairFailedSaveLocked(NamespaceState* ns, const std::string& agent_id, const std::vector<std::string>& ids)
       REQUIRES(mu_, save_mu_);
-
-  // agent_store_load.cc (with LoadBlocks and StartReadThreads). How to read
-  // block files of these sizes at once (ReadBlockFiles, when
-  // fs_->ConcurrentReads()): options_' threads and chunk size or the
-  // defaults (a streaming read's: StreamReadChunkBytes).
-  BlockReadOptions ReadOptionsFor(const std::vector<uint64_t>& file_bytes, bool streaming = false) const;
 
   // agent_store.cc
   // One attempt of SaveAgent on a validated record (ns and fingerprint set,
@@ -397,10 +395,9 @@ class AgentStore {
   std::string BlockPath(const NamespaceState& ns, std::string_view block_id) const;
 
   const AgentStoreOptions options_;
-  // The buffers block reads fill come from here (block_read.h
-  // BlockReadOptions::reserve); shared with every tensor read into them.
-  const std::shared_ptr<WarmMemory> read_reserve_ = std::make_shared<WarmMemory>();
   FileSystem* const fs_;
+  // Reads block files without mu_ (its threads, read sizes and reserve).
+  const BlockFilesReader reader_;
   const std::string root_;
   std::unique_ptr<FileLock> lock_;  // writable stores: <cache_dir>/LOCK, released last
   bool live_ = false;               // set by Open, then constant
@@ -413,13 +410,7 @@ class AgentStore {
   // they are serialized (save_mu_): a save removes the queue before it
   // writes a block file, so a queued removal never hits a block written
   // anew under the same (content-addressed) id.
-  struct PendingRemoval {
-    std::string ns;        // its namespace (index_.Find), marked dirty if the removal fails
-    std::string path;
-    std::string sync_dir;  // fsynced after the removals ("": none), so that an erasure is durable
-    bool block = false;    // a block file (counted in SaveResult::blocks_deleted)
-  };
-  std::vector<PendingRemoval> pending_removals_ GUARDED_BY(mu_);
+  FileRemovals removals_ GUARDED_BY(mu_);
   StoreStats stats_ GUARDED_BY(mu_);  // counters only
   uint64_t quarantine_seq_ GUARDED_BY(mu_) = 0;
   // Manifest writes and removals begun (a save, an erasure): a read done

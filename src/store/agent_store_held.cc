@@ -31,8 +31,8 @@ Result<std::vector<std::optional<KvBlock>>> AgentStore::ReadHeldBlocks(std::stri
   // against `rec` and the bookkeeping of bad or vanished files
   // (ReadBlockLocked) under it.
   std::vector<std::optional<Result<DecodedBlock>>> read(indexes.size());
-  if (fs_->ConcurrentReads()) {
-    std::vector<Result<DecodedBlock>> got = ReadBlockFiles(fs_, paths, ReadOptionsFor(file_bytes));
+  if (reader_.concurrent()) {
+    std::vector<Result<DecodedBlock>> got = reader_.Read(paths, file_bytes);
     for (size_t k = 0; k < got.size(); ++k) read[k] = std::move(got[k]);
   }
   MutexLock l(&mu_);

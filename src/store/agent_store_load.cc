@@ -1,69 +1,18 @@
-// AgentStore's load path: LoadBlocks reads an agent's manifest and block files
-// without the store's lock (on StartReadThreads' readers) and checks them
-// under it (see agent_store.h).
+// AgentStore's load path: LoadBlocks reads an agent's manifest, and its block
+// files through the reader (store/block_files_reader.h), without the store's
+// lock, and checks them under it (see agent_store.h).
 
 #include "store/agent_store.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <optional>
-#include <thread>
-
-#include <sys/resource.h>
 
 #include "store/block_read.h"
 #include "store/store_ids.h"
 #include "util/log.h"
-#include "util/parallel.h"
 
 namespace agentkv {
-namespace {
-
-// Reads in flight during a load: enough parallel requests to keep a virtual
-// or NVMe disk's queue busy (one file per 256-token block, 0.3-10 MB each,
-// split into reads of BlockReadChunkBytes so that a few files are enough
-// reads too). Measured on the H200 host's disk (16 cores;
-// bench/HISTORY.md, issue #8): cold reads of 137 9.4 MB files reach 1.9, 2.0,
-// 2.2 GB/s with 8, 16, 32 threads; the threads mostly wait on the disk, so
-// twice the cores, at least 8.
-int ReadThreads() {
-  static const int n = std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 8, 32);
-  return n;
-}
-
-// What the whole process used meanwhile (every thread: the readers' page
-// faults and system time show here), for a load's debug line.
-struct ProcessUsage {
-  long minor_faults = 0;
-  double user_ms = 0, sys_ms = 0;
-  static ProcessUsage Now() {
-    rusage r{};
-    ::getrusage(RUSAGE_SELF, &r);
-    const auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
-    return {r.ru_minflt, ms(r.ru_utime), ms(r.ru_stime)};
-  }
-  ProcessUsage Since(const ProcessUsage& before) const {
-    return {minor_faults - before.minor_faults, user_ms - before.user_ms, sys_ms - before.sys_ms};
-  }
-};
-
-}  // namespace
-
-BlockReadOptions AgentStore::ReadOptionsFor(const std::vector<uint64_t>& file_bytes, bool streaming) const {
-  const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
-  uint64_t bytes = 0;
-  for (uint64_t b : file_bytes) bytes += b;
-  BlockReadOptions read_options;
-  read_options.reserve = read_reserve_;
-  read_options.offset_major = streaming;
-  read_options.chunk_bytes = options_.read_chunk_bytes.value_or(
-      streaming ? StreamReadChunkBytes(bytes, threads) : BlockReadChunkBytes(bytes, threads));
-  uint64_t reads = 0;
-  for (uint64_t b : file_bytes) reads += 1 + (read_options.chunk_bytes > 0 ? b / read_options.chunk_bytes : 0);
-  read_options.n_threads = static_cast<int>(std::min<uint64_t>(threads, reads));
-  return read_options;
-}
 
 Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string_view agent_id,
                                            uint32_t first_block, LoadObserver* observer) {
@@ -101,52 +50,30 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   std::vector<std::optional<Result<DecodedBlock>>> ahead(indexed.size());
   // The block files are read by a worker of this thread's WorkerTeam (kept
   // between loads, as are that worker's own readers: util/parallel.h).
-  std::function<void(size_t)> read_job;
-  BlockReadOptions read_options;
-  uint64_t read_bytes = 0;
-  double reader_ms = 0;  // the block files' read, on the reader thread
-  // When the first and the last file finished (ms into the read): how much
-  // of the read a restore in pieces could overlap (debug line).
-  std::atomic<double> first_file_ms{-1}, last_file_ms{0};
-  ProcessUsage usage;
-  if (fs_->ConcurrentReads() && first < indexed.size()) {
+  std::unique_ptr<BlockFilesReader::Ahead> ahead_read;
+  if (reader_.concurrent() && first < indexed.size()) {
     std::vector<std::string> paths;
-    for (uint32_t b = first; b < indexed.size(); ++b) paths.push_back(BlockPath(*ns, indexed[b].id));
-    // Every file's head and data chunks from one queue, so that even an agent
-    // of a few large blocks keeps n_threads reads in flight; no more threads
-    // than reads (a short agent of small files needs few).
     std::vector<uint64_t> file_bytes;
-    for (uint32_t b = first; b < indexed.size(); ++b) file_bytes.push_back(indexed[b].file_bytes);
-    for (uint64_t b : file_bytes) read_bytes += b;
+    for (uint32_t b = first; b < indexed.size(); ++b) {
+      paths.push_back(BlockPath(*ns, indexed[b].id));
+      file_bytes.push_back(indexed[b].file_bytes);
+    }
     if (observer != nullptr) observer->OnPlan(first, std::span<const BlockRef>(indexed).subspan(first));
     const bool streaming = observer != nullptr && observer->Streams();
-    read_options = ReadOptionsFor(file_bytes, streaming);
+    decltype(BlockReadOptions::on_data_read) on_data_read;
     if (streaming) {
-      read_options.on_data_read = [observer, first](size_t k, const BlockFileLayout& layout, uint64_t begin,
-                                                    uint64_t end) {
+      on_data_read = [observer, first](size_t k, const BlockFileLayout& layout, uint64_t begin, uint64_t end) {
         observer->OnDataRead(first + static_cast<uint32_t>(k), layout, begin, end);
       };
     }
-    read_job = [this, &ahead, &reader_ms, &ms_since, &first_file_ms, &last_file_ms, &usage, observer, first, read_options,
-                paths = std::move(paths)](size_t) mutable {
-      const Clock::time_point reader_start = Clock::now();
-      read_options.on_file_read = [&](size_t k, const DecodedBlock& dec) {
-        if (observer != nullptr) observer->OnBlockRead(first + static_cast<uint32_t>(k), dec.block);
-        const double at = ms_since(reader_start);
-        double none = -1;
-        first_file_ms.compare_exchange_strong(none, at);
-        for (double last = last_file_ms.load(); at > last && !last_file_ms.compare_exchange_weak(last, at);) {
-        }
+    std::function<void(size_t, const DecodedBlock&)> on_file_read;
+    if (observer != nullptr) {
+      on_file_read = [observer, first](size_t k, const DecodedBlock& dec) {
+        observer->OnBlockRead(first + static_cast<uint32_t>(k), dec.block);
       };
-      // Two getrusage calls per load, only for the debug line.
-      const bool debug = LogEnabled(LogLevel::kDebug);
-      const ProcessUsage usage_start = debug ? ProcessUsage::Now() : ProcessUsage{};
-      std::vector<Result<DecodedBlock>> read = ReadBlockFiles(fs_, paths, read_options);
-      if (debug) usage = ProcessUsage::Now().Since(usage_start);
-      for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);
-      reader_ms = ms_since(reader_start);
-    };
-    WorkerTeam::ForThisThread().Launch(1, &read_job);
+    }
+    ahead_read = reader_.StartAhead(std::move(paths), file_bytes, streaming, std::move(on_file_read),
+                                    std::move(on_data_read));
   }
   const Clock::time_point manifest_start = Clock::now();
   Result<std::string> manifest = fs_->ReadFile(ManifestPath(*ns, id));
@@ -156,7 +83,10 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   }();
   const double manifest_ms = ms_since(manifest_start);
   if (observer != nullptr && rec_or.ok()) observer->OnRecord(*rec_or);
-  if (read_job) WorkerTeam::ForThisThread().Wait();
+  if (ahead_read != nullptr) {
+    std::vector<Result<DecodedBlock>> read = ahead_read->Wait();
+    for (size_t k = 0; k < read.size(); ++k) ahead[first + k] = std::move(read[k]);
+  }
   AGENTKV_RETURN_IF_ERROR(rec_or.status());
   AgentRecord rec = std::move(rec_or).value();
   // Per block of the manifest from first_block on: its file as read ahead, or
@@ -206,31 +136,21 @@ Result<LoadedAgent> AgentStore::LoadBlocks(std::string_view ns_name, std::string
   out.record = std::move(rec);
   // Where a load's time went (AGENTKV_LOG=debug): the in-server read of a
   // fresh process against `bench store`'s (bench/HISTORY.md, stop 11).
-  AKV_LOG_DEBUG("store: loaded %s/%s: %zu blocks (%.1f MB of block files, %d readers, %.2f MB reads) in %.2f ms: "
-                "lock %.2f, manifest %.2f (beside the block files), block files %.2f (files done from %.2f to %.2f; "
-                "process meanwhile: %ld minor faults, user %.1f ms, sys %.1f ms), checks %.2f",
-                std::string(ns_name).c_str(), id.c_str(), out.blocks.size(), read_bytes / 1e6, read_options.n_threads,
-                read_options.chunk_bytes / 1e6, ms_since(start), lock_ms, manifest_ms, reader_ms, first_file_ms.load(),
-                last_file_ms.load(), usage.minor_faults, usage.user_ms, usage.sys_ms, ms_since(checks_start));
+  if (ahead_read != nullptr) {
+    const BlockFilesReader::Ahead& r = *ahead_read;
+    AKV_LOG_DEBUG("store: loaded %s/%s: %zu blocks (%.1f MB of block files, %d readers, %.2f MB reads) in %.2f ms: "
+                  "lock %.2f, manifest %.2f (beside the block files), block files %.2f (files done from %.2f to %.2f; "
+                  "process meanwhile: %ld minor faults, user %.1f ms, sys %.1f ms), checks %.2f",
+                  std::string(ns_name).c_str(), id.c_str(), out.blocks.size(), r.bytes() / 1e6,
+                  r.options().n_threads, r.options().chunk_bytes / 1e6, ms_since(start), lock_ms, manifest_ms,
+                  r.reader_ms(), r.first_file_ms(), r.last_file_ms(), r.minor_faults(), r.user_ms(), r.sys_ms(),
+                  ms_since(checks_start));
+  }
   return out;
 }
 
 void AgentStore::StartReadThreads(const std::function<void(size_t reader, size_t n_readers)>& on_each_reader) {
-  if (!fs_->ConcurrentReads()) {  // LoadBlocks reads on its caller's thread
-    if (on_each_reader) on_each_reader(0, 1);
-    return;
-  }
-  const int threads = options_.read_threads > 0 ? options_.read_threads : ReadThreads();
-  // LoadBlocks' read job runs on a worker of this thread's team, its readers
-  // on that worker's team: start both.
-  const std::function<void(size_t)> start_readers = [threads, &on_each_reader](size_t) {
-    ParallelFor(static_cast<size_t>(threads), threads, [&](size_t i) {
-      if (on_each_reader) on_each_reader(i, static_cast<size_t>(threads));
-    });
-  };
-  WorkerTeam& team = WorkerTeam::ForThisThread();
-  team.Launch(1, &start_readers);
-  team.Wait();
+  reader_.StartThreads(on_each_reader);
 }
 
 }  // namespace agentkv

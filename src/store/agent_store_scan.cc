@@ -37,13 +37,6 @@ Result<std::vector<DirEntry>> ListOrEmpty(FileSystem* fs, const std::string& dir
   return r;
 }
 
-// SyncDir that treats a missing directory as nothing to sync. (Not Exists()
-// + SyncDir(): a failed Exists() would silently skip a needed fsync.)
-Status SyncDirIfPresent(FileSystem* fs, const std::string& dir) {
-  Status st = fs->SyncDir(dir);
-  return st.code() == StatusCode::kNotFound ? Status::OK() : st;
-}
-
 // Refuses a cache directory another user could write in, or a link planted
 // where one goes (docs/store-format.md, "Permissions"); a missing one is fine.
 Status CheckDirIfPresent(FileSystem* fs, const std::string& dir) {
@@ -56,6 +49,7 @@ Status CheckDirIfPresent(FileSystem* fs, const std::string& dir) {
 AgentStore::AgentStore(AgentStoreOptions options)
     : options_(std::move(options)),
       fs_(options_.fs ? options_.fs : DefaultFileSystem()),
+      reader_(fs_, options_.read_threads, options_.read_chunk_bytes),
       root_(JoinPath(options_.cache_dir, options_.fingerprint)) {}
 
 AgentStore::~AgentStore() = default;
@@ -253,7 +247,7 @@ uint32_t AgentStore::CollectGarbageLocked(NamespaceState* ns, bool erasure) {
       ++it;
       continue;
     }
-    pending_removals_.push_back({ns->name, BlockPath(*ns, it->first), erasure ? BlocksDir(*ns) : "", true});
+    removals_.Add({ns->name, BlockPath(*ns, it->first), erasure ? BlocksDir(*ns) : "", true});
     ++n;
     it = ns->blocks.erase(it);
   }
@@ -264,32 +258,16 @@ uint32_t AgentStore::CollectGarbageLocked(NamespaceState* ns, bool erasure) {
 // analysis cannot follow a lock passed in, so it checks the callers
 // (REQUIRES(mu_, save_mu_) on the declaration) and not this body.
 uint32_t AgentStore::RemovePendingFiles(MutexLock& l, Status* erasure) NO_THREAD_SAFETY_ANALYSIS {
-  if (pending_removals_.empty()) return 0;
-  std::vector<PendingRemoval> removals;
-  removals.swap(pending_removals_);
+  if (removals_.empty()) return 0;
+  const std::vector<FileRemovals::Removal> taken = removals_.Take();
   l.Unlock();
-  std::vector<Status> removed;
-  removed.reserve(removals.size());
-  std::map<std::string, Status> synced;  // each directory to fsync once, after its removals
-  for (const PendingRemoval& r : removals) {
-    removed.push_back(fs_->RemoveFile(r.path));
-    if (!r.sync_dir.empty()) synced.emplace(r.sync_dir, Status::OK());
-  }
-  for (auto& [dir, st] : synced) st = SyncDirIfPresent(fs_, dir);
+  const FileRemovals::Outcome out = FileRemovals::Run(fs_, taken);
   l.Lock();
-  uint32_t n = 0;
-  for (size_t i = 0; i < removals.size(); ++i) {
-    const PendingRemoval& r = removals[i];
-    Status st = removed[i].code() == StatusCode::kNotFound ? Status::OK() : removed[i];  // a rescan took it first
-    if (st.ok() && !r.sync_dir.empty()) st = synced[r.sync_dir];
-    if (st.ok()) {
-      n += removed[i].ok() && r.block;
-      continue;
-    }
-    if (NamespaceState* ns = index_.Find(r.ns)) ns->dirty = true;  // the rescan retries
-    if (erasure != nullptr && erasure->ok() && !r.sync_dir.empty()) *erasure = st.WithContext("remove " + r.path);
+  for (const FileRemovals::Failure& f : out.failures) {
+    if (NamespaceState* ns = index_.Find(f.ns)) ns->dirty = true;  // the rescan retries
+    if (erasure != nullptr && erasure->ok() && f.durable) *erasure = f.status.WithContext("remove " + f.path);
   }
-  return n;
+  return out.blocks_removed;
 }
 
 Status AgentStore::DeleteAgentLocked(NamespaceState* ns, const std::string& agent_id) {

@@ -51,4 +51,9 @@ Status CreateDirsDurably(FileSystem* fs, const std::string& dir, const std::stri
   return Status::OK();
 }
 
+Status SyncDirIfPresent(FileSystem* fs, const std::string& dir) {
+  Status st = fs->SyncDir(dir);
+  return st.code() == StatusCode::kNotFound ? Status::OK() : st;
+}
+
 }  // namespace agentkv

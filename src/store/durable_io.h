@@ -41,4 +41,8 @@ Status WritePiecesAtomically(FileSystem* fs, const std::string& path,
 // itself durable (the caller's responsibility, e.g. an existing user dir).
 Status CreateDirsDurably(FileSystem* fs, const std::string& dir, const std::string& durable_base);
 
+// SyncDir that treats a missing directory as nothing to sync. (Not Exists()
+// + SyncDir(): a failed Exists() would silently skip a needed fsync.)
+Status SyncDirIfPresent(FileSystem* fs, const std::string& dir);
+
 }  // namespace agentkv
