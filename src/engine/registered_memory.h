@@ -14,7 +14,7 @@
 // long as one after the other.
 //
 // Only in a CUDA build (AGENTKV_CUDA); elsewhere, or when any step fails,
-// Allocate returns empty memory and the caller falls back (StagingBuffer:
+// AllocateRegistered returns empty memory and the caller falls back (StagingBuffer:
 // ggml's page-locked host buffer, then the heap).
 //
 // Thread safety: the functions are; a RegisteredMemory is owned by one caller.
