@@ -336,7 +336,9 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
     body += ["## Restart (page cache dropped), %d interleaved pairs per context\n" % pairs, lib.md_table(summary, restart),
              "\n## Where the restart's time went (medians, ms)\n", lib.md_table(summary, stages),
              "\n## Startup (process spawn -> /health), startup + the restart's TTFT, host memory once ready "
-             "(RSS, and pages pinned for the device, MiB, /proc/PID/status)\n", lib.md_table(summary, startup),
+             "(RSS, and VmPin, MiB, /proc/PID/status: the NVIDIA driver's page-locking, cudaMallocHost or "
+             "cudaHostRegister, is not counted in VmPin, so it reads 0 on a GPU; agentkv's start log gives its "
+             "page-locked bytes)\n", lib.md_table(summary, startup),
              "\n## Cold and hit (%d reps)\n" % reps, lib.md_table(summary, coldhit)]
     settled = [s for s in settles if s.get("threshold")]
     pair_loads = [s["loadavg"] for s in settles if "pair" in s and s.get("loadavg") is not None]
