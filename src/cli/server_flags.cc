@@ -118,14 +118,15 @@ bool ParseServerConfig(const Flags& flags, ServerConfig* config, std::string* er
     }
     config->pipelined_restore = *r == "on";
   }
-  for (auto [flag, in_background] : {std::pair{"staging-reserve", &config->staging_in_background},
-                                     std::pair{"landing-reserve", &config->landing_in_background}}) {
+  using When = engine::StagingBuffer::When;
+  for (auto [flag, when] : {std::pair{"staging-reserve", &config->staging_reserve},
+                            std::pair{"landing-reserve", &config->landing_reserve}}) {
     if (auto r = flags.Get(flag); r && *r != "auto") {
-      if (*r != "start" && *r != "background") {
-        *error = std::string("--") + flag + ": expected auto, start or background";
+      if (*r != "start" && *r != "beside" && *r != "background") {
+        *error = std::string("--") + flag + ": expected auto, start, beside or background";
         return false;
       }
-      *in_background = *r == "background";
+      *when = *r == "start" ? When::kNow : *r == "beside" ? When::kBeside : When::kBackground;
     }
   }
   if (auto r = flags.Get("read-reserve"); r && *r != "auto") {

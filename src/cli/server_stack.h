@@ -56,8 +56,10 @@ struct ServerConfig {
   std::optional<bool> read_landing;        // --read-landing on|off; unset (auto): SchedulerOptions' default
   std::optional<bool> read_reserve;        // --read-reserve on|off; unset (auto): SchedulerOptions' default
   std::optional<bool> pipelined_restore;   // --pipelined-restore on|off; unset (auto): SchedulerOptions' default
-  bool staging_in_background = false;      // --staging-reserve background|start (auto: start); engine/context.h
-  bool landing_in_background = false;      // --landing-reserve background|start (auto: start); sched/read_landing.h
+  // --staging-reserve / --landing-reserve start|beside|background (auto: start): when the staging buffer
+  // (engine/context.h) and the read landing (sched/read_landing.h) are reserved (engine::StagingBuffer::When).
+  engine::StagingBuffer::When staging_reserve = engine::StagingBuffer::When::kNow;
+  engine::StagingBuffer::When landing_reserve = engine::StagingBuffer::When::kNow;
   int read_threads = 0;                    // --read-threads N: a disk load's reads in flight (0: the store's default)
   std::optional<size_t> read_chunk_bytes;  // --read-chunk-kib N: each read's size (0: a file; unset: the store's choice)
 };

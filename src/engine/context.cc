@@ -101,13 +101,16 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model, const Conte
   // workers than cores and stop spinning at its barriers: every graph node
   // then sleeps and wakes through futexes, which made decode ~2.5x slower on
   // 2 cores. Only the thread that later calls Decode() keeps a team.
+  // The probe sizes the staging buffer, whose reservation may then run
+  // beside the warm-up (ContextOptions::staging_reserve).
   Status started;
-  std::thread([&] {
-    started = ctx->Probe();
-    if (started.ok() && options.warmup) started = ctx->Warmup();
-  }).join();
+  std::thread([&] { started = ctx->Probe(); }).join();
   AGENTKV_RETURN_IF_ERROR(started.WithContext(op));
   ctx->ReserveStaging();
+  if (options.warmup) {
+    std::thread([&] { started = ctx->Warmup(); }).join();
+    AGENTKV_RETURN_IF_ERROR(started.WithContext(op));
+  }
   return ctx;
 }
 
@@ -154,9 +157,10 @@ Status Context::Warmup() {
 void Context::ReserveStaging() {
   const uint64_t bytes =
       MaxStateBytes(spec_.slot_shape, static_cast<uint32_t>(options_.slot_ctx), static_cast<uint32_t>(options_.n_slots));
-  // On the start-up's path unless staging_in_background: its time is part of agentkv's start-up (issue 34 reports
-  // that; reserving it in the background made the CPU start-up slower, bench/RESULTS.md, stop 29).
-  staging_.Reserve(bytes, options_.staging_in_background, "staging buffer", "staging-reserve");
+  // Its time is part of agentkv's start-up (issue 34 reports it) unless reserved in the background; beside the
+  // warm-up (kBeside) it overlaps it. Reserving it in the background made the CPU start-up slower (bench/RESULTS.md,
+  // stop 29).
+  staging_.Reserve(bytes, options_.staging_reserve, "staging buffer", "staging-reserve");
 }
 
 bool Context::BindComputeThreadsToCpus() const {

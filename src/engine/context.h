@@ -56,10 +56,13 @@ struct ContextOptions {
   // loading GPU kernels, capturing graphs or growing the output buffer.
   bool warmup = true;
   // The staging buffer (one slot's state; page-locked on a GPU, ~0.3-0.5 ms
-  // per MB to allocate) is reserved when the context is created: on the
-  // start-up's path (false, the default) or on a thread of its own, the
-  // first export or import waiting for what is left of it (true).
-  bool staging_in_background = false;
+  // per MB to allocate) is reserved when the context is created, once the
+  // probe has sized it: before Create returns (kNow), on a thread of its own
+  // beside the warm-up and whatever the caller starts next, the caller
+  // calling WaitStagingReserved before it serves (kBeside), or in the
+  // background, the first export or import waiting for what is left of it
+  // (kBackground).
+  StagingBuffer::When staging_reserve = StagingBuffer::When::kNow;
   // ImportSlotBlocks overlaps writing the state's rows (worker threads) with
   // llama.cpp copying them into the cache (RowCopyPipeline); unset: for
   // states of 4 MiB and more (below, starting the workers costs more than
@@ -200,13 +203,16 @@ class Context {
 
   llama_context* raw() const { return ctx_; }
   // Whether state transfers go through page-locked memory (GPU models).
-  // Never waits for a background reservation (staging_in_background).
+  // Never waits for a reservation on its own thread (staging_reserve).
   bool staging_pinned() const { return staging_.pinning(); }
+  // Returns once the staging buffer's memory is reserved (staging_reserve
+  // kBeside or kBackground; at once for kNow). Any thread.
+  void WaitStagingReserved() const { staging_.WaitReserved(); }
 
  private:
   // Allocates the staging buffer for a full slot at creation (page-locked
-  // memory takes ~0.3 ms/MB to allocate: never inside a request), or starts
-  // allocating it in the background (ContextOptions::staging_in_background).
+  // memory takes ~0.3 ms/MB to allocate: never inside a request), now or on
+  // a thread of its own (ContextOptions::staging_reserve).
   void ReserveStaging();
   Context(const Model& model, const ContextOptions& options)
       : model_(model), options_(options), staging_(model.info().n_gpu_layers > 0) {}

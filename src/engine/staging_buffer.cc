@@ -86,6 +86,7 @@ std::span<uint8_t> StagingBuffer::Get(size_t size) {
 
 void StagingBuffer::ReserveInBackground(size_t size, ReservedFn on_done) {
   AdoptReservation();
+  reservation_ready_.store(false, std::memory_order_release);
   reserving_ = std::thread([this, size, on_done = std::move(on_done), want_pinned = want_pinned_] {
     const auto start = std::chrono::steady_clock::now();
     Allocation a = Allocate(want_pinned, size);
@@ -96,18 +97,24 @@ void StagingBuffer::ReserveInBackground(size_t size, ReservedFn on_done) {
       on_done(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), size,
               a.kind());
     }
+    reservation_ready_.store(true, std::memory_order_release);
+    reservation_ready_.notify_all();
   });
 }
 
-void StagingBuffer::Reserve(size_t size, bool in_background, const char* name, const char* flag,
+void StagingBuffer::WaitReserved() const { reservation_ready_.wait(false, std::memory_order_acquire); }
+
+void StagingBuffer::Reserve(size_t size, When when, const char* name, const char* flag,
                             std::function<void()> on_ready) {
-  auto ready = [in_background, name, flag, on_ready = std::move(on_ready)](double ms, size_t bytes, const char* kind) {
-    AKV_LOG_INFO("%s: %.1f MB (%s) in %.0f ms %s%s%s", name, bytes / 1e6, kind,
-                 ms, in_background ? "reserved in the background (--" : "at start", in_background ? flag : "",
-                 in_background ? " background)" : "");
+  auto ready = [when, name, flag, on_ready = std::move(on_ready)](double ms, size_t bytes, const char* kind) {
+    AKV_LOG_INFO("%s: %.1f MB (%s) in %.0f ms %s%s%s", name, bytes / 1e6, kind, ms,
+                 when == When::kNow      ? "at start"
+                 : when == When::kBeside ? "at start, beside the rest of it"
+                                         : "reserved in the background (--",
+                 when == When::kBackground ? flag : "", when == When::kBackground ? " background)" : "");
     if (on_ready != nullptr) on_ready();
   };
-  if (in_background) return ReserveInBackground(size, std::move(ready));
+  if (when != When::kNow) return ReserveInBackground(size, std::move(ready));
   const auto start = std::chrono::steady_clock::now();
   std::span<uint8_t> buf = Get(size);
   // Fault the pages in now (page-locked memory already is), not in a request.

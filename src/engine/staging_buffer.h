@@ -14,13 +14,17 @@
 //
 // Page-locking a full slot's worth takes long (~0.3-0.5 s per GB on the
 // device machines; issue 34 counts it in agentkv's start-up at 32K), so it
-// may be reserved in the background (ReserveInBackground; the server's
-// --staging-reserve background): the first Get() that needs it waits for
-// it, while a returning agent's first restore reads its blocks from disk.
+// may be reserved on a thread of its own (ReserveInBackground): beside the
+// rest of the start-up, the server waiting for it before it serves
+// (WaitReserved), or in the background (--staging-reserve background): the
+// first Get() that needs it waits for it, while a returning agent's first
+// restore reads its blocks from disk.
 //
-// Thread safety: none; owned by one Context. ReserveInBackground's thread
-// touches only the memory it allocates, which Get() adopts after joining it.
+// Thread safety: none, but WaitReserved; owned by one Context.
+// ReserveInBackground's thread touches only the memory it allocates, which
+// Get() adopts after joining it.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -53,14 +57,22 @@ class StagingBuffer {
   // most one at a time: a second call first waits for the first.
   using ReservedFn = std::function<void(double ms, size_t bytes, const char* kind)>;
   void ReserveInBackground(size_t size, ReservedFn on_done = nullptr);
-  // Reserves `size` bytes before any use: here, pages faulted in
-  // (page-locked memory already is), or, in_background, by
-  // ReserveInBackground. Either way, once the memory is ready, logs
-  // "<name>: N MB (<kind>) in N ms at start" (or
-  // "... reserved in the background (--<flag> background)") and then calls
-  // on_ready, if set, on the thread that reserved it.
-  void Reserve(size_t size, bool in_background, const char* name, const char* flag,
-               std::function<void()> on_ready = nullptr);
+  // When Reserve's memory is reserved, and who waits for it.
+  enum class When {
+    kNow,         // here, before Reserve returns
+    kBeside,      // on a thread of its own; the owner calls WaitReserved before it serves
+    kBackground,  // on a thread of its own; only the first Get() waits for it
+  };
+  // Reserves `size` bytes before any use (heap memory has its pages faulted
+  // in; page-locked memory already is). Once the memory is ready, logs
+  // "<name>: N MB (<kind>) in N ms <when>" (<when>: "at start", "at start,
+  // beside the rest of it", "reserved in the background (--<flag>
+  // background)") and then calls on_ready, if set, on the thread that
+  // reserved it.
+  void Reserve(size_t size, When when, const char* name, const char* flag, std::function<void()> on_ready = nullptr);
+  // Returns once the reservation begun last (if any) has its memory ready
+  // (after its on_done / on_ready ran); adopts nothing. Any thread.
+  void WaitReserved() const;
   bool pinned();  // waits for a background reservation
   // Whether the memory is meant to be page-locked: asked for, and a GPU
   // backend has host memory to give. Never waits (an allocation that then
@@ -87,6 +99,8 @@ class StagingBuffer {
   Allocation held_;
   std::thread reserving_;
   Allocation reserved_;  // written by reserving_ only until it is joined
+  // False from a ReserveInBackground call until its memory is ready.
+  std::atomic<bool> reservation_ready_{true};
 };
 
 }  // namespace agentkv::engine

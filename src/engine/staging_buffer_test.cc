@@ -41,6 +41,21 @@ TEST(StagingBufferTest, GetAdoptsTheBackgroundReservationAndAllocatesNoMoreWithi
   EXPECT_FALSE(buf.pinned());
 }
 
+// WaitReserved (the server waits so before it serves) returns once the
+// memory is ready and its on_done ran, without adopting it; the next Get()
+// then takes it without allocating.
+TEST(StagingBufferTest, WaitReservedReturnsOnceTheMemoryIsReady) {
+  g_done = 0;
+  StagingBuffer buf(/*pinned=*/false);
+  buf.WaitReserved();  // nothing reserved: returns at once
+  buf.ReserveInBackground(4u << 20, &CountDone);
+  buf.WaitReserved();
+  EXPECT_EQ(g_done.load(), 1);
+  std::span<uint8_t> got = buf.Get(4u << 20);
+  EXPECT_EQ(got.size(), 4u << 20);
+  buf.WaitReserved();  // adopted: returns at once
+}
+
 TEST(StagingBufferTest, ASmallerReservationKeepsTheLargerBufferInHand) {
   StagingBuffer buf(/*pinned=*/false);
   std::span<uint8_t> big = buf.Get(1u << 20);

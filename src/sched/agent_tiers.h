@@ -109,6 +109,10 @@ class AgentTiers {
   bool has_store() const { return store_ != nullptr; }
   bool has_remote() const { return remote_ != nullptr; }
   bool has_landing() const { return landing_ != nullptr; }
+  // ReadLanding::WaitReserved, if there is a landing. Any thread.
+  void WaitLandingReserved() const {
+    if (landing_ != nullptr) landing_->WaitReserved();
+  }
 
   // --- The agent table (inference thread) ---
   AgentTable& table() { return table_; }

@@ -7,12 +7,14 @@
 namespace agentkv::sched {
 
 ReadLanding::ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint64_t capacity, bool pinned,
-                         bool in_background)
+                         engine::StagingBuffer::When when)
     : buffer_(std::make_shared<Buffer>(layout, n_stream, pinned)) {
   buffer_->capacity = capacity;
-  buffer_->staging.Reserve(capacity, in_background, "read landing", "landing-reserve",
+  buffer_->staging.Reserve(capacity, when, "read landing", "landing-reserve",
                            [ready = &buffer_->ready] { ready->store(true, std::memory_order_release); });
 }
+
+void ReadLanding::WaitReserved() const { buffer_->staging.WaitReserved(); }
 
 std::shared_ptr<ReadLanding::Ticket> ReadLanding::Reserve() {
   // Still being reserved in the background: this read takes the unlanded route.

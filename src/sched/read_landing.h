@@ -56,12 +56,15 @@ class ReadLanding {
  public:
   // A landing for states of up to `capacity` bytes (one slot's:
   // engine::MaxStateBytes), allocated now (page-locked memory takes ~0.3 ms
-  // per MB to allocate: never inside a request), or, in_background, on a
-  // thread of its own: until it is ready every read takes the unlanded route.
-  // `layout` (slots, blocks) must outlive the landing and its tickets;
-  // n_stream as the context's.
+  // per MB to allocate: never inside a request), or, `when` kBeside or
+  // kBackground, on a thread of its own: until it is ready every read takes
+  // the unlanded route. `layout` (slots, blocks) must outlive the landing and
+  // its tickets; n_stream as the context's.
   ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint64_t capacity, bool pinned,
-              bool in_background = false);
+              engine::StagingBuffer::When when = engine::StagingBuffer::When::kNow);
+  // Returns once the memory is reserved (at once if it was reserved in the
+  // constructor). Any thread.
+  void WaitReserved() const;
 
   class Ticket;
   // The landing for the next read, or null while another ticket lives or

@@ -101,27 +101,29 @@ TEST(ReadLandingTest, ALandedReadGivesTheStateOfItsBlocks) {
   EXPECT_NE(t.landing.Reserve(), nullptr) << "free again once the ticket is gone";
 }
 
-// --landing-reserve background: Reserve() gives no ticket until the memory
-// is reserved (reads take the unlanded route meanwhile), then a ticket that
-// lands a read as the landing reserved at start does.
-TEST(ReadLandingTest, ALandingReservedInTheBackgroundLandsOnceReady) {
+// A landing reserved on a thread of its own (the server's default, kBeside,
+// and --landing-reserve background): Reserve() never waits and gives no
+// ticket until the memory is reserved (reads take the unlanded route
+// meanwhile); once WaitReserved returned, a ticket lands a read as the
+// landing reserved in the constructor does.
+TEST(ReadLandingTest, ALandingReservedOnItsOwnThreadLandsOnceReady) {
   const engine::StateShape shape = Shape();
   const engine::KvLayout layout = engine::KvLayout::Same(shape);
-  ReadLanding landing(layout, 2, engine::MaxStateBytes(shape, 1024, 2), /*pinned=*/false, /*in_background=*/true);
   const Agent a = MakeAgent({256, 256, 40});
   Result<std::vector<uint8_t>> want = StateOf(a, layout, 552, 2);
   ASSERT_TRUE(want.ok());
-  std::shared_ptr<ReadLanding::Ticket> ticket;
-  for (int i = 0; i < 1000 && ticket == nullptr; ++i) {
-    ticket = landing.Reserve();
-    if (ticket == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  using When = engine::StagingBuffer::When;
+  for (When when : {When::kBeside, When::kBackground}) {
+    ReadLanding landing(layout, 2, engine::MaxStateBytes(shape, 1024, 2), /*pinned=*/false, when);
+    landing.WaitReserved();
+    std::shared_ptr<ReadLanding::Ticket> ticket = landing.Reserve();
+    ASSERT_NE(ticket, nullptr) << "no ticket after WaitReserved, when " << static_cast<int>(when);
+    ticket->OnPlan(0, a.refs);
+    for (uint32_t i : {0, 1, 2}) ticket->OnBlockRead(i, a.blocks[i]);
+    std::span<const uint8_t> got = ticket->StateFor(a.pool);
+    ASSERT_EQ(got.size(), want->size());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want->begin()));
   }
-  ASSERT_NE(ticket, nullptr) << "the background reservation never became ready";
-  ticket->OnPlan(0, a.refs);
-  for (uint32_t i : {0, 1, 2}) ticket->OnBlockRead(i, a.blocks[i]);
-  std::span<const uint8_t> got = ticket->StateFor(a.pool);
-  ASSERT_EQ(got.size(), want->size());
-  EXPECT_TRUE(std::equal(got.begin(), got.end(), want->begin()));
 }
 
 TEST(ReadLandingTest, NothingLandsForPartialPlansOversizeOrBadBlocks) {

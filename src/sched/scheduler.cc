@@ -38,7 +38,7 @@ std::unique_ptr<ReadLanding> MakeLanding(const engine::Context& ctx, AgentStore*
   return std::make_unique<ReadLanding>(
       ctx.spec().layout(), n_stream,
       engine::MaxStateBytes(ctx.spec().slot_shape, static_cast<uint32_t>(ctx.options().slot_ctx), n_stream),
-      ctx.staging_pinned(), options.read_landing_in_background);
+      ctx.staging_pinned(), options.read_landing_reserve);
 }
 
 }  // namespace

@@ -77,6 +77,9 @@ class Scheduler : public api::Backend {
 
   // Starts the inference thread.
   void Start();
+  // Returns once the read landing's memory is reserved (options'
+  // read_landing_reserve; at once without a landing). Any thread.
+  void WaitReadLandingReserved() const { tiers_.WaitLandingReserved(); }
   // Stops admitting, cancels waiting and active requests (active ones finish
   // with what they computed, which is saved), flushes pending saves, joins.
   void Stop();

@@ -44,9 +44,11 @@ struct SchedulerOptions {
   // buffer is page-locked (a model on a GPU), where the restore's host-side
   // copy is what the inference thread would otherwise add after the read.
   std::optional<bool> read_landing;
-  // The landing's memory is reserved on a thread of its own from Start on
-  // (reads meanwhile take the unlanded route), not on the start-up's path.
-  bool read_landing_in_background = false;
+  // When the landing's memory is reserved (engine::StagingBuffer::When):
+  // while the scheduler is made (kNow), on a thread of its own, the caller
+  // calling WaitReadLandingReserved before it serves (kBeside), or in the
+  // background, reads meanwhile taking the unlanded route (kBackground).
+  engine::StagingBuffer::When read_landing_reserve = engine::StagingBuffer::When::kNow;
   // Start() faults in one slot's worth of block tensors (the sizes of
   // engine::BlockTensorSizes at slot_ctx positions) on the read threads, held
   // in the store's read reserve (util/warm_memory.h, AgentStore::read_reserve)

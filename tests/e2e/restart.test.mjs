@@ -103,6 +103,19 @@ test('kill -9 after a saved turn, restart: next turn is warm, same output as col
   await restartScenario('restart-kill', 'SIGKILL');
 });
 
+// --staging-reserve / --landing-reserve beside: the staging buffer and the
+// read landing (on here, as with a GPU) are reserved on threads of their own
+// beside the rest of the start-up, and the server serves once both are
+// ready (engine/staging_buffer.h).
+test('restart with the staging buffer and the read landing reserved beside the start-up: warm, same output as cold', async () => {
+  const log = await restartScenario('restart-beside', 'SIGTERM', {
+    extraArgs: ['--staging-reserve', 'beside', '--read-landing', 'on', '--landing-reserve', 'beside'],
+  });
+  assert.match(log, /staging buffer: .* at start, beside the rest of it/, log);
+  assert.match(log, /read landing: .* at start, beside the rest of it/, log);
+  assert.match(log, /start-up \d+ ms: .*, the rest of the buffers reserved beside \d+ ms/, log);
+});
+
 // The first restore after the start waits for the staging buffer reserved in
 // the background (engine/staging_buffer.h), and the read landing (on here,
 // as with a GPU) lands no read until its own background reservation is
@@ -116,7 +129,7 @@ test('restart with the staging buffer and the read landing reserved in the backg
   const bad = await Server.start({ cacheDir: `${dir}/cache-bad`, extraArgs: ['--staging-reserve', 'later'] })
     .then((s) => { servers.push(s); return null; }, (e) => e);
   assert.ok(bad, '--staging-reserve later should be refused');
-  assert.match(String(bad.message ?? bad), /--staging-reserve: expected auto, start or background/);
+  assert.match(String(bad.message ?? bad), /--staging-reserve: expected auto, start, beside or background/);
 });
 
 // The hybrid, named explicitly (--slot-kv f16: f16 slots, q4_0 at rest; the
