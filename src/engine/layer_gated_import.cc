@@ -6,8 +6,7 @@
 
 namespace agentkv::engine {
 
-LayerGatedImport::LayerGatedImport(Context& ctx, llama_state_seq_import* plan, const RowSource* rows)
-    : ctx_(ctx), plan_(plan), rows_(rows) {
+LayerGatedImport::LayerGatedImport(llama_state_seq_import* plan, const RowSource* rows) : plan_(plan), rows_(rows) {
   const size_t n = llama_state_seq_import_n_copies(plan);
   for (size_t i = 0; i < n; ++i) {
     const llama_state_seq_copy c = llama_state_seq_import_copy(plan, i);
@@ -35,7 +34,7 @@ Result<std::unique_ptr<LayerGatedImport>> LayerGatedImport::Start(Context& ctx, 
     ctx.ClearSlot(slot);
     return Status::Corruption("gated import: llama.cpp rejected the state");
   }
-  return std::unique_ptr<LayerGatedImport>(new LayerGatedImport(ctx, plan, rows));
+  return std::unique_ptr<LayerGatedImport>(new LayerGatedImport(plan, rows));
 }
 
 LayerGatedImport::~LayerGatedImport() { llama_state_seq_import_free(plan_); }

@@ -97,11 +97,10 @@ class LayerGatedImport {
     std::vector<Range> ranges;  // of the state, for its K and V copies
     bool in = false;
   };
-  LayerGatedImport(Context& ctx, llama_state_seq_import* plan, const RowSource* rows);
+  LayerGatedImport(llama_state_seq_import* plan, const RowSource* rows);
   bool Landed(const Layer& l) const;
   void Copy(int il);
 
-  Context& ctx_;
   llama_state_seq_import* const plan_;
   const RowSource* const rows_;
   std::vector<Layer> layers_;  // by model layer
