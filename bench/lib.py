@@ -584,6 +584,20 @@ class Agentkv(Proc):
         cmd += list(extra or [])
         Proc.__init__(self, cmd, os.path.join(workdir, name + ".log"), port)
 
+    def start(self, timeout=600):
+        ms = Proc.start(self, timeout)
+        # The one-slot state buffers' page-locked memory, as the server counts it (/metrics): /proc's VmPin does not
+        # see the NVIDIA driver's page-locking.
+        self.ready_mem["page_locked_mib"] = self.page_locked_mib()
+        return ms
+
+    def page_locked_mib(self):
+        """MiB of host memory page-locked for the GPU (agentkv_host_buffer_bytes{memory="page_locked"}); None where
+        the server does not report it."""
+        locked = [v for k, v in self.metrics().items()
+                  if k.startswith("agentkv_host_buffer_bytes{") and 'memory="page_locked"' in k]
+        return sum(locked) / (1 << 20) if locked else None
+
     def wipe(self):
         shutil.rmtree(self.cache_dir, ignore_errors=True)
 

@@ -250,6 +250,7 @@ def summarize(samples, contexts, peers, kv, meta, args):
                     "ak_startup_ttft_ms": m(ak["restart"], "startup_ttft_ms"),
                     "ak_ready_rss_mib": m(ak["restart"], "ready_rss_mib"),
                     "ak_ready_pinned_mib": m(ak["restart"], "ready_pinned_mib"),
+                    "ak_ready_page_locked_mib": m(ak["restart"], "ready_page_locked_mib"),
                     "page_cache": ak["restart"][0]["page_cache"] if ak["restart"] else None})
         for peer in peers:
             p = "ls" if peer.system == LS else "st"
@@ -309,7 +310,8 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
     """(CSV columns, markdown body): the restart headline, the stages, startup and cold/hit, then the notes."""
     restart = ["context", "ak_tokens", "ak_kv_rest", "ak_kv_slots", "ak_restart_ms"]
     stages = ["context", "ak_read_ms", "ak_restore_ms", "ak_wait_ms", "ak_after_restore_ms"]
-    startup = ["context", "ak_startup_ms", "ak_startup_ttft_ms", "ak_ready_rss_mib", "ak_ready_pinned_mib"]
+    startup = ["context", "ak_startup_ms", "ak_startup_ttft_ms", "ak_ready_rss_mib", "ak_ready_pinned_mib",
+               "ak_ready_page_locked_mib"]
     coldhit = ["context", "ak_cold_ms", "ak_hit_ms"]
     for peer in peers:
         p = "ls" if peer.system == LS else "st"
@@ -336,9 +338,9 @@ def report(summary, peers, args, reps, pairs, ls_kv, slot_ctx, ctx_note, context
     body += ["## Restart (page cache dropped), %d interleaved pairs per context\n" % pairs, lib.md_table(summary, restart),
              "\n## Where the restart's time went (medians, ms)\n", lib.md_table(summary, stages),
              "\n## Startup (process spawn -> /health), startup + the restart's TTFT, host memory once ready "
-             "(RSS, and VmPin, MiB, /proc/PID/status: the NVIDIA driver's page-locking, cudaMallocHost or "
-             "cudaHostRegister, is not counted in VmPin, so it reads 0 on a GPU; agentkv's start log gives its "
-             "page-locked bytes)\n", lib.md_table(summary, startup),
+             "(RSS and VmPin, MiB, /proc/PID/status; the NVIDIA driver's page-locking, cudaMallocHost or "
+             "cudaHostRegister, is not counted in VmPin, so it reads 0 on a GPU: ak_ready_page_locked_mib is "
+             "agentkv's own count, /metrics agentkv_host_buffer_bytes)\n", lib.md_table(summary, startup),
              "\n## Cold and hit (%d reps)\n" % reps, lib.md_table(summary, coldhit)]
     settled = [s for s in settles if s.get("threshold")]
     pair_loads = [s["loadavg"] for s in settles if "pair" in s and s.get("loadavg") is not None]

@@ -208,6 +208,10 @@ class Context {
   // Returns once the staging buffer's memory is reserved (staging_reserve
   // kBeside or kBackground; at once for kNow). Any thread.
   void WaitStagingReserved() const { staging_.WaitReserved(); }
+  // The staging buffer's memory now, page-locked and heap (StagingBuffer::
+  // page_locked_bytes, heap_bytes). Never waits; any thread.
+  uint64_t staging_page_locked_bytes() const { return staging_.page_locked_bytes(); }
+  uint64_t staging_heap_bytes() const { return staging_.heap_bytes(); }
 
  private:
   // Allocates the staging buffer for a full slot at creation (page-locked

@@ -39,9 +39,9 @@ StagingBuffer::~StagingBuffer() {
   Free(&held_);
 }
 
-StagingBuffer::Allocation StagingBuffer::Allocate(bool want_pinned, size_t size) {
+StagingBuffer::Allocation StagingBuffer::Allocate(size_t size) {
   Allocation a;
-  if (want_pinned) {
+  if (want_pinned_) {
     if (ggml_backend_buffer_type_t buft = GpuHostBufferType()) {
       if (RegisterHostMemory()) {
         a.registered = AllocateRegistered(size);
@@ -58,10 +58,12 @@ StagingBuffer::Allocation StagingBuffer::Allocate(bool want_pinned, size_t size)
     a.data = a.heap;
   }
   a.capacity = size;
+  (a.locked() ? page_locked_bytes_ : heap_bytes_).fetch_add(size, std::memory_order_relaxed);
   return a;
 }
 
 void StagingBuffer::Free(Allocation* a) {
+  (a->locked() ? page_locked_bytes_ : heap_bytes_).fetch_sub(a->capacity, std::memory_order_relaxed);
   FreeRegistered(&a->registered);
   if (a->pinned_buffer != nullptr) ggml_backend_buffer_free(a->pinned_buffer);
   delete[] a->heap;
@@ -79,7 +81,7 @@ std::span<uint8_t> StagingBuffer::Get(size_t size) {
   AdoptReservation();
   if (size > held_.capacity) {
     Free(&held_);
-    held_ = Allocate(want_pinned_, size);
+    held_ = Allocate(size);
   }
   return {held_.data, size};
 }
@@ -87,9 +89,9 @@ std::span<uint8_t> StagingBuffer::Get(size_t size) {
 void StagingBuffer::ReserveInBackground(size_t size, ReservedFn on_done) {
   AdoptReservation();
   reservation_ready_.store(false, std::memory_order_release);
-  reserving_ = std::thread([this, size, on_done = std::move(on_done), want_pinned = want_pinned_] {
+  reserving_ = std::thread([this, size, on_done = std::move(on_done)] {
     const auto start = std::chrono::steady_clock::now();
-    Allocation a = Allocate(want_pinned, size);
+    Allocation a = Allocate(size);
     // Fault the pages in now (page-locked memory already is), not in a request.
     if (a.heap != nullptr) std::fill(a.heap, a.heap + size, uint8_t{0});
     reserved_ = a;

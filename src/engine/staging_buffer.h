@@ -20,7 +20,8 @@
 // first Get() that needs it waits for it, while a returning agent's first
 // restore reads its blocks from disk.
 //
-// Thread safety: none, but WaitReserved; owned by one Context.
+// Thread safety: none, but WaitReserved and the byte counts; owned by one
+// Context.
 // ReserveInBackground's thread touches only the memory it allocates, which
 // Get() adopts after joining it.
 
@@ -74,6 +75,11 @@ class StagingBuffer {
   // (after its on_done / on_ready ran); adopts nothing. Any thread.
   void WaitReserved() const;
   bool pinned();  // waits for a background reservation
+  // The memory this buffer holds now (in hand or reserved on its own
+  // thread), by kind: page-locked for the GPU, or heap. Never waits. Any
+  // thread (/metrics: agentkv_host_buffer_bytes).
+  uint64_t page_locked_bytes() const { return page_locked_bytes_.load(std::memory_order_relaxed); }
+  uint64_t heap_bytes() const { return heap_bytes_.load(std::memory_order_relaxed); }
   // Whether the memory is meant to be page-locked: asked for, and a GPU
   // backend has host memory to give. Never waits (an allocation that then
   // fails falls back to heap memory, which pinned() tells).
@@ -91,8 +97,10 @@ class StagingBuffer {
       return registered.data != nullptr ? "page-locked, registered" : pinned_buffer != nullptr ? "page-locked" : "heap, faulted in";
     }
   };
-  static Allocation Allocate(bool want_pinned, size_t size);
-  static void Free(Allocation* a);
+  // Allocate and Free count what they hand out and give back in
+  // page_locked_bytes_ / heap_bytes_.
+  Allocation Allocate(size_t size);
+  void Free(Allocation* a);
   void AdoptReservation();  // joins the background thread, keeps the larger buffer
 
   bool want_pinned_;
@@ -101,6 +109,7 @@ class StagingBuffer {
   Allocation reserved_;  // written by reserving_ only until it is joined
   // False from a ReserveInBackground call until its memory is ready.
   std::atomic<bool> reservation_ready_{true};
+  std::atomic<uint64_t> page_locked_bytes_{0}, heap_bytes_{0};
 };
 
 }  // namespace agentkv::engine

@@ -41,6 +41,24 @@ TEST(StagingBufferTest, GetAdoptsTheBackgroundReservationAndAllocatesNoMoreWithi
   EXPECT_FALSE(buf.pinned());
 }
 
+// heap_bytes / page_locked_bytes (/metrics) count the memory held now: a
+// reservation once ready (before a Get() adopts it), a grown buffer without
+// the one it replaced, and the smaller of two freed when one is adopted.
+TEST(StagingBufferTest, ByteCountsFollowWhatIsHeld) {
+  StagingBuffer buf(/*pinned=*/false);
+  EXPECT_EQ(buf.heap_bytes(), 0u);
+  buf.Get(1u << 20);
+  EXPECT_EQ(buf.heap_bytes(), 1u << 20);
+  buf.Get(3u << 20);  // grows: the old one is freed
+  EXPECT_EQ(buf.heap_bytes(), 3u << 20);
+  buf.ReserveInBackground(2u << 20);
+  buf.WaitReserved();  // ready, not yet adopted: both are held
+  EXPECT_EQ(buf.heap_bytes(), 5u << 20);
+  buf.Get(1);  // adopts: the larger (in hand) is kept
+  EXPECT_EQ(buf.heap_bytes(), 3u << 20);
+  EXPECT_EQ(buf.page_locked_bytes(), 0u);  // no GPU asked for
+}
+
 // WaitReserved (the server waits so before it serves) returns once the
 // memory is ready and its on_done ran, without adopting it; the next Get()
 // then takes it without allocating.

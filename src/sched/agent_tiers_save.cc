@@ -148,6 +148,10 @@ void AgentTiers::FillGauges(SchedulerMetrics::Gauges* g) const {
     g->read_reserve_bytes = store_->read_reserve().HeldBytes();
     g->read_reserve_target_bytes = store_->read_reserve().TargetBytes();
   }
+  if (landing_ != nullptr) {
+    g->landing_page_locked_bytes = landing_->page_locked_bytes();
+    g->landing_heap_bytes = landing_->heap_bytes();
+  }
   const auto ps = pool_.Stats();
   g->hot_agents = ps.n_agents;
   g->hot_bytes = ps.used_bytes;

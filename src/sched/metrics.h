@@ -75,6 +75,10 @@ class SchedulerMetrics {
     uint64_t disk_evictions_budget = 0, disk_evictions_no_space = 0;
     uint64_t agent_table_agents = 0, agent_table_bytes = 0, agent_table_budget_bytes = 0;
     uint64_t read_reserve_bytes = 0, read_reserve_target_bytes = 0;  // util/warm_memory.h (--read-reserve)
+    // The one-slot state buffers' host memory (engine/staging_buffer.h): the
+    // context's staging buffer and the read landing (sched/read_landing.h).
+    uint64_t staging_page_locked_bytes = 0, staging_heap_bytes = 0;
+    uint64_t landing_page_locked_bytes = 0, landing_heap_bytes = 0;
   };
   std::string Render(const Gauges& g) const;
 

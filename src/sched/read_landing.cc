@@ -15,6 +15,8 @@ ReadLanding::ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint
 }
 
 void ReadLanding::WaitReserved() const { buffer_->staging.WaitReserved(); }
+uint64_t ReadLanding::page_locked_bytes() const { return buffer_->staging.page_locked_bytes(); }
+uint64_t ReadLanding::heap_bytes() const { return buffer_->staging.heap_bytes(); }
 
 std::shared_ptr<ReadLanding::Ticket> ReadLanding::Reserve() {
   // Still being reserved in the background: this read takes the unlanded route.

@@ -65,6 +65,10 @@ class ReadLanding {
   // Returns once the memory is reserved (at once if it was reserved in the
   // constructor). Any thread.
   void WaitReserved() const;
+  // The landing's memory now, page-locked and heap (engine::StagingBuffer::
+  // page_locked_bytes, heap_bytes). Never waits; any thread.
+  uint64_t page_locked_bytes() const;
+  uint64_t heap_bytes() const;
 
   class Ticket;
   // The landing for the next read, or null while another ticket lives or

@@ -156,6 +156,8 @@ std::string Scheduler::MetricsText() const {
   g.queue_length = n_waiting_.load();
   g.active_requests = n_active_.load();
   tiers_.FillGauges(&g);
+  g.staging_page_locked_bytes = ctx_.staging_page_locked_bytes();
+  g.staging_heap_bytes = ctx_.staging_heap_bytes();
   g.resident_agents = slots_.agents_gauge();
   g.resident_bytes = slots_.tokens_gauge() * ctx_.spec().SlotBytesPerToken();  // slot types (f16 in hybrid slots)
   std::string text = metrics_.Render(g);

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <thread>
 
+#include "engine/seq_state.h"
 #include "sched/scheduler_fixture.h"
 #include "store/gated_file_system_test_util.h"
 #include "util/warm_memory.h"
@@ -251,6 +252,31 @@ TEST_F(SchedulerTest, HotAndWarmRestoresAfterSlotEvictionAndRestart) {
   EXPECT_LT(a3->usage().tokens_prefilled, 8);
   auto cold = Run("cold", a_last, 10);
   EXPECT_EQ(a3->text(), cold->text());
+}
+
+// /metrics gives the one-slot state buffers' host memory by kind: on the
+// CPU, heap only, each one slot's state (engine::MaxStateBytes), the landing
+// only when there is one; page-locked memory (a GPU) would count apart.
+TEST_F(SchedulerTest, MetricsGiveTheOneSlotBuffersHostMemory) {
+  auto bytes = [this](const char* buffer, const char* memory) {
+    return Metric(std::string("agentkv_host_buffer_bytes{buffer=\"") + buffer + "\",memory=\"" + memory + "\"}");
+  };
+  SchedulerOptions landing_on;
+  landing_on.read_landing = true;
+  Boot(2, 64u << 20, landing_on);
+  const double slot_state = static_cast<double>(engine::MaxStateBytes(ctx_->spec().slot_shape, 1024, 2));
+  ASSERT_GT(slot_state, 0.0);
+  EXPECT_EQ(bytes("staging", "heap"), slot_state);
+  EXPECT_EQ(bytes("landing", "heap"), slot_state);
+  EXPECT_EQ(bytes("staging", "page_locked"), 0.0);
+  EXPECT_EQ(bytes("landing", "page_locked"), 0.0);
+
+  SchedulerOptions landing_off;
+  landing_off.read_landing = false;
+  landing_off.pipelined_restore = false;
+  Boot(2, 64u << 20, landing_off);
+  EXPECT_EQ(bytes("staging", "heap"), slot_state);
+  EXPECT_EQ(bytes("landing", "heap"), 0.0);
 }
 
 // The read reserve (SchedulerOptions::read_reserve): Start faults in one
