@@ -254,7 +254,8 @@ Result<std::unique_ptr<ServerStack>> ServerStack::Start(const ServerConfig& conf
   using When = engine::StagingBuffer::When;
   co.staging_reserve = config.staging_reserve;
   AGENTKV_ASSIGN_OR_RETURN(stack->context_, engine::Context::Create(*stack->model_, co));
-  phases.Mark(co.staging_reserve == When::kNow ? "context (probe, warm-up, staging buffer)" : "context (probe, warm-up)");
+  phases.Mark(co.staging_reserve == When::kNow ? "context (probe, warm-up, staging buffer)"
+                                              : "context (probe, warm-up)");
   const engine::ModelCacheSpec& spec = stack->context_->spec();
 
   AgentStoreOptions so;

@@ -242,10 +242,12 @@ std::string SchedulerMetrics::Render(const Gauges& g) const {
   scalar("agentkv_read_reserve_target_bytes", "gauge", "What the read reserve is refilled up to (one slot's blocks).",
          double(g.read_reserve_target_bytes));
   out += "# HELP agentkv_host_buffer_bytes Host memory of the one-slot state buffers (the staging buffer, the read "
-         "landing), page-locked for the GPU or heap; not counted in the tiers.\n# TYPE agentkv_host_buffer_bytes gauge\n";
-  for (const auto& [buffer, memory, bytes] :
-       {std::tuple{"staging", "page_locked", g.staging_page_locked_bytes}, std::tuple{"staging", "heap", g.staging_heap_bytes},
-        std::tuple{"landing", "page_locked", g.landing_page_locked_bytes}, std::tuple{"landing", "heap", g.landing_heap_bytes}}) {
+         "landing), page-locked for the GPU or heap; not counted in the tiers.\n"
+         "# TYPE agentkv_host_buffer_bytes gauge\n";
+  for (const auto& [buffer, memory, bytes] : {std::tuple{"staging", "page_locked", g.staging_page_locked_bytes},
+                                              std::tuple{"staging", "heap", g.staging_heap_bytes},
+                                              std::tuple{"landing", "page_locked", g.landing_page_locked_bytes},
+                                              std::tuple{"landing", "heap", g.landing_heap_bytes}}) {
     out += std::string("agentkv_host_buffer_bytes{buffer=\"") + buffer + "\",memory=\"" + memory + "\"} " +
            std::to_string(bytes) + "\n";
   }
