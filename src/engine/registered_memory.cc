@@ -1,12 +1,12 @@
 #include "engine/registered_memory.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #ifdef AGENTKV_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
+#include "util/fault_in.h"
 #include "util/log.h"
 
 namespace agentkv::engine {
@@ -28,9 +28,7 @@ RegisteredMemory MapFaultedIn(size_t size) {
   if (head > 0) munmap(base, head);
   if (kHugePage - head > 0) munmap(aligned + bytes, kHugePage - head);
   madvise(aligned, bytes, MADV_HUGEPAGE);  // a hint: without huge pages it is slower, not wrong
-  // Fault every page in (one write per small page; a huge page takes the first).
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  for (size_t off = 0; off < bytes; off += page) aligned[off] = 0;
+  FaultIn(aligned, bytes);
   return {aligned, bytes};
 }
 

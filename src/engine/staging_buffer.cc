@@ -1,12 +1,12 @@
 #include "engine/staging_buffer.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string_view>
 #include <utility>
 
 #include "ggml-backend.h"
+#include "util/fault_in.h"
 #include "util/log.h"
 
 namespace agentkv::engine {
@@ -93,7 +93,7 @@ void StagingBuffer::ReserveInBackground(size_t size, ReservedFn on_done) {
     const auto start = std::chrono::steady_clock::now();
     Allocation a = Allocate(size);
     // Fault the pages in now (page-locked memory already is), not in a request.
-    if (a.heap != nullptr) std::fill(a.heap, a.heap + size, uint8_t{0});
+    if (a.heap != nullptr) FaultIn(a.heap, size);
     reserved_ = a;
     if (on_done != nullptr) {
       on_done(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), size,
@@ -120,7 +120,7 @@ void StagingBuffer::Reserve(size_t size, When when, const char* name, const char
   const auto start = std::chrono::steady_clock::now();
   std::span<uint8_t> buf = Get(size);
   // Fault the pages in now (page-locked memory already is), not in a request.
-  if (held_.heap != nullptr) std::fill(buf.begin(), buf.end(), uint8_t{0});
+  if (held_.heap != nullptr) FaultIn(buf.data(), buf.size());
   ready(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), size,
         held_.kind());
 }

@@ -21,9 +21,8 @@
 // restore reads its blocks from disk.
 //
 // Thread safety: none, but WaitReserved and the byte counts; owned by one
-// Context.
-// ReserveInBackground's thread touches only the memory it allocates, which
-// Get() adopts after joining it.
+// Context. ReserveInBackground's thread touches only the memory it
+// allocates, which Get() adopts after joining it.
 
 #include <atomic>
 #include <cstddef>
@@ -94,7 +93,9 @@ class StagingBuffer {
     size_t capacity = 0;
     bool locked() const { return registered.data != nullptr || pinned_buffer != nullptr; }
     const char* kind() const {
-      return registered.data != nullptr ? "page-locked, registered" : pinned_buffer != nullptr ? "page-locked" : "heap, faulted in";
+      return registered.data != nullptr ? "page-locked, registered"
+             : pinned_buffer != nullptr ? "page-locked"
+                                        : "heap, faulted in";
     }
   };
   // Allocate and Free count what they hand out and give back in

@@ -3,21 +3,9 @@
 #include <algorithm>
 #include <new>
 
-#include <unistd.h>
+#include "util/fault_in.h"
 
 namespace agentkv {
-namespace {
-
-// One write per page maps it (the kernel zero-fills it on the fault); volatile
-// so that the compiler keeps writes whose values nobody reads.
-void FaultIn(void* p, size_t bytes) {
-  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  volatile unsigned char* bytes_p = static_cast<unsigned char*>(p);
-  for (size_t at = 0; at < bytes; at += page) bytes_p[at] = 0;
-  bytes_p[bytes - 1] = 0;
-}
-
-}  // namespace
 
 WarmMemory::~WarmMemory() {
   MutexLock l(&mu_);  // no other thread holds the reserve now (its last owner is going)
