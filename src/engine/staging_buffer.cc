@@ -106,15 +106,13 @@ void StagingBuffer::ReserveInBackground(size_t size, ReservedFn on_done) {
 
 void StagingBuffer::WaitReserved() const { reservation_ready_.wait(false, std::memory_order_acquire); }
 
-void StagingBuffer::Reserve(size_t size, When when, const char* name, const char* flag,
-                            std::function<void()> on_ready) {
-  auto ready = [when, name, flag, on_ready = std::move(on_ready)](double ms, size_t bytes, const char* kind) {
+void StagingBuffer::Reserve(size_t size, When when, const char* name, const char* flag) {
+  auto ready = [when, name, flag](double ms, size_t bytes, const char* kind) {
     AKV_LOG_INFO("%s: %.1f MB (%s) in %.0f ms %s%s%s", name, bytes / 1e6, kind, ms,
                  when == When::kNow      ? "at start"
                  : when == When::kBeside ? "at start, beside the rest of it"
                                          : "reserved in the background (--",
                  when == When::kBackground ? flag : "", when == When::kBackground ? " background)" : "");
-    if (on_ready != nullptr) on_ready();
   };
   if (when != When::kNow) return ReserveInBackground(size, std::move(ready));
   const auto start = std::chrono::steady_clock::now();

@@ -67,12 +67,13 @@ class StagingBuffer {
   // in; page-locked memory already is). Once the memory is ready, logs
   // "<name>: N MB (<kind>) in N ms <when>" (<when>: "at start", "at start,
   // beside the rest of it", "reserved in the background (--<flag>
-  // background)") and then calls on_ready, if set, on the thread that
-  // reserved it.
-  void Reserve(size_t size, When when, const char* name, const char* flag, std::function<void()> on_ready = nullptr);
+  // background)"), on the thread that reserved it.
+  void Reserve(size_t size, When when, const char* name, const char* flag);
   // Returns once the reservation begun last (if any) has its memory ready
-  // (after its on_done / on_ready ran); adopts nothing. Any thread.
+  // (after its on_done ran); adopts nothing. Any thread.
   void WaitReserved() const;
+  // Whether WaitReserved would return at once. Never waits; any thread.
+  bool reserved() const { return reservation_ready_.load(std::memory_order_acquire); }
   bool pinned();  // waits for a background reservation
   // The memory this buffer holds now (in hand or reserved on its own
   // thread), by kind: page-locked for the GPU, or heap. Never waits. Any

@@ -10,8 +10,7 @@ ReadLanding::ReadLanding(const engine::KvLayout& layout, uint32_t n_stream, uint
                          engine::StagingBuffer::When when)
     : buffer_(std::make_shared<Buffer>(layout, n_stream, pinned)) {
   buffer_->capacity = capacity;
-  buffer_->staging.Reserve(capacity, when, "read landing", "landing-reserve",
-                           [ready = &buffer_->ready] { ready->store(true, std::memory_order_release); });
+  buffer_->staging.Reserve(capacity, when, "read landing", "landing-reserve");
 }
 
 void ReadLanding::WaitReserved() const { buffer_->staging.WaitReserved(); }
@@ -20,7 +19,7 @@ uint64_t ReadLanding::heap_bytes() const { return buffer_->staging.heap_bytes();
 
 std::shared_ptr<ReadLanding::Ticket> ReadLanding::Reserve() {
   // Still being reserved in the background: this read takes the unlanded route.
-  if (!buffer_->ready.load(std::memory_order_acquire)) return nullptr;
+  if (!buffer_->staging.reserved()) return nullptr;
   if (current_.lock() != nullptr) return nullptr;  // a read (or its unadmitted result) holds it
   auto ticket = std::make_shared<Ticket>(buffer_);
   current_ = ticket;

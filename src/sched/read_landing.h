@@ -81,9 +81,6 @@ class ReadLanding {
     engine::KvLayout layout;
     uint32_t n_stream;
     uint64_t capacity = 0;
-    // Set once the memory is reserved (by the reserving thread, in the
-    // background); declared before `staging`, whose destructor joins it.
-    std::atomic<bool> ready{false};
     engine::StagingBuffer staging;  // used by one ticket at a time
   };
   std::shared_ptr<Buffer> buffer_;  // shared with the tickets: outlives the last one
